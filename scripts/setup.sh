@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Installs every system and Python dependency stoker needs on a fresh Debian
+# machine, then builds and installs the package (`pip install .`). Idempotent.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+SUDO=""
+[ "$(id -u)" = 0 ] || SUDO="sudo"
+
+apt_packages=(
+  g++ cmake ninja-build pkg-config
+  libturbojpeg0-dev      # JPEG decode/encode (TurboJPEG API)
+  libyuv-dev             # SIMD plane scaling and YUV->RGB conversion
+  libdeflate-dev         # NPZ (deflate) decode and encode
+  libcli11-dev           # the `stoker` command line
+  nlohmann-json3-dev     # index files, --json output
+  libgtest-dev           # C++ unit tests
+)
+missing=()
+for p in "${apt_packages[@]}"; do
+  dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  $SUDO apt-get update -q
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+
+PY=${PYTHON:-python3}
+# torch is pinned: 2.13.0 is the CPU build this project is tested against.
+$PY -m pip install -q -r requirements-dev.txt
+$PY -m pip install -q --no-build-isolation .

@@ -1,0 +1,44 @@
+// codecs/image_spec.h — what an image field turns into: output geometry,
+// augmentation and element type. A value; the pipeline shares one per field.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "stoker/status.h"
+
+namespace stoker {
+
+enum class ResizeMode : uint8_t {
+  kNone,              // full decode, no resize: every image must be height x width
+  kStretch,           // resize to height x width ignoring aspect
+  kShorterCenterCrop, // shorter side to the target, then center crop (ImageNet eval)
+  kLongestPad,        // longer side to max(height,width), pad bottom/right with 0 (SAM)
+  kRandomResizedCrop, // torchvision RandomResizedCrop(scale, ratio), then resize
+};
+Result<ResizeMode> ParseResizeMode(const std::string& name);  // "none","stretch","center_crop","longest","random_resized_crop"
+
+enum class PixelType : uint8_t { kUint8, kFloat32 };
+
+struct ImageSpec {
+  int height = 224;
+  int width = 224;
+  ResizeMode mode = ResizeMode::kShorterCenterCrop;
+  bool chw = true;                 // CHW (torch) or HWC
+  bool random_hflip = false;       // p = 0.5, decided per sample from its seed
+  std::array<float, 2> scale{0.08f, 1.0f};          // random_resized_crop
+  std::array<float, 2> ratio{3.0f / 4, 4.0f / 3};   // random_resized_crop
+  PixelType pixel = PixelType::kUint8;
+  bool normalize = false;          // float32 only: (x/255 - mean) / std
+  std::array<float, 3> mean{0.485f, 0.456f, 0.406f};
+  std::array<float, 3> std{0.229f, 0.224f, 0.225f};
+
+  // Shape of one output sample: {3,H,W} or {H,W,3}.
+  std::vector<int64_t> OutputShape() const;
+  size_t OutputBytes() const;
+  Status Validate() const;
+};
+
+}  // namespace stoker

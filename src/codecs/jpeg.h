@@ -1,0 +1,61 @@
+// codecs/jpeg.h — JPEG decode (and encode, for `stoker synth`) through
+// libjpeg-turbo's TurboJPEG API, with resize, crop, flip and normalize.
+//
+// Decode path: read the header; pick the largest DCT scale among 1/8, 1/4, 1/2
+// that still leaves the region to resize at least as large as the output (only
+// these beat a full decode on this class of machine; 5/8 etc. do not); decode
+// only the crop region's MCU rows where a crop is asked for; resize with an
+// antialiased filter; write the result straight into `out` (the sample's slot
+// of a batch buffer). Grayscale and CMYK JPEGs come out as RGB.
+// Quality contract: at full size the RGB equals Pillow's decode of the same
+// file exactly; after resize it is within a stated tolerance of Pillow's
+// antialiased bilinear resize (see tests/cpp/jpeg_test.cc and tests/python).
+// Thread-safety: a JpegDecoder is owned by one thread (it keeps a TurboJPEG
+// handle and scratch buffers that grow to the largest image and stay).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "codecs/image_spec.h"
+#include "stoker/status.h"
+
+namespace stoker {
+
+struct JpegInfo {
+  int width = 0;
+  int height = 0;
+  int components = 3;  // 1 gray, 3 YCbCr/RGB, 4 CMYK/YCCK
+};
+
+class JpegDecoder {
+ public:
+  JpegDecoder();
+  ~JpegDecoder();
+  JpegDecoder(const JpegDecoder&) = delete;
+  JpegDecoder& operator=(const JpegDecoder&) = delete;
+
+  Result<JpegInfo> ReadInfo(std::span<const uint8_t> jpeg);
+
+  // Decodes jpeg, applies spec, writes spec.OutputBytes() bytes to out.
+  // `sample_seed` drives the random crop and flip: the same seed gives the same
+  // pixels on any thread. Errors say what libjpeg-turbo reported.
+  Status DecodeInto(std::span<const uint8_t> jpeg, const ImageSpec& spec, uint64_t sample_seed,
+                    std::span<uint8_t> out);
+
+  // Full-size RGB (HWC uint8), no transform: the reference path for tests.
+  Status DecodeRgb(std::span<const uint8_t> jpeg, std::vector<uint8_t>* rgb, int* width, int* height);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// Encodes HWC RGB uint8 (or 1-channel gray) as a baseline JPEG.
+// subsampling: 444, 422 or 420.
+Result<std::vector<uint8_t>> EncodeJpeg(const uint8_t* pixels, int width, int height, int channels,
+                                        int quality, int subsampling = 420);
+
+}  // namespace stoker

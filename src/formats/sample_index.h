@@ -1,0 +1,67 @@
+// formats/sample_index.h — a shard's samples: members grouped by key, and the
+// sidecar index file (`<shard>.idx`, JSON) that gives random access to each
+// sample by one pread of [begin, end).
+//
+// Key rules:
+//  * kWebDataset: the key is the member path up to the first dot of its
+//    basename; the field is the rest ("a/b/x.seg.png" -> key "a/b/x", field
+//    "seg.png"). Members of one sample are adjacent, in any order among
+//    themselves.
+//  * kUnderscoreSuffix: as kWebDataset, and a member whose key is another's key
+//    plus "_<suffix>" joins it with field "<suffix>.<ext>": the SA-1B layout
+//    "sa_1.jpg" + "sa_1_features.npz" is one sample {jpg, features.npz}.
+// A key seen again after other keys, or a field twice in one sample, is
+// DataLoss naming the member and offset.
+// Thread-safety: values and free functions.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "formats/tar.h"
+#include "stoker/status.h"
+
+namespace stoker {
+
+enum class KeyRule { kWebDataset, kUnderscoreSuffix };
+Result<KeyRule> ParseKeyRule(std::string_view name);  // "webdataset" | "underscore"
+const char* KeyRuleName(KeyRule rule);
+
+struct MemberRef {
+  std::string field;     // "jpg", "features.npz", "cls"
+  std::string name;      // full member name, for messages
+  uint64_t offset;       // data offset in the shard
+  uint64_t size;
+};
+
+struct SampleEntry {
+  std::string key;
+  std::vector<MemberRef> members;
+  uint64_t begin;  // first header byte of the sample's first member
+  uint64_t end;    // one past its last data byte
+  const MemberRef* Find(std::string_view field) const;
+};
+
+struct ShardIndex {
+  std::string shard_path;
+  uint64_t shard_size = 0;
+  KeyRule key_rule = KeyRule::kWebDataset;
+  std::vector<SampleEntry> samples;
+};
+
+Result<std::vector<SampleEntry>> GroupSamples(const std::vector<TarMember>& members, KeyRule rule,
+                                              const std::string& shard_path);
+
+// The sidecar path for a shard: "<shard>.idx".
+std::string IndexPathFor(const std::string& shard_path);
+
+Status WriteShardIndex(const ShardIndex& index, const std::string& index_path);
+Result<ShardIndex> ReadShardIndex(const std::string& index_path);
+
+// Reads the sidecar when it exists and matches the shard (same size, same key
+// rule); otherwise scans the tar headers. Never writes.
+Result<ShardIndex> LoadOrBuildShardIndex(const std::string& shard_path, KeyRule rule);
+
+}  // namespace stoker

@@ -1,0 +1,52 @@
+// formats/tar.h — tar archives as WebDataset shards use them.
+//
+// Reading walks the 512-byte headers with pread and skips member data, so an
+// index of a 1 GB shard costs one small read per member. Understood: POSIX
+// ustar (with the 155-byte prefix), GNU long names ('L') and long links ('K'),
+// pax extended headers ('x': path, size; 'g' is ignored), base-256 sizes.
+// Only regular files are returned; directories, links and others are skipped.
+// Errors name the file and the byte offset of the header at fault.
+// Thread-safety: free functions; TarWriter is single-threaded.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/file.h"
+#include "stoker/status.h"
+
+namespace stoker {
+
+struct TarMember {
+  std::string name;        // full path inside the archive
+  uint64_t header_offset;  // first header byte (the pax/GNU header if there is one)
+  uint64_t data_offset;    // first data byte
+  uint64_t size;           // data size in bytes
+};
+
+// Lists the regular-file members of the tar at `path`. A truncated archive
+// (a header or member data past the end of file) is DataLoss naming the offset.
+Result<std::vector<TarMember>> ScanTar(const std::string& path);
+
+// Same, over an open file of known size (`label` is used in messages).
+Result<std::vector<TarMember>> ScanTar(const File& file, uint64_t file_size);
+
+// Writes a tar that GNU tar, Python's tarfile and webdataset read: ustar
+// headers, a pax header for names over 100 bytes, two zero blocks at the end.
+class TarWriter {
+ public:
+  static Result<TarWriter> Create(const std::string& path);
+  Status Add(const std::string& name, std::span<const uint8_t> data);
+  Status Close();
+  uint64_t bytes_written() const { return offset_; }
+
+ private:
+  explicit TarWriter(File file) : file_(std::move(file)) {}
+  Status WriteHeader(const std::string& name, uint64_t size, char type);
+  File file_;
+  uint64_t offset_ = 0;
+};
+
+}  // namespace stoker
