@@ -120,6 +120,9 @@ class Loader {
   // The next batch in plan order; nullptr at the end of the epoch. Blocks
   // while the batch is being made. Errors name shard, member, offset, cause.
   virtual Result<std::shared_ptr<Batch>> Next() = 0;
+  // Stops every thread (e.g. the caller broke out of its loop) and keeps the
+  // position: a later Next() resumes with the next undelivered batch.
+  virtual void Stop() = 0;
 
   virtual const PlanInfo& plan() const = 0;
   virtual const LoaderOptions& options() const = 0;

@@ -1,1 +1,118 @@
-// placeholder, replaced by the implementation
+#include "pipeline/planner.h"
+
+#include <algorithm>
+#include <numeric>
+
+namespace stoker {
+
+namespace {
+
+uint64_t SplitMix64(uint64_t& state) {
+  uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+// Uniform in [0, n) without modulo bias worth caring about at n < 2^32.
+uint64_t Below(uint64_t& state, uint64_t n) {
+  return static_cast<uint64_t>((static_cast<unsigned __int128>(SplitMix64(state)) * n) >> 64);
+}
+
+// Fisher-Yates with our own generator: std::shuffle's output differs between
+// standard libraries, and the plan must not.
+template <typename T>
+void Shuffle(std::vector<T>& v, uint64_t& state) {
+  for (size_t i = v.size(); i > 1; --i) std::swap(v[i - 1], v[Below(state, i)]);
+}
+
+}  // namespace
+
+uint64_t MixSeed(uint64_t a, uint64_t b, uint64_t c) {
+  uint64_t s = a;
+  uint64_t h = SplitMix64(s);
+  s = h ^ b;
+  h = SplitMix64(s);
+  s = h ^ c;
+  return SplitMix64(s);
+}
+
+Result<EpochPlan> PlanEpoch(const std::vector<uint32_t>& samples_per_shard, const LoaderOptions& options,
+                            uint64_t epoch) {
+  if (options.world_size < 1 || options.rank < 0 || options.rank >= options.world_size) {
+    return InvalidArgument("rank " + std::to_string(options.rank) + " is outside world_size " +
+                           std::to_string(options.world_size));
+  }
+  if (options.batch_size < 1) return InvalidArgument("batch_size must be at least 1");
+
+  std::vector<uint64_t> first(samples_per_shard.size() + 1, 0);
+  for (size_t s = 0; s < samples_per_shard.size(); ++s) first[s + 1] = first[s] + samples_per_shard[s];
+  const uint64_t total = first.back();
+  if (total == 0) return InvalidArgument("the dataset has no samples");
+
+  auto ref_of = [&](uint32_t shard, uint32_t sample) { return SampleRef{shard, sample, first[shard] + sample}; };
+  uint64_t rng = MixSeed(options.seed, epoch, 0x5EED);
+
+  std::vector<SampleRef> order;
+  order.reserve(total);
+  std::vector<uint32_t> shard_order(samples_per_shard.size());
+  std::iota(shard_order.begin(), shard_order.end(), 0);
+  if (options.shuffle && options.shuffle_buffer > 0) Shuffle(shard_order, rng);
+  for (uint32_t s : shard_order)
+    for (uint32_t i = 0; i < samples_per_shard[s]; ++i) order.push_back(ref_of(s, i));
+
+  if (options.shuffle && options.shuffle_buffer == 0) {
+    Shuffle(order, rng);
+  } else if (options.shuffle) {
+    // Stream through a buffer: emit a random buffered sample for each arrival.
+    std::vector<SampleRef> buffer, out;
+    out.reserve(total);
+    const size_t cap = static_cast<size_t>(options.shuffle_buffer);
+    for (const SampleRef& r : order) {
+      if (buffer.size() < cap) {
+        buffer.push_back(r);
+        continue;
+      }
+      size_t j = Below(rng, buffer.size());
+      out.push_back(buffer[j]);
+      buffer[j] = r;
+    }
+    Shuffle(buffer, rng);
+    out.insert(out.end(), buffer.begin(), buffer.end());
+    order = std::move(out);
+  }
+
+  // Equal contiguous parts per rank, so every rank runs the same number of steps.
+  const uint64_t world = static_cast<uint64_t>(options.world_size);
+  uint64_t per_rank = options.partition == PartitionPolicy::kPadRepeat ? (total + world - 1) / world : total / world;
+  if (per_rank == 0) {
+    return InvalidArgument("the dataset has " + std::to_string(total) + " samples, fewer than world_size " +
+                           std::to_string(world) + "; use the pad policy");
+  }
+  EpochPlan plan;
+  plan.info.dataset_samples = static_cast<int64_t>(total);
+  plan.info.num_shards = static_cast<int64_t>(samples_per_shard.size());
+  const uint64_t begin = per_rank * static_cast<uint64_t>(options.rank);
+  plan.samples.reserve(per_rank);
+  for (uint64_t i = begin; i < begin + per_rank; ++i) {
+    plan.samples.push_back(order[i % total]);
+  }
+
+  const uint64_t bs = static_cast<uint64_t>(options.batch_size);
+  uint64_t batches = options.drop_last ? per_rank / bs : (per_rank + bs - 1) / bs;
+  if (batches == 0) {
+    return InvalidArgument("each rank has " + std::to_string(per_rank) + " samples, fewer than batch_size " +
+                           std::to_string(bs) + " with drop_last");
+  }
+  plan.samples.resize(std::min<uint64_t>(per_rank, batches * bs));
+  plan.info.rank_samples = static_cast<int64_t>(plan.samples.size());
+  plan.info.batches = static_cast<int64_t>(batches);
+  // Samples no rank delivers this epoch: the remainder cut to equalize ranks
+  // plus each rank's partial last batch under drop_last.
+  plan.info.dropped_samples = static_cast<int64_t>(total - std::min<uint64_t>(total, plan.samples.size() * world));
+  plan.info.padded_samples = 0;
+  for (uint64_t i = begin; i < begin + plan.samples.size(); ++i) plan.info.padded_samples += i >= total;
+  return plan;
+}
+
+}  // namespace stoker

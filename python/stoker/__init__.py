@@ -1,0 +1,26 @@
+"""stoker: a C++ data-loading engine for deep-learning training.
+
+    import stoker
+    loader = stoker.Loader("data/sa1b-{000000..000031}.tar",
+        fields={"jpg": stoker.image(1024, resize="longest"),
+                "features.npz": stoker.npz()},
+        batch_size=24, shuffle=True, seed=0, key_rule="underscore")
+"""
+from ._stoker import StokerError, decode_jpeg, decode_jpeg_rgb, expand_sources
+from .fields import image, image_spec, npy, npz, raw, scalar
+from .loader import Loader
+
+__all__ = [
+    "Loader",
+    "StokerError",
+    "decode_jpeg",
+    "decode_jpeg_rgb",
+    "expand_sources",
+    "image",
+    "image_spec",
+    "npy",
+    "npz",
+    "raw",
+    "scalar",
+]
+__version__ = "0.1.0"

@@ -1,0 +1,98 @@
+"""Field specs: what each member of a sample turns into in a batch.
+
+Each helper returns a native ``FieldSpec``; the member it reads is the key of
+the ``fields`` dict given to :class:`stoker.Loader`.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+from . import _stoker
+
+_RESIZE = {
+    "none": _stoker.ResizeMode.none,
+    "stretch": _stoker.ResizeMode.stretch,
+    "center_crop": _stoker.ResizeMode.center_crop,
+    "longest": _stoker.ResizeMode.longest,
+    "random_resized_crop": _stoker.ResizeMode.random_resized_crop,
+}
+
+
+def image_spec(
+    size: int | Sequence[int] = 224,
+    *,
+    resize: str = "center_crop",
+    layout: str = "CHW",
+    random_hflip: bool = False,
+    scale: Sequence[float] = (0.08, 1.0),
+    ratio: Sequence[float] = (3 / 4, 4 / 3),
+    dtype: str = "uint8",
+    normalize: bool = False,
+    mean: Sequence[float] = (0.485, 0.456, 0.406),
+    std: Sequence[float] = (0.229, 0.224, 0.225),
+) -> _stoker.ImageSpec:
+    """The native ImageSpec for :func:`image`'s arguments."""
+    spec = _stoker.ImageSpec()
+    if isinstance(size, int):
+        spec.height = spec.width = size
+    else:
+        spec.height, spec.width = (int(x) for x in size)
+    if resize not in _RESIZE:
+        raise ValueError(f"resize must be one of {sorted(_RESIZE)}, not {resize!r}")
+    spec.mode = _RESIZE[resize]
+    if layout not in ("CHW", "HWC"):
+        raise ValueError(f"layout must be 'CHW' or 'HWC', not {layout!r}")
+    spec.chw = layout == "CHW"
+    spec.random_hflip = random_hflip
+    spec.scale = tuple(scale)
+    spec.ratio = tuple(ratio)
+    if dtype not in ("uint8", "float32"):
+        raise ValueError(f"dtype must be 'uint8' or 'float32', not {dtype!r}")
+    spec.pixel = getattr(_stoker.PixelType, dtype)
+    spec.normalize = normalize
+    spec.mean = tuple(mean)
+    spec.std = tuple(std)
+    return spec
+
+
+def image(size: int | Sequence[int] = 224, **kwargs) -> _stoker.FieldSpec:
+    """A JPEG member decoded, resized/cropped/flipped, as [B, 3, H, W] (or HWC).
+
+    resize: "center_crop" (shorter side to size, center crop), "stretch",
+    "longest" (longer side to size, zero padding: SAM), "random_resized_crop",
+    "none". dtype "float32" with normalize=True gives (x/255 - mean) / std.
+    """
+    f = _stoker.FieldSpec()
+    f.kind = _stoker.FieldKind.image
+    f.image = image_spec(size, **kwargs)
+    return f
+
+
+def npy() -> _stoker.FieldSpec:
+    """A .npy member: [B, *shape] with the dtype stored in the file."""
+    f = _stoker.FieldSpec()
+    f.kind = _stoker.FieldKind.npy
+    return f
+
+
+def npz() -> _stoker.FieldSpec:
+    """A .npz member: a dict of [B, *shape] arrays, one per array in the archive."""
+    f = _stoker.FieldSpec()
+    f.kind = _stoker.FieldKind.npz
+    return f
+
+
+def scalar(dtype: str = "int64") -> _stoker.FieldSpec:
+    """A text member holding one number (a class label): [B]."""
+    f = _stoker.FieldSpec()
+    f.kind = _stoker.FieldKind.scalar
+    f.dtype = dtype
+    return f
+
+
+def raw(max_bytes: int) -> _stoker.FieldSpec:
+    """Raw member bytes: [B, max_bytes] uint8, zero padded, plus '<field>.len'."""
+    f = _stoker.FieldSpec()
+    f.kind = _stoker.FieldKind.bytes
+    f.max_bytes = int(max_bytes)
+    return f

@@ -1,0 +1,49 @@
+// pipeline/batch_layout.h — where each output array of a batch lives inside
+// one pooled buffer.
+//
+// Every field becomes one or more arrays of fixed per-sample shape; each array
+// is a [batch_size, ...] region of the buffer, 64-byte aligned, and sample i
+// of the batch writes its part at region + i * sample_bytes. Collate is then
+// free: a batch is complete when its last sample is written.
+// Shapes of .npy/.npz fields are not in the spec: they are probed from the
+// first sample, and every later sample must match (else a DataLoss error).
+// Thread-safety: immutable after construction.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "stoker/loader.h"
+
+namespace stoker {
+
+struct ArraySlot {
+  std::string name;                  // "jpg", "features.npz/embeddings", "__index__"
+  DType dtype = DType::kU8;
+  std::vector<int64_t> sample_shape;
+  size_t sample_bytes = 0;
+  size_t offset = 0;                 // of the [batch_size, ...] region in the buffer
+};
+
+struct FieldLayout {
+  FieldSpec spec;
+  std::vector<size_t> arrays;        // indices into BatchLayout::arrays, in the order of `names`
+  std::vector<std::string> names;    // npz: the member arrays, without ".npy"
+};
+
+struct BatchLayout {
+  int batch_size = 0;
+  std::vector<ArraySlot> arrays;
+  std::vector<FieldLayout> fields;
+  size_t index_array = 0;            // the "__index__" int64 array: global sample ids
+  size_t buffer_bytes = 0;
+};
+
+// `probe` is the bytes of one sample ([begin, end) of `entry`) used to learn
+// array shapes; `where` names it in messages.
+Result<BatchLayout> MakeBatchLayout(const std::vector<FieldSpec>& fields, int batch_size, const SampleEntry& entry,
+                                    std::span<const uint8_t> probe, const std::string& where);
+
+}  // namespace stoker

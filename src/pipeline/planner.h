@@ -1,0 +1,42 @@
+// pipeline/planner.h — the order of one epoch for one rank.
+//
+// A pure function of (sample counts per shard, options, epoch): no thread
+// timing, no I/O. Same inputs, same plan, on any machine and any thread count.
+//
+//  * no shuffle: shard order, then member order;
+//  * shuffle, shuffle_buffer == 0: one global permutation of every sample;
+//  * shuffle, shuffle_buffer > 0: shards permuted, then samples streamed
+//    through a buffer of that many samples (WebDataset's scheme, simulated
+//    here so it is deterministic), so reads stay mostly sequential.
+// The epoch order is then cut into world_size equal contiguous parts (drop or
+// pad policy, reported in PlanInfo), and this rank's part into batches.
+// Thread-safety: free functions on values.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "stoker/loader.h"
+
+namespace stoker {
+
+struct SampleRef {
+  uint32_t shard;
+  uint32_t sample;   // index within the shard
+  uint64_t global;   // index within the dataset (shards concatenated)
+};
+
+struct EpochPlan {
+  PlanInfo info;
+  std::vector<SampleRef> samples;  // this rank's samples in delivery order
+  int64_t BatchBegin(int64_t batch, int batch_size) const { return batch * batch_size; }
+};
+
+Result<EpochPlan> PlanEpoch(const std::vector<uint32_t>& samples_per_shard, const LoaderOptions& options,
+                            uint64_t epoch);
+
+// A 64-bit mix of its arguments (splitmix64); seeds of shuffles and of
+// per-sample augmentation derive from it.
+uint64_t MixSeed(uint64_t a, uint64_t b, uint64_t c = 0);
+
+}  // namespace stoker

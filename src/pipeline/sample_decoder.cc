@@ -1,0 +1,143 @@
+#include "pipeline/sample_decoder.h"
+
+#include <charconv>
+#include <cstring>
+
+#include "formats/npy.h"
+#include "formats/zip.h"
+#include "pipeline/planner.h"
+
+namespace stoker {
+
+namespace {
+
+std::string ShapeString(const std::vector<int64_t>& shape) {
+  std::string s = "(";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + (shape.size() == 1 ? ",)" : ")");
+}
+
+template <typename T>
+void StoreAs(double v, uint8_t* out) {
+  T t = static_cast<T>(v);
+  std::memcpy(out, &t, sizeof(T));
+}
+
+Status ParseScalar(std::span<const uint8_t> text, DType dtype, uint8_t* out) {
+  std::string_view s(reinterpret_cast<const char*>(text.data()), text.size());
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
+  const bool is_float = dtype == DType::kF32 || dtype == DType::kF64;
+  if (!is_float) {
+    long long v = 0;
+    auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+    if (ec != std::errc() || end != s.data() + s.size()) {
+      return DataLoss("'" + std::string(s.substr(0, 40)) + "' is not an integer");
+    }
+    switch (dtype) {
+      case DType::kI64: StoreAs<int64_t>(v, out); break;
+      case DType::kI32: StoreAs<int32_t>(v, out); break;
+      case DType::kI16: StoreAs<int16_t>(v, out); break;
+      case DType::kU8: StoreAs<uint8_t>(v, out); break;
+      default: { int64_t w = v; std::memcpy(out, &w, std::min<size_t>(8, DTypeSize(dtype))); }
+    }
+    return Status::Ok();
+  }
+  double v = 0;
+  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || end != s.data() + s.size()) {
+    return DataLoss("'" + std::string(s.substr(0, 40)) + "' is not a number");
+  }
+  if (dtype == DType::kF32) StoreAs<float>(v, out); else StoreAs<double>(v, out);
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status CopyCheckedNpy(std::span<const uint8_t> npy, const ArraySlot& slot, std::span<uint8_t> out) {
+  STOKER_ASSIGN_OR_RETURN(ArrayInfo info, ParseNpyHeader(npy));
+  if (info.dtype != slot.dtype || info.shape != slot.sample_shape) {
+    return DataLoss(std::string("array is ") + DTypeName(info.dtype) + ShapeString(info.shape) + ", expected " +
+                    DTypeName(slot.dtype) + ShapeString(slot.sample_shape) + " as in the first sample");
+  }
+  return CopyNpyData(info, npy, out);
+}
+
+uint8_t* SampleDecoder::SlotOf(uint8_t* batch_buffer, size_t array, int slot) const {
+  const ArraySlot& a = layout_->arrays[array];
+  return batch_buffer + a.offset + a.sample_bytes * static_cast<size_t>(slot);
+}
+
+Status SampleDecoder::Decode(const std::string& shard, const SampleEntry& entry, std::span<const uint8_t> bytes,
+                             uint8_t* batch_buffer, int slot, uint64_t sample_seed) {
+  for (size_t f = 0; f < layout_->fields.size(); ++f) {
+    const FieldLayout& field = layout_->fields[f];
+    const MemberRef* member = entry.Find(field.spec.field);
+    if (member == nullptr) {
+      std::string have;
+      for (const MemberRef& m : entry.members) have += (have.empty() ? "" : ", ") + m.field;
+      return NotFound(shard + ": sample '" + entry.key + "' at offset " + std::to_string(entry.begin) +
+                      " has no member for field '" + field.spec.field + "' (it has: " + have + ")");
+    }
+    std::span<const uint8_t> data = bytes.subspan(member->offset - entry.begin, member->size);
+    Status st = DecodeField(field, *member, data, batch_buffer, slot, MixSeed(sample_seed, f));
+    if (!st.ok()) {
+      return st.WithContext(shard + ": member '" + member->name + "' at offset " + std::to_string(member->offset));
+    }
+  }
+  return Status::Ok();
+}
+
+Status SampleDecoder::DecodeField(const FieldLayout& field, const MemberRef& member, std::span<const uint8_t> data,
+                                  uint8_t* batch_buffer, int slot, uint64_t seed) {
+  const ArraySlot& first = layout_->arrays[field.arrays[0]];
+  std::span<uint8_t> out(SlotOf(batch_buffer, field.arrays[0], slot), first.sample_bytes);
+  switch (field.spec.kind) {
+    case FieldKind::kImage:
+      return jpeg_.DecodeInto(data, field.spec.image, seed, out);
+    case FieldKind::kNpy:
+      return CopyCheckedNpy(data, first, out);
+    case FieldKind::kNpz:
+      return DecodeNpz(field, data, batch_buffer, slot);
+    case FieldKind::kScalar:
+      return ParseScalar(data, field.spec.dtype, out.data());
+    case FieldKind::kBytes: {
+      if (data.size() > field.spec.max_bytes) {
+        return DataLoss(std::to_string(data.size()) + " bytes exceed max_bytes " +
+                        std::to_string(field.spec.max_bytes));
+      }
+      std::memcpy(out.data(), data.data(), data.size());
+      std::memset(out.data() + data.size(), 0, out.size() - data.size());
+      int64_t len = static_cast<int64_t>(data.size());
+      std::memcpy(SlotOf(batch_buffer, field.arrays[1], slot), &len, sizeof(len));
+      return Status::Ok();
+    }
+  }
+  return Internal("unknown field kind");
+}
+
+Status SampleDecoder::DecodeNpz(const FieldLayout& field, std::span<const uint8_t> data, uint8_t* batch_buffer,
+                                int slot) {
+  STOKER_ASSIGN_OR_RETURN(std::vector<ZipEntry> entries, ListZip(data));
+  for (size_t i = 0; i < field.names.size(); ++i) {
+    const std::string want = field.names[i] + ".npy";
+    const ZipEntry* entry = nullptr;
+    for (const ZipEntry& e : entries)
+      if (e.name == want) entry = &e;
+    if (entry == nullptr) return NotFound("npz has no array '" + field.names[i] + "' (the first sample had it)");
+    const ArraySlot& slot_info = layout_->arrays[field.arrays[i]];
+    std::span<uint8_t> out(SlotOf(batch_buffer, field.arrays[i], slot), slot_info.sample_bytes);
+    std::span<const uint8_t> npy;
+    if (entry->method == 0) {
+      STOKER_ASSIGN_OR_RETURN(npy, StoredZipEntryData(data, *entry));
+    } else {
+      scratch_.resize(entry->uncompressed_size);
+      STOKER_RETURN_IF_ERROR(ExtractZipEntry(data, *entry, scratch_).WithContext("array '" + want + "'"));
+      npy = scratch_;
+    }
+    STOKER_RETURN_IF_ERROR(CopyCheckedNpy(npy, slot_info, out).WithContext("array '" + want + "'"));
+  }
+  return Status::Ok();
+}
+
+}  // namespace stoker

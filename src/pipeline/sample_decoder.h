@@ -1,0 +1,41 @@
+// pipeline/sample_decoder.h — one sample's member bytes into its batch slots.
+//
+// Owned by one decode thread: it keeps a JPEG decoder and a scratch buffer
+// for deflated NPZ members, both reused across samples (no per-sample
+// allocation once warm). Every error names shard, member, byte offset, cause.
+// Thread-safety: one instance per thread.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "codecs/jpeg.h"
+#include "pipeline/batch_layout.h"
+
+namespace stoker {
+
+class SampleDecoder {
+ public:
+  explicit SampleDecoder(const BatchLayout* layout) : layout_(layout) {}
+
+  // `bytes` holds the sample's [entry.begin, entry.end) range of `shard`.
+  Status Decode(const std::string& shard, const SampleEntry& entry, std::span<const uint8_t> bytes,
+                uint8_t* batch_buffer, int slot, uint64_t sample_seed);
+
+ private:
+  Status DecodeField(const FieldLayout& field, const MemberRef& member, std::span<const uint8_t> data,
+                     uint8_t* batch_buffer, int slot, uint64_t seed);
+  Status DecodeNpz(const FieldLayout& field, std::span<const uint8_t> data, uint8_t* batch_buffer, int slot);
+  uint8_t* SlotOf(uint8_t* batch_buffer, size_t array, int slot) const;
+
+  const BatchLayout* layout_;
+  JpegDecoder jpeg_;
+  std::vector<uint8_t> scratch_;
+};
+
+// Checks an .npy header against the shape the layout expects; copies it into out.
+Status CopyCheckedNpy(std::span<const uint8_t> npy, const ArraySlot& slot, std::span<uint8_t> out);
+
+}  // namespace stoker

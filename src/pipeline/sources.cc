@@ -1,0 +1,114 @@
+// pipeline/sources.cc — turning what a user writes into a list of shard paths.
+//
+// "a-{000..031}.tar" expands numerically, keeping the zero padding (as
+// braceexpand and webdataset do); "{a,b}" expands to alternatives; globs go
+// through glob(3) and sort; a ".txt" source lists one shard per line. A
+// pattern that matches nothing and a listed file that is missing are errors:
+// a typo must not silently train on less data.
+#include <glob.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <fstream>
+
+#include "stoker/loader.h"
+
+namespace stoker {
+
+namespace {
+
+bool Exists(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0;
+}
+
+Result<std::vector<std::string>> ExpandBraces(const std::string& s) {
+  size_t open = s.find('{');
+  if (open == std::string::npos) return std::vector<std::string>{s};
+  size_t close = s.find('}', open);
+  if (close == std::string::npos) return InvalidArgument("unbalanced '{' in source '" + s + "'");
+  std::string body = s.substr(open + 1, close - open - 1);
+  std::string head = s.substr(0, open);
+  STOKER_ASSIGN_OR_RETURN(std::vector<std::string> tails, ExpandBraces(s.substr(close + 1)));
+
+  std::vector<std::string> items;
+  size_t dots = body.find("..");
+  if (dots != std::string::npos) {
+    std::string lo = body.substr(0, dots), hi = body.substr(dots + 2);
+    if (lo.empty() || hi.empty() || lo.find_first_not_of("0123456789") != std::string::npos ||
+        hi.find_first_not_of("0123456789") != std::string::npos) {
+      return InvalidArgument("bad range '{" + body + "}' in source '" + s + "'");
+    }
+    long long a = std::stoll(lo), b = std::stoll(hi);
+    if (b < a) return InvalidArgument("empty range '{" + body + "}' in source '" + s + "'");
+    size_t width = lo.size();
+    for (long long i = a; i <= b; ++i) {
+      std::string n = std::to_string(i);
+      if (n.size() < width) n.insert(0, width - n.size(), '0');
+      items.push_back(n);
+    }
+  } else {
+    size_t start = 0;
+    while (true) {
+      size_t comma = body.find(',', start);
+      items.push_back(body.substr(start, comma - start));
+      if (comma == std::string::npos) break;
+      start = comma + 1;
+    }
+  }
+  std::vector<std::string> out;
+  for (const auto& item : items)
+    for (const auto& tail : tails) out.push_back(head + item + tail);
+  return out;
+}
+
+Result<std::vector<std::string>> ExpandOne(const std::string& source) {
+  if (source.size() > 4 && source.ends_with(".txt")) {
+    std::ifstream in(source);
+    if (!in) return NotFound("shard list '" + source + "' cannot be opened");
+    std::vector<std::string> out;
+    std::string dir = source.find('/') == std::string::npos ? "" : source.substr(0, source.rfind('/') + 1);
+    for (std::string line; std::getline(in, line);) {
+      while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.pop_back();
+      if (line.empty() || line[0] == '#') continue;
+      out.push_back(line[0] == '/' ? line : dir + line);  // relative to the list file
+    }
+    return out;
+  }
+  STOKER_ASSIGN_OR_RETURN(std::vector<std::string> braced, ExpandBraces(source));
+  std::vector<std::string> out;
+  for (const auto& pattern : braced) {
+    if (pattern.find_first_of("*?[") == std::string::npos) {
+      out.push_back(pattern);
+      continue;
+    }
+    glob_t g{};
+    int rc = ::glob(pattern.c_str(), 0, nullptr, &g);
+    if (rc != 0) {
+      globfree(&g);
+      return NotFound("pattern '" + pattern + "' matches no file");
+    }
+    std::vector<std::string> matched(g.gl_pathv, g.gl_pathv + g.gl_pathc);
+    globfree(&g);
+    std::sort(matched.begin(), matched.end());
+    out.insert(out.end(), matched.begin(), matched.end());
+  }
+  return out;
+}
+
+}  // namespace
+
+Result<std::vector<std::string>> ExpandSources(const std::vector<std::string>& sources) {
+  std::vector<std::string> shards;
+  for (const auto& source : sources) {
+    STOKER_ASSIGN_OR_RETURN(std::vector<std::string> expanded, ExpandOne(source));
+    for (auto& path : expanded) {
+      if (!Exists(path)) return NotFound("shard '" + path + "' does not exist (from source '" + source + "')");
+      shards.push_back(std::move(path));
+    }
+  }
+  if (shards.empty()) return InvalidArgument("no shards given");
+  return shards;
+}
+
+}  // namespace stoker

@@ -1,0 +1,152 @@
+// python/loader_binding.cc — stoker::Loader and its option structs for Python.
+// Thin by design: every call forwards to C++ with the GIL released where it
+// may block or compute; python/stoker/loader.py adds the torch glue.
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/unique_ptr.h>
+#include <nanobind/stl/vector.h>
+
+#include "python/array_binding.h"
+#include "python/status_binding.h"
+#include "stoker/loader.h"
+
+namespace nb = nanobind;
+using namespace nb::literals;
+
+namespace stoker::python {
+
+namespace {
+
+// One batch as (index, [(name, numpy view)], keys); the views share the batch.
+nb::object BatchToPython(std::shared_ptr<Batch> batch) {
+  nb::list arrays;
+  for (const stoker::ArrayView& view : batch->arrays()) {
+    arrays.append(nb::make_tuple(view.name, ArrayView(view, batch)));
+  }
+  nb::list keys;
+  for (const std::string& k : batch->keys()) keys.append(k);
+  return nb::make_tuple(batch->index(), arrays, keys);
+}
+
+}  // namespace
+
+void RegisterLoader(nb::module_& m) {
+  nb::enum_<ResizeMode>(m, "ResizeMode")
+      .value("none", ResizeMode::kNone)
+      .value("stretch", ResizeMode::kStretch)
+      .value("center_crop", ResizeMode::kShorterCenterCrop)
+      .value("longest", ResizeMode::kLongestPad)
+      .value("random_resized_crop", ResizeMode::kRandomResizedCrop);
+  nb::enum_<PixelType>(m, "PixelType").value("uint8", PixelType::kUint8).value("float32", PixelType::kFloat32);
+  nb::enum_<FieldKind>(m, "FieldKind")
+      .value("image", FieldKind::kImage)
+      .value("npy", FieldKind::kNpy)
+      .value("npz", FieldKind::kNpz)
+      .value("scalar", FieldKind::kScalar)
+      .value("bytes", FieldKind::kBytes);
+  nb::enum_<KeyRule>(m, "KeyRule")
+      .value("webdataset", KeyRule::kWebDataset)
+      .value("underscore", KeyRule::kUnderscoreSuffix);
+  nb::enum_<PartitionPolicy>(m, "PartitionPolicy")
+      .value("drop", PartitionPolicy::kDropRemainder)
+      .value("pad", PartitionPolicy::kPadRepeat);
+
+  nb::class_<ImageSpec>(m, "ImageSpec")
+      .def(nb::init<>())
+      .def_rw("height", &ImageSpec::height)
+      .def_rw("width", &ImageSpec::width)
+      .def_rw("mode", &ImageSpec::mode)
+      .def_rw("chw", &ImageSpec::chw)
+      .def_rw("random_hflip", &ImageSpec::random_hflip)
+      .def_rw("scale", &ImageSpec::scale)
+      .def_rw("ratio", &ImageSpec::ratio)
+      .def_rw("pixel", &ImageSpec::pixel)
+      .def_rw("normalize", &ImageSpec::normalize)
+      .def_rw("mean", &ImageSpec::mean)
+      .def_rw("std", &ImageSpec::std)
+      .def("output_shape", &ImageSpec::OutputShape);
+
+  nb::class_<FieldSpec>(m, "FieldSpec")
+      .def(nb::init<>())
+      .def_rw("field", &FieldSpec::field)
+      .def_rw("kind", &FieldSpec::kind)
+      .def_rw("image", &FieldSpec::image)
+      .def_prop_rw(
+          "dtype", [](const FieldSpec& f) { return std::string(DTypeName(f.dtype)); },
+          [](FieldSpec& f, const std::string& name) { f.dtype = ValueOrRaise(ParseDTypeName(name)); })
+      .def_rw("max_bytes", &FieldSpec::max_bytes);
+
+  nb::class_<LoaderOptions>(m, "LoaderOptions")
+      .def(nb::init<>())
+      .def_rw("sources", &LoaderOptions::sources)
+      .def_rw("fields", &LoaderOptions::fields)
+      .def_rw("key_rule", &LoaderOptions::key_rule)
+      .def_rw("batch_size", &LoaderOptions::batch_size)
+      .def_rw("drop_last", &LoaderOptions::drop_last)
+      .def_rw("shuffle", &LoaderOptions::shuffle)
+      .def_rw("seed", &LoaderOptions::seed)
+      .def_rw("shuffle_buffer", &LoaderOptions::shuffle_buffer)
+      .def_rw("rank", &LoaderOptions::rank)
+      .def_rw("world_size", &LoaderOptions::world_size)
+      .def_rw("partition", &LoaderOptions::partition)
+      .def_rw("decode_threads", &LoaderOptions::decode_threads)
+      .def_rw("io_depth", &LoaderOptions::io_depth)
+      .def_rw("prefetch_batches", &LoaderOptions::prefetch_batches)
+      .def_rw("include_keys", &LoaderOptions::include_keys);
+
+  nb::class_<PlanInfo>(m, "PlanInfo")
+      .def_ro("dataset_samples", &PlanInfo::dataset_samples)
+      .def_ro("rank_samples", &PlanInfo::rank_samples)
+      .def_ro("dropped_samples", &PlanInfo::dropped_samples)
+      .def_ro("padded_samples", &PlanInfo::padded_samples)
+      .def_ro("batches", &PlanInfo::batches)
+      .def_ro("num_shards", &PlanInfo::num_shards);
+
+  nb::class_<Loader>(m, "NativeLoader")
+      .def_static(
+          "create",
+          [](LoaderOptions options) {
+            Result<std::unique_ptr<Loader>> loader = [&] {
+              nb::gil_scoped_release release;
+              return Loader::Create(std::move(options));
+            }();
+            return ValueOrRaise(std::move(loader));
+          },
+          "options"_a)
+      .def("set_epoch",
+           [](Loader& l, uint64_t epoch) {
+             Status st = [&] {
+               nb::gil_scoped_release release;
+               return l.SetEpoch(epoch);
+             }();
+             OkOrRaise(st);
+           })
+      .def("next",
+           [](Loader& l) -> nb::object {
+             Result<std::shared_ptr<Batch>> batch = [&] {
+               nb::gil_scoped_release release;
+               return l.Next();
+             }();
+             std::shared_ptr<Batch> b = ValueOrRaise(std::move(batch));
+             if (!b) return nb::none();
+             return BatchToPython(std::move(b));
+           })
+      .def_prop_ro("plan", [](const Loader& l) { return l.plan(); })
+      .def("state", &Loader::State)
+      .def("restore",
+           [](Loader& l, const std::string& state) {
+             Status st = [&] {
+               nb::gil_scoped_release release;
+               return l.Restore(state);
+             }();
+             OkOrRaise(st);
+           })
+      .def("stop", &Loader::Stop, nb::call_guard<nb::gil_scoped_release>());
+
+  m.def("expand_sources", [](const std::vector<std::string>& sources) {
+    return ValueOrRaise(ExpandSources(sources));
+  });
+}
+
+}  // namespace stoker::python

@@ -1,0 +1,16 @@
+// python/module.cc — the `stoker._stoker` extension: one register call per area.
+#include <nanobind/nanobind.h>
+
+#include "python/status_binding.h"
+
+namespace stoker::python {
+void RegisterLoader(nanobind::module_& m);
+void RegisterCodecs(nanobind::module_& m);
+}  // namespace stoker::python
+
+NB_MODULE(_stoker, m) {
+  m.doc() = "stoker's native engine; use the `stoker` package, not this module.";
+  stoker::python::RegisterStatus(m);
+  stoker::python::RegisterLoader(m);
+  stoker::python::RegisterCodecs(m);
+}
