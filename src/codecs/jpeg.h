@@ -9,7 +9,7 @@
 // of a batch buffer). Grayscale and CMYK JPEGs come out as RGB.
 // Quality contract: at full size the RGB equals Pillow's decode of the same
 // file exactly; after resize it is within a stated tolerance of Pillow's
-// antialiased bilinear resize (see tests/cpp/jpeg_test.cc and tests/python).
+// antialiased bilinear resize (see tests/cpp/codecs/jpeg_test.cc and tests/python).
 // Thread-safety: a JpegDecoder is owned by one thread (it keeps a TurboJPEG
 // handle and scratch buffers that grow to the largest image and stay).
 #pragma once

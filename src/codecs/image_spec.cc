@@ -1,0 +1,56 @@
+// codecs/image_spec.cc — parsing and validation of ImageSpec.
+// Thread-safety: pure functions on values.
+#include "codecs/image_spec.h"
+
+#include <cmath>
+
+namespace stoker {
+
+Result<ResizeMode> ParseResizeMode(const std::string& name) {
+  if (name == "none") return ResizeMode::kNone;
+  if (name == "stretch") return ResizeMode::kStretch;
+  if (name == "center_crop") return ResizeMode::kShorterCenterCrop;
+  if (name == "longest") return ResizeMode::kLongestPad;
+  if (name == "random_resized_crop") return ResizeMode::kRandomResizedCrop;
+  return InvalidArgument("unknown resize mode '" + name +
+                         "' (expected none, stretch, center_crop, longest or random_resized_crop)");
+}
+
+std::vector<int64_t> ImageSpec::OutputShape() const {
+  if (chw) return {3, height, width};
+  return {height, width, 3};
+}
+
+size_t ImageSpec::OutputBytes() const {
+  const size_t elem = pixel == PixelType::kFloat32 ? sizeof(float) : 1;
+  return static_cast<size_t>(height) * static_cast<size_t>(width) * 3 * elem;
+}
+
+Status ImageSpec::Validate() const {
+  // 16384 is libjpeg's own dimension limit (JPEG_MAX_DIMENSION is 65500, but
+  // an output larger than this is a configuration mistake, not a dataset).
+  if (height <= 0 || width <= 0 || height > 16384 || width > 16384) {
+    return InvalidArgument("image size must be in 1..16384, got " + std::to_string(height) + "x" +
+                           std::to_string(width));
+  }
+  if (mode == ResizeMode::kRandomResizedCrop) {
+    if (!(scale[0] > 0 && scale[0] <= scale[1] && scale[1] <= 1.0f)) {
+      return InvalidArgument("random_resized_crop scale must satisfy 0 < lo <= hi <= 1");
+    }
+    if (!(ratio[0] > 0 && ratio[0] <= ratio[1] && std::isfinite(ratio[1]))) {
+      return InvalidArgument("random_resized_crop ratio must satisfy 0 < lo <= hi");
+    }
+  }
+  if (normalize) {
+    if (pixel != PixelType::kFloat32) return InvalidArgument("normalize needs pixel type float32");
+    for (float s : std) {
+      if (!(s > 0) || !std::isfinite(s)) return InvalidArgument("normalize std must be positive");
+    }
+    for (float m : mean) {
+      if (!std::isfinite(m)) return InvalidArgument("normalize mean must be finite");
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace stoker
