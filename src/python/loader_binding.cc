@@ -2,6 +2,7 @@
 // Thin by design: every call forwards to C++ with the GIL released where it
 // may block or compute; python/stoker/loader.py adds the torch glue.
 #include <nanobind/nanobind.h>
+#include <nanobind/stl/array.h>
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/unique_ptr.h>
