@@ -1,0 +1,241 @@
+// cli/bench.cc — `stoker bench SOURCES... --field jpg:image:224 ...`: runs a
+// stoker::Loader over shards and reports its throughput: samples/s, MB/s of
+// shard bytes behind the delivered samples, batches, time to first batch and
+// the consumer's wait per Next(). Nothing is done with the batches, so this
+// measures the loader alone, the ceiling a training loop can reach.
+//
+// Field spec grammar, FIELD:KIND[:ARGS]:
+//   jpg:image:224                 center crop 224x224, uint8 CHW
+//   jpg:image:1024:longest        longer side 1024, padded; modes: none, stretch,
+//                                 center_crop, longest, random_resized_crop
+//   jpg:image:256x192:stretch:float:norm:flip:hwc    size HxW and flags
+//   features.npz:npz   x.npy:npy   cls:scalar:int64   txt:bytes:4KB
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <map>
+#include <sstream>
+#include <unordered_map>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "cli/common.h"
+#include "stoker/loader.h"
+
+namespace stoker::cli {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+struct BenchOptions {
+  std::vector<std::string> sources;
+  std::vector<std::string> fields;
+  std::string key_rule = "auto";
+  int batch_size = 64;
+  int decode_threads = 0;
+  int io_depth = 4;
+  int prefetch = 2;
+  int epochs = 2;
+  int64_t max_batches = 0;
+  bool shuffle = false;
+  uint64_t seed = 0;
+  bool json = false;
+};
+
+Result<FieldSpec> ParseFieldSpec(const std::string& text) {
+  std::vector<std::string> parts;
+  std::stringstream stream(text);
+  for (std::string part; std::getline(stream, part, ':');) parts.push_back(part);
+  auto bad = [&](const std::string& why) {
+    return InvalidArgument("--field '" + text + "': " + why +
+                           " (e.g. jpg:image:224, jpg:image:1024:longest, features.npz:npz, cls:scalar:int64)");
+  };
+  if (parts.size() < 2 || parts[0].empty()) return bad("expected FIELD:KIND");
+  const std::string& field = parts[0];
+  const std::string& kind = parts[1];
+  if (kind == "npz" || kind == "npy") {
+    if (parts.size() != 2) return bad("takes no arguments");
+    return kind == "npz" ? NpzField(field) : NpyField(field);
+  }
+  if (kind == "scalar") {
+    if (parts.size() > 3) return bad("expected FIELD:scalar[:DTYPE]");
+    STOKER_ASSIGN_OR_RETURN(DType dtype, ParseDTypeName(parts.size() == 3 ? parts[2] : "int64"));
+    return ScalarField(field, dtype);
+  }
+  if (kind == "bytes") {
+    if (parts.size() != 3) return bad("expected FIELD:bytes:MAX_BYTES");
+    STOKER_ASSIGN_OR_RETURN(uint64_t max_bytes, ParseByteSize(parts[2]));
+    return BytesField(field, max_bytes);
+  }
+  if (kind != "image") return bad("unknown kind '" + kind + "': use image, npz, npy, scalar, bytes");
+  if (parts.size() < 3) return bad("expected FIELD:image:SIZE");
+  ImageSpec spec;
+  char x = 0;
+  int h = 0, w = 0;
+  const int n = std::sscanf(parts[2].c_str(), "%d%c%d", &h, &x, &w);
+  if (n == 1) {
+    w = h;
+  } else if (n != 3 || (x != 'x' && x != 'X')) {
+    return bad("size '" + parts[2] + "' is not N or HxW");
+  }
+  spec.height = h, spec.width = w;
+  for (size_t i = 3; i < parts.size(); ++i) {
+    const std::string& p = parts[i];
+    if (p == "float") {
+      spec.pixel = PixelType::kFloat32;
+    } else if (p == "norm") {
+      spec.pixel = PixelType::kFloat32, spec.normalize = true;
+    } else if (p == "flip") {
+      spec.random_hflip = true;
+    } else if (p == "hwc") {
+      spec.chw = false;
+    } else {
+      auto mode = ParseResizeMode(p);
+      if (!mode.ok()) return bad("'" + p + "' is neither a resize mode nor float, norm, flip, hwc");
+      spec.mode = *mode;
+    }
+  }
+  STOKER_RETURN_IF_ERROR(spec.Validate().WithContext("--field '" + text + "'"));
+  return ImageField(field, spec);
+}
+
+double Percentile(std::vector<double> v, double q) {
+  if (v.empty()) return 0;
+  const size_t k = std::min(v.size() - 1, size_t(q * (v.size() - 1) + 0.5));
+  std::nth_element(v.begin(), v.begin() + k, v.end());
+  return v[k];
+}
+
+Status RunBench(const BenchOptions& opt) {
+  LoaderOptions lo;
+  for (const std::string& f : opt.fields) {
+    STOKER_ASSIGN_OR_RETURN(FieldSpec spec, ParseFieldSpec(f));
+    lo.fields.push_back(std::move(spec));
+  }
+  STOKER_ASSIGN_OR_RETURN(std::vector<std::string> shards, ExpandSources(opt.sources));
+  if (shards.empty()) return NotFound("no shards match the sources given");
+  if (opt.key_rule == "auto") {
+    // The first shard decides, as `stoker index` would.
+    STOKER_ASSIGN_OR_RETURN(std::vector<TarMember> members, ScanTar(shards.front()));
+    auto grouped = GroupWithRule(members, "auto", shards.front(), &lo.key_rule);
+    STOKER_RETURN_IF_ERROR(grouped.status());
+  } else {
+    STOKER_ASSIGN_OR_RETURN(lo.key_rule, ParseKeyRule(opt.key_rule));
+  }
+  // Bytes behind each sample ("shard:key" as Batch::keys() names it), for MB/s.
+  std::unordered_map<std::string, uint64_t> sample_bytes;
+  uint64_t dataset_bytes = 0;
+  for (const std::string& shard : shards) {
+    STOKER_ASSIGN_OR_RETURN(ShardIndex index, LoadOrBuildShardIndex(shard, lo.key_rule));
+    for (const SampleEntry& s : index.samples) {
+      sample_bytes[shard + ":" + s.key] = s.end - s.begin;
+      dataset_bytes += s.end - s.begin;
+    }
+  }
+  const double mean_sample_bytes = sample_bytes.empty() ? 0 : double(dataset_bytes) / sample_bytes.size();
+
+  lo.sources = shards;
+  lo.batch_size = opt.batch_size;
+  lo.decode_threads = opt.decode_threads;
+  lo.io_depth = opt.io_depth;
+  lo.prefetch_batches = opt.prefetch;
+  lo.shuffle = opt.shuffle;
+  lo.seed = opt.seed;
+  lo.include_keys = true;
+  const auto create_start = Clock::now();
+  STOKER_ASSIGN_OR_RETURN(std::unique_ptr<Loader> loader, Loader::Create(lo));
+  const double create_s = Seconds(Clock::now() - create_start);
+  const PlanInfo& plan = loader->plan();
+
+  nlohmann::ordered_json report;
+  report["shards"] = shards.size();
+  report["dataset_samples"] = plan.dataset_samples;
+  report["batches_per_epoch"] = plan.batches;
+  report["config"] = {{"batch_size", opt.batch_size}, {"decode_threads", opt.decode_threads},
+                      {"io_depth", opt.io_depth},     {"prefetch", opt.prefetch},
+                      {"shuffle", opt.shuffle},       {"key_rule", KeyRuleName(lo.key_rule)},
+                      {"fields", opt.fields}};
+  report["create_s"] = create_s;
+  report["epochs"] = nlohmann::ordered_json::array();
+  if (!opt.json) {
+    const std::string threads = opt.decode_threads > 0 ? std::to_string(opt.decode_threads) : "auto";
+    std::printf("bench: %zu shard%s, %lld samples, %lld batches/epoch of %d; decode threads %s, io depth %d, "
+                "prefetch %d; loader created in %.3f s\n",
+                shards.size(), shards.size() == 1 ? "" : "s", (long long)plan.dataset_samples,
+                (long long)plan.batches, opt.batch_size, threads.c_str(), opt.io_depth, opt.prefetch, create_s);
+  }
+
+  std::vector<double> waits;  // seconds per Next(), all epochs
+  int64_t all_samples = 0, all_batches = 0;
+  double all_bytes = 0, all_secs = 0;
+  for (int epoch = 0; epoch < opt.epochs; ++epoch) {
+    const auto start = Clock::now();
+    STOKER_RETURN_IF_ERROR(loader->SetEpoch(epoch));
+    int64_t batches = 0, samples = 0;
+    double bytes = 0, first_batch_s = 0;
+    while (opt.max_batches == 0 || batches < opt.max_batches) {
+      const auto before = Clock::now();
+      STOKER_ASSIGN_OR_RETURN(std::shared_ptr<Batch> batch, loader->Next());
+      const auto after = Clock::now();
+      if (!batch) break;
+      waits.push_back(Seconds(after - before));
+      if (batches == 0) first_batch_s = Seconds(after - start);
+      ++batches;
+      samples += batch->size();
+      for (const std::string& key : batch->keys()) {
+        auto it = sample_bytes.find(key);
+        bytes += it != sample_bytes.end() ? double(it->second) : mean_sample_bytes;
+      }
+      if (batch->keys().empty()) bytes += mean_sample_bytes * batch->size();
+    }
+    const double secs = Seconds(Clock::now() - start);
+    all_samples += samples, all_batches += batches, all_bytes += bytes, all_secs += secs;
+    report["epochs"].push_back({{"epoch", epoch}, {"batches", batches}, {"samples", samples}, {"seconds", secs},
+                                {"samples_per_s", samples / secs}, {"mb_per_s", bytes / 1e6 / secs},
+                                {"first_batch_s", first_batch_s}});
+    if (!opt.json) {
+      std::printf("epoch %d: %lld batches, %lld samples in %.2f s: %.1f samples/s, %.1f MB/s, first batch %.3f s\n",
+                  epoch, (long long)batches, (long long)samples, secs, samples / secs, bytes / 1e6 / secs,
+                  first_batch_s);
+    }
+  }
+  const double p50 = Percentile(waits, 0.5) * 1e3, p99 = Percentile(waits, 0.99) * 1e3;
+  const double rate = all_secs > 0 ? all_samples / all_secs : 0, mbps = all_secs > 0 ? all_bytes / 1e6 / all_secs : 0;
+  report["total"] = {{"batches", all_batches}, {"samples", all_samples}, {"seconds", all_secs},
+                     {"samples_per_s", rate}, {"mb_per_s", mbps}, {"wait_ms_p50", p50}, {"wait_ms_p99", p99}};
+  if (opt.json) {
+    std::printf("%s\n", report.dump(2).c_str());
+  } else {
+    std::printf("total: %lld batches, %lld samples in %.2f s: %.1f samples/s, %.1f MB/s; Next() wait p50 %.2f ms, "
+                "p99 %.2f ms\n",
+                (long long)all_batches, (long long)all_samples, all_secs, rate, mbps, p50, p99);
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+void RegisterBench(CLI::App& app, Status* status) {
+  auto opt = std::make_shared<BenchOptions>();
+  CLI::App* cmd = app.add_subcommand("bench", "Measure loader throughput over tar shards");
+  cmd->add_option("SOURCES", opt->sources, "shards: paths, brace ranges a-{000..031}.tar, globs, .txt lists")
+      ->required();
+  cmd->add_option("-f,--field", opt->fields, "FIELD:KIND[:ARGS], e.g. jpg:image:224, features.npz:npz, cls:scalar:int64")
+      ->required()->allow_extra_args(false);  // one spec per --field, so SOURCES may follow
+  cmd->add_option("--key-rule", opt->key_rule, "how members group into samples")
+      ->capture_default_str()->check(CLI::IsMember({"auto", "webdataset", "underscore"}));
+  cmd->add_option("-b,--batch-size", opt->batch_size, "samples per batch")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--decode-threads", opt->decode_threads, "0: one per hardware thread")->capture_default_str();
+  cmd->add_option("--io-depth", opt->io_depth, "concurrent reads")->capture_default_str();
+  cmd->add_option("--prefetch", opt->prefetch, "batches decoded ahead")->capture_default_str();
+  cmd->add_option("--epochs", opt->epochs, "epochs to run")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--max-batches", opt->max_batches, "stop each epoch after this many batches (0: all)");
+  cmd->add_flag("--shuffle", opt->shuffle, "shuffled order (global permutation)");
+  cmd->add_option("--seed", opt->seed, "shuffle seed")->capture_default_str();
+  cmd->add_flag("--json", opt->json, "one JSON object on stdout");
+  cmd->callback([=] { *status = RunBench(*opt); });
+}
+
+}  // namespace stoker::cli

@@ -1,0 +1,37 @@
+// cli/commands.h — the subcommands of the `stoker` command line.
+//
+// Each subcommand lives in its own file and registers itself on the root app.
+// Its callback runs the command and stores the outcome in *status, so that
+// main() alone turns a failed Status into a message and exit code 1: no
+// subcommand prints its own fatal error or calls exit().
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "stoker/status.h"
+
+namespace stoker::cli {
+
+// pack, callable on its own because `synth --layout shards` is synth loose + pack.
+struct PackOptions {
+  std::string src_dir;
+  std::string out_prefix;
+  uint64_t shard_bytes = 256'000'000;
+  std::string layout = "auto";            // auto | sa1b | classes
+  std::optional<uint64_t> shuffle_seed;   // none: natural name order
+  bool rename_wds = false;                // sa1b: "{id}_features.npz" -> "{id}.features.npz"
+  bool quiet = false;
+};
+Status RunPack(const PackOptions& options);
+
+void RegisterSynth(CLI::App& app, Status* status);
+void RegisterPack(CLI::App& app, Status* status);
+void RegisterIndex(CLI::App& app, Status* status);
+void RegisterInspect(CLI::App& app, Status* status);
+void RegisterBench(CLI::App& app, Status* status);
+
+}  // namespace stoker::cli

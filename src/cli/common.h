@@ -1,0 +1,54 @@
+// cli/common.h — small helpers shared by the subcommands: byte sizes in and
+// out, natural ordering of names, a seeded generator whose stream is the same
+// on every platform, and the "auto" key rule of index and inspect.
+// Thread-safety: free functions and values.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "formats/sample_index.h"
+#include "stoker/status.h"
+
+namespace stoker::cli {
+
+// "256MB" (10^6), "1GiB" (2^30), "64k", "12345" -> bytes.
+Result<uint64_t> ParseByteSize(std::string_view text);
+// 1234567 -> "1.23 MB".
+std::string FormatBytes(double bytes);
+
+// Orders "sa_2" before "sa_10": digit runs compare by value.
+bool NaturalLess(std::string_view a, std::string_view b);
+
+// splitmix64: a fixed, portable stream (std:: distributions are not portable,
+// and synth's output must be identical everywhere for a given seed).
+class Rng {
+ public:
+  explicit Rng(uint64_t seed) : state_(seed) {}
+  uint64_t Next() {
+    uint64_t z = (state_ += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+  }
+  double Uniform(double lo, double hi) { return lo + (hi - lo) * (Next() >> 11) * 0x1.0p-53; }
+  int Int(int lo, int hi_inclusive) { return lo + static_cast<int>(Next() % uint64_t(hi_inclusive - lo + 1)); }
+
+ private:
+  uint64_t state_;
+};
+
+// Groups a shard's members by a key rule named "webdataset", "underscore" or
+// "auto" (underscore when it joins members that webdataset would split, and
+// the shard groups cleanly under it). Sets *rule to the one used.
+Result<std::vector<SampleEntry>> GroupWithRule(const std::vector<TarMember>& members,
+                                               const std::string& rule_name,
+                                               const std::string& shard_path, KeyRule* rule);
+
+// Writes the index sidecar of a shard through a temporary name, so a reader
+// never sees a half-written one.
+Status WriteIndexAtomically(const ShardIndex& index);
+
+}  // namespace stoker::cli

@@ -1,0 +1,97 @@
+// cli/inspect.cc — `stoker inspect SHARD`: what a shard holds. Samples, the
+// fields with their counts and sizes, and the first samples' members, as text
+// or (--json) as one JSON object. It scans the tar itself rather than trusting
+// a sidecar, so it is also the tool that says where a damaged shard breaks.
+#include <cstdio>
+#include <map>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "cli/common.h"
+#include "formats/sample_index.h"
+#include "formats/tar.h"
+
+namespace stoker::cli {
+namespace {
+
+struct InspectOptions {
+  std::string shard;
+  int samples = 5;
+  std::string key_rule = "auto";
+  bool json = false;
+};
+
+struct FieldStats {
+  uint64_t count = 0, total = 0;
+};
+
+Status RunInspect(const InspectOptions& opt) {
+  STOKER_ASSIGN_OR_RETURN(File file, File::OpenRead(opt.shard));
+  STOKER_ASSIGN_OR_RETURN(uint64_t shard_size, file.Size());
+  STOKER_ASSIGN_OR_RETURN(std::vector<TarMember> members, ScanTar(file, shard_size));
+  KeyRule rule;
+  STOKER_ASSIGN_OR_RETURN(std::vector<SampleEntry> samples, GroupWithRule(members, opt.key_rule, opt.shard, &rule));
+  std::map<std::string, FieldStats> fields;
+  for (const SampleEntry& s : samples) {
+    for (const MemberRef& m : s.members) fields[m.field].count++, fields[m.field].total += m.size;
+  }
+  const size_t shown = std::min(samples.size(), size_t(std::max(opt.samples, 0)));
+
+  if (opt.json) {
+    nlohmann::ordered_json out;
+    out["shard"] = opt.shard;
+    out["size_bytes"] = shard_size;
+    out["key_rule"] = KeyRuleName(rule);
+    out["num_members"] = members.size();
+    out["num_samples"] = samples.size();
+    out["fields"] = nlohmann::ordered_json::object();
+    for (const auto& [name, st] : fields) {
+      out["fields"][name] = {{"count", st.count}, {"total_bytes", st.total},
+                             {"mean_bytes", st.count ? double(st.total) / st.count : 0.0}};
+    }
+    out["samples"] = nlohmann::ordered_json::array();
+    for (size_t i = 0; i < shown; ++i) {
+      nlohmann::ordered_json sample = {{"key", samples[i].key}, {"begin", samples[i].begin}, {"end", samples[i].end}};
+      sample["members"] = nlohmann::ordered_json::array();
+      for (const MemberRef& m : samples[i].members) {
+        sample["members"].push_back({{"name", m.name}, {"field", m.field}, {"offset", m.offset}, {"size", m.size}});
+      }
+      out["samples"].push_back(std::move(sample));
+    }
+    std::printf("%s\n", out.dump(2).c_str());
+    return Status::Ok();
+  }
+
+  std::printf("shard     %s (%s)\nsamples   %zu (key rule %s), %zu members\n", opt.shard.c_str(),
+              FormatBytes(double(shard_size)).c_str(), samples.size(), KeyRuleName(rule), members.size());
+  std::printf("%-20s %8s %12s %12s\n", "field", "count", "total", "mean");
+  for (const auto& [name, st] : fields) {
+    std::printf("%-20s %8llu %12s %12s\n", name.c_str(), (unsigned long long)st.count,
+                FormatBytes(double(st.total)).c_str(), FormatBytes(double(st.total) / st.count).c_str());
+  }
+  if (shown > 0) std::printf("first %zu samples:\n", shown);
+  for (size_t i = 0; i < shown; ++i) {
+    std::printf("  %s:", samples[i].key.c_str());
+    for (const MemberRef& m : samples[i].members) {
+      std::printf("  %s %s", m.field.c_str(), FormatBytes(double(m.size)).c_str());
+    }
+    std::printf("\n");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+void RegisterInspect(CLI::App& app, Status* status) {
+  auto opt = std::make_shared<InspectOptions>();
+  CLI::App* cmd = app.add_subcommand("inspect", "Show the samples and fields of a tar shard");
+  cmd->add_option("SHARD", opt->shard, "tar shard")->required();
+  cmd->add_option("-n,--samples", opt->samples, "how many samples to list")->capture_default_str();
+  cmd->add_option("--key-rule", opt->key_rule, "how members group into samples")
+      ->capture_default_str()->check(CLI::IsMember({"auto", "webdataset", "underscore"}));
+  cmd->add_flag("--json", opt->json, "one JSON object on stdout");
+  cmd->callback([=] { *status = RunInspect(*opt); });
+}
+
+}  // namespace stoker::cli

@@ -1,0 +1,35 @@
+// cli/main.cc — entry point of `stoker`: registers the subcommands, parses,
+// and maps the command's Status to stderr and the exit code.
+//
+// Exit codes: 0 success, 1 the command failed (message on stderr), CLI11's own
+// codes for usage errors. No exception leaves main: CLI11 parse errors go
+// through app.exit(), anything else unexpected is reported as an internal error.
+#include <cstdio>
+#include <exception>
+
+#include "cli/commands.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"stoker: pack, inspect and benchmark sharded datasets for deep learning"};
+  app.require_subcommand(1);
+  stoker::Status status;
+  stoker::cli::RegisterSynth(app, &status);
+  stoker::cli::RegisterPack(app, &status);
+  stoker::cli::RegisterIndex(app, &status);
+  stoker::cli::RegisterInspect(app, &status);
+  stoker::cli::RegisterBench(app, &status);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "stoker: internal error: %s\n", e.what());
+    return 1;
+  }
+  if (!status.ok()) {
+    std::fprintf(stderr, "stoker %s: %s\n", app.get_subcommands().front()->get_name().c_str(),
+                 status.ToString().c_str());
+    return 1;
+  }
+  return 0;
+}
