@@ -25,6 +25,13 @@ nb::object NewArray(std::vector<T> data, std::vector<size_t> shape) {
   return nb::cast(nb::ndarray<nb::numpy, T>(owned->data(), shape.size(), shape.data(), base));
 }
 
+// One decoder per calling thread, reused: a call costs the decode, not the
+// set-up of a TurboJPEG handle (benchmarks call this in tight loops).
+JpegDecoder& ThreadDecoder() {
+  thread_local JpegDecoder decoder;
+  return decoder;
+}
+
 }  // namespace
 
 void RegisterCodecs(nb::module_& m) {
@@ -36,8 +43,7 @@ void RegisterCodecs(nb::module_& m) {
         Status st;
         {
           nb::gil_scoped_release release;
-          JpegDecoder decoder;
-          st = decoder.DecodeRgb(AsSpan(jpeg), &rgb, &w, &h);
+          st = ThreadDecoder().DecodeRgb(AsSpan(jpeg), &rgb, &w, &h);
         }
         OkOrRaise(st);
         return NewArray(std::move(rgb), {size_t(h), size_t(w), 3});
@@ -53,8 +59,7 @@ void RegisterCodecs(nb::module_& m) {
         Status st;
         {
           nb::gil_scoped_release release;
-          JpegDecoder decoder;
-          st = decoder.DecodeInto(AsSpan(jpeg), spec, seed, out);
+          st = ThreadDecoder().DecodeInto(AsSpan(jpeg), spec, seed, out);
         }
         OkOrRaise(st);
         if (spec.pixel == PixelType::kUint8) return NewArray(std::move(out), shape);
