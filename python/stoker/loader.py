@@ -100,6 +100,7 @@ class Loader:
         self._npz_fields = {name for name, spec in fields.items() if spec.kind == _stoker.FieldKind.npz}
         self._epoch = 0
         self._resuming = False
+        self._generation = 0  # which iterator owns the native run
         self._torch = None
         if output == "torch":
             import torch
@@ -130,15 +131,8 @@ class Loader:
         if not self._resuming:
             self._native.set_epoch(self._epoch)
         self._resuming = False
-        try:
-            while True:
-                item = self._native.next()
-                if item is None:
-                    return
-                yield self._to_dict(item)
-        finally:
-            # Breaking out of the loop (or an exception) stops every thread now.
-            self._native.stop()
+        self._generation += 1
+        return _EpochIterator(self, self._generation)
 
     def _to_dict(self, item) -> dict:
         _, arrays, keys = item
@@ -169,3 +163,34 @@ class Loader:
     def close(self) -> None:
         """Stop all threads now (also done when the loader is garbage collected)."""
         self._native.stop()
+
+
+class _EpochIterator:
+    """One pass over an epoch. A failed batch raises from __next__ and the
+    iterator stays usable: the next call yields the batch after it. Dropping
+    the iterator (breaking out of a loop) stops every native thread."""
+
+    def __init__(self, loader: Loader, generation: int) -> None:
+        self._loader = loader
+        self._generation = generation
+
+    def __iter__(self) -> "_EpochIterator":
+        return self
+
+    def __next__(self) -> dict:
+        if self._loader is None:
+            raise StopIteration
+        item = self._loader._native.next()
+        if item is None:
+            self._stop()
+            raise StopIteration
+        return self._loader._to_dict(item)
+
+    def _stop(self) -> None:
+        loader, self._loader = self._loader, None
+        if loader is not None and loader._generation == self._generation:
+            loader._native.stop()
+
+    def __del__(self) -> None:
+        if getattr(self, "_loader", None) is not None:
+            self._stop()

@@ -207,8 +207,25 @@ Result<JpegInfo> JpegDecoder::ReadInfo(std::span<const uint8_t> jpeg) {
   return info;
 }
 
+// libjpeg-turbo leaves a handle mid-decompression after a failed call (the
+// next header read then reports 0x0 pixels): a failed decode gets a fresh one.
+Status JpegDecoder::RenewOnError(Status status) {
+  if (!status.ok()) impl_->handle.reset(tjInitDecompress());
+  return status;
+}
+
 Status JpegDecoder::DecodeRgb(std::span<const uint8_t> jpeg, std::vector<uint8_t>* rgb, int* width,
                               int* height) {
+  return RenewOnError(DecodeRgbOnce(jpeg, rgb, width, height));
+}
+
+Status JpegDecoder::DecodeInto(std::span<const uint8_t> jpeg, const ImageSpec& spec, uint64_t sample_seed,
+                               std::span<uint8_t> out) {
+  return RenewOnError(DecodeIntoOnce(jpeg, spec, sample_seed, out));
+}
+
+Status JpegDecoder::DecodeRgbOnce(std::span<const uint8_t> jpeg, std::vector<uint8_t>* rgb, int* width,
+                                  int* height) {
   STOKER_ASSIGN_OR_RETURN(Impl::Header h, impl_->ReadHeader(jpeg));
   rgb->resize(static_cast<size_t>(h.width) * h.height * 3);
   STOKER_RETURN_IF_ERROR(impl_->DecodeRgbScaled(jpeg, h, h.width, h.height, rgb->data()));
@@ -217,8 +234,8 @@ Status JpegDecoder::DecodeRgb(std::span<const uint8_t> jpeg, std::vector<uint8_t
   return Status::Ok();
 }
 
-Status JpegDecoder::DecodeInto(std::span<const uint8_t> jpeg, const ImageSpec& spec, uint64_t sample_seed,
-                               std::span<uint8_t> out) {
+Status JpegDecoder::DecodeIntoOnce(std::span<const uint8_t> jpeg, const ImageSpec& spec, uint64_t sample_seed,
+                                   std::span<uint8_t> out) {
   STOKER_RETURN_IF_ERROR(spec.Validate());
   if (out.size() != spec.OutputBytes()) {
     return InvalidArgument("output slot has " + std::to_string(out.size()) + " bytes, spec needs " +

@@ -49,6 +49,10 @@ class JpegDecoder {
   Status DecodeRgb(std::span<const uint8_t> jpeg, std::vector<uint8_t>* rgb, int* width, int* height);
 
  private:
+  Status DecodeIntoOnce(std::span<const uint8_t> jpeg, const ImageSpec& spec, uint64_t sample_seed,
+                        std::span<uint8_t> out);
+  Status DecodeRgbOnce(std::span<const uint8_t> jpeg, std::vector<uint8_t>* rgb, int* width, int* height);
+  Status RenewOnError(Status status);
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };

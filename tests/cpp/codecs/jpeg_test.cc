@@ -406,6 +406,11 @@ TEST(JpegTest, CorruptInputIsDataLossNotCrash) {
   std::vector<uint8_t> truncated(jpeg.begin(), jpeg.begin() + jpeg.size() / 2);
   Status s = dec.DecodeInto(truncated, spec, 0, out);
   EXPECT_EQ(s.code(), StatusCode::kDataLoss) << s.ToString();
+  // A failed scan must not poison the next image on the same decoder.
+  std::vector<uint8_t> zeroed(jpeg);
+  std::fill(zeroed.begin() + zeroed.size() / 2, zeroed.end() - 2, 0);
+  EXPECT_EQ(dec.DecodeInto(zeroed, spec, 0, out).code(), StatusCode::kDataLoss);
+  EXPECT_TRUE(dec.DecodeInto(jpeg, spec, 0, out).ok());
   std::vector<uint8_t> rgb;
   int w, h;
   EXPECT_EQ(dec.DecodeRgb(truncated, &rgb, &w, &h).code(), StatusCode::kDataLoss);
