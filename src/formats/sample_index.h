@@ -11,7 +11,10 @@
 //    plus "_<suffix>" joins it with field "<suffix>.<ext>": the SA-1B layout
 //    "sa_1.jpg" + "sa_1_features.npz" is one sample {jpg, features.npz}.
 // A key seen again after other keys, or a field twice in one sample, is
-// DataLoss naming the member and offset.
+// DataLoss naming the member and offset; under kUnderscoreSuffix that includes
+// "sa_1_features.npz" arriving after sample "sa_1" was closed. Members whose
+// basename has no dot or starts with one (README, .DS_Store) are in no sample,
+// as in webdataset.
 // Thread-safety: values and free functions.
 #pragma once
 

@@ -30,7 +30,7 @@ struct TarMember {
 // (a header or member data past the end of file) is DataLoss naming the offset.
 Result<std::vector<TarMember>> ScanTar(const std::string& path);
 
-// Same, over an open file of known size (`label` is used in messages).
+// Same, over an open file of known size (messages name file.path()).
 Result<std::vector<TarMember>> ScanTar(const File& file, uint64_t file_size);
 
 // Writes a tar that GNU tar, Python's tarfile and webdataset read: ustar

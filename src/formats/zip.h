@@ -22,6 +22,7 @@ struct ZipEntry {
   uint64_t compressed_size = 0;
   uint64_t uncompressed_size = 0;
   uint64_t local_header_offset = 0;
+  bool encrypted = false;  // listed, but ExtractZipEntry refuses it
 };
 
 Result<std::vector<ZipEntry>> ListZip(std::span<const uint8_t> zip);

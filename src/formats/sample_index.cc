@@ -1,0 +1,267 @@
+// formats/sample_index.cc — grouping tar members into samples, and the JSON
+// sidecar index that lets a reader skip the header scan.
+// Thread-safety: free functions keep no state.
+#include "formats/sample_index.h"
+
+#include <nlohmann/json.hpp>
+
+#include <unordered_set>
+
+namespace stoker {
+
+namespace {
+
+using nlohmann::json;
+
+constexpr int kIndexVersion = 1;
+
+// Splits "a/b/x.seg.png" into key "a/b/x" and field "seg.png". A basename with
+// no dot, or starting with one, belongs to no sample (webdataset skips them
+// too: READMEs, ".DS_Store").
+bool SplitKey(std::string_view name, std::string_view* key, std::string_view* field) {
+  size_t slash = name.rfind('/');
+  size_t base = slash == std::string_view::npos ? 0 : slash + 1;
+  size_t dot = name.find('.', base);
+  if (dot == std::string_view::npos || dot == base) return false;
+  *key = name.substr(0, dot);
+  *field = name.substr(dot + 1);
+  return true;
+}
+
+std::string At(const std::string& shard, const TarMember& m) {
+  return shard + ": member '" + m.name + "' at offset " + std::to_string(m.header_offset) + ": ";
+}
+
+// The sample being built: its key, and each member's own key so that fields
+// can be renamed when a later member turns out to be the base
+// ("sa_1_features.npz" then "sa_1.jpg").
+struct OpenSample {
+  SampleEntry entry;
+  std::vector<std::string> raw_keys;
+};
+
+std::string FieldFor(const std::string& base, std::string_view raw_key, std::string_view field) {
+  if (raw_key.size() == base.size()) return std::string(field);
+  std::string f(raw_key.substr(base.size() + 1));
+  f.push_back('.');
+  f.append(field);
+  return f;
+}
+
+bool IsSuffixKey(std::string_view longer, std::string_view base) {
+  return longer.size() > base.size() + 1 && longer.starts_with(base) && longer[base.size()] == '_';
+}
+
+// Valid UTF-8 is all JSON strings can hold; a tar name may be any bytes.
+bool IsUtf8(std::string_view s) {
+  for (size_t i = 0; i < s.size();) {
+    uint8_t c = static_cast<uint8_t>(s[i]);
+    size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xe ? 3 : (c >> 3) == 0x1e ? 4 : 0;
+    if (n == 0 || i + n > s.size()) return false;
+    for (size_t k = 1; k < n; ++k) {
+      if ((static_cast<uint8_t>(s[i + k]) & 0xc0) != 0x80) return false;
+    }
+    i += n;
+  }
+  return true;
+}
+
+}  // namespace
+
+Result<KeyRule> ParseKeyRule(std::string_view name) {
+  if (name == "webdataset") return KeyRule::kWebDataset;
+  if (name == "underscore") return KeyRule::kUnderscoreSuffix;
+  return InvalidArgument("unknown key rule '" + std::string(name) + "' (expected webdataset or underscore)");
+}
+
+const char* KeyRuleName(KeyRule rule) {
+  return rule == KeyRule::kUnderscoreSuffix ? "underscore" : "webdataset";
+}
+
+const MemberRef* SampleEntry::Find(std::string_view field) const {
+  for (const MemberRef& m : members) {
+    if (m.field == field) return &m;
+  }
+  return nullptr;
+}
+
+Result<std::vector<SampleEntry>> GroupSamples(const std::vector<TarMember>& members, KeyRule rule,
+                                              const std::string& shard_path) {
+  std::vector<SampleEntry> samples;
+  std::unordered_set<std::string> closed_keys;  // every raw key of every finished sample
+  // Under the underscore rule, also every "_"-prefix of those keys: a member
+  // "sa_1.jpg" after "sa_1_features.npz" has gone by belongs to a finished sample.
+  std::unordered_set<std::string> closed_prefixes;
+  std::optional<OpenSample> open;
+  const bool underscore = rule == KeyRule::kUnderscoreSuffix;
+  closed_keys.reserve(members.size());
+
+  auto close = [&] {
+    if (!open) return;
+    for (std::string& k : open->raw_keys) {
+      for (size_t p = underscore ? k.find('_') : std::string::npos; p != std::string::npos; p = k.find('_', p + 1)) {
+        closed_prefixes.insert(k.substr(0, p));
+      }
+      closed_keys.insert(std::move(k));
+    }
+    samples.push_back(std::move(open->entry));
+    open.reset();
+  };
+
+  for (const TarMember& m : members) {
+    std::string_view key, field;
+    if (!SplitKey(m.name, &key, &field)) continue;
+    const std::string k(key);
+    bool seen = closed_keys.contains(k);
+    if (underscore && !seen) {
+      seen = closed_prefixes.contains(k);
+      for (size_t p = k.find('_'); !seen && p != std::string::npos; p = k.find('_', p + 1)) {
+        seen = closed_keys.contains(k.substr(0, p));
+      }
+    }
+    if (seen) {
+      return DataLoss(At(shard_path, m) + "key '" + k + "' belongs to a sample seen before other samples" +
+                      " (members of a sample must be adjacent)");
+    }
+    bool joins = false;
+    if (open) {
+      const std::string& base = open->entry.key;
+      if (key == base) {
+        joins = true;
+      } else if (underscore && IsSuffixKey(key, base)) {
+        joins = true;
+      } else if (underscore && IsSuffixKey(base, key)) {
+        // The suffixed member came first: this one is the base; rename the rest.
+        open->entry.key = k;
+        for (size_t i = 0; i < open->entry.members.size(); ++i) {
+          MemberRef& r = open->entry.members[i];
+          std::string_view own_field = std::string_view(r.name).substr(open->raw_keys[i].size() + 1);
+          r.field = FieldFor(open->entry.key, open->raw_keys[i], own_field);
+        }
+        joins = true;
+      }
+    }
+    if (!joins) {
+      close();
+      open.emplace();
+      open->entry.key = k;
+      open->entry.begin = m.header_offset;
+    }
+    std::string f = FieldFor(open->entry.key, key, field);
+    if (open->entry.Find(f)) {
+      return DataLoss(At(shard_path, m) + "field '" + f + "' appears twice in sample '" + open->entry.key + "'");
+    }
+    open->entry.members.push_back({std::move(f), m.name, m.data_offset, m.size});
+    open->raw_keys.emplace_back(key);
+    open->entry.end = m.data_offset + m.size;
+  }
+  close();
+  return samples;
+}
+
+std::string IndexPathFor(const std::string& shard_path) { return shard_path + ".idx"; }
+
+Status WriteShardIndex(const ShardIndex& index, const std::string& index_path) {
+  json samples = json::array();
+  for (const SampleEntry& s : index.samples) {
+    json members = json::array();
+    for (const MemberRef& m : s.members) {
+      if (!IsUtf8(m.name)) {
+        return InvalidArgument(index_path + ": member '" + m.name + "' of " + index.shard_path +
+                               " is not UTF-8 and cannot be stored in a JSON index");
+      }
+      members.push_back({m.field, m.name, m.offset, m.size});
+    }
+    samples.push_back({s.key, s.begin, s.end, std::move(members)});
+  }
+  json doc = {{"format", "stoker-index"},
+              {"version", kIndexVersion},
+              {"shard_size", index.shard_size},
+              {"key_rule", KeyRuleName(index.key_rule)},
+              {"samples", std::move(samples)}};
+  std::string text = doc.dump();
+  text.push_back('\n');
+  return WriteWholeFile(index_path, {reinterpret_cast<const uint8_t*>(text.data()), text.size()});
+}
+
+Result<ShardIndex> ReadShardIndex(const std::string& index_path) {
+  STOKER_ASSIGN_OR_RETURN(std::string text, ReadWholeFile(index_path));
+  json doc = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  auto bad = [&](const std::string& why) { return DataLoss(index_path + ": not a stoker index: " + why); };
+  if (doc.is_discarded() || !doc.is_object()) return bad("invalid JSON");
+  auto str = [](const json& j, std::string* out) {
+    if (!j.is_string()) return false;
+    *out = j.get_ref<const std::string&>();
+    return true;
+  };
+  auto u64 = [](const json& j, uint64_t* out) {
+    if (!j.is_number_unsigned()) return false;
+    *out = j.get<uint64_t>();
+    return true;
+  };
+  std::string format, rule_name;
+  uint64_t version = 0;
+  ShardIndex index;
+  if (!doc.contains("format") || !str(doc["format"], &format) || format != "stoker-index") return bad("format");
+  if (!doc.contains("version") || !u64(doc["version"], &version)) return bad("version");
+  if (version != kIndexVersion) {
+    return FailedPrecondition(index_path + ": index version " + std::to_string(version) + ", this build reads " +
+                              std::to_string(kIndexVersion));
+  }
+  if (!doc.contains("shard_size") || !u64(doc["shard_size"], &index.shard_size)) return bad("shard_size");
+  if (!doc.contains("key_rule") || !str(doc["key_rule"], &rule_name)) return bad("key_rule");
+  Result<KeyRule> rule = ParseKeyRule(rule_name);
+  if (!rule.ok()) return bad(rule.status().message());
+  index.key_rule = *rule;
+  if (!doc.contains("samples") || !doc["samples"].is_array()) return bad("samples");
+
+  const uint64_t shard_size = index.shard_size;
+  index.samples.reserve(doc["samples"].size());
+  for (const json& js : doc["samples"]) {
+    SampleEntry s;
+    if (!js.is_array() || js.size() != 4 || !str(js[0], &s.key) || !u64(js[1], &s.begin) || !u64(js[2], &s.end) ||
+        !js[3].is_array() || s.begin > s.end || s.end > shard_size) {
+      return bad("sample #" + std::to_string(index.samples.size()));
+    }
+    for (const json& jm : js[3]) {
+      MemberRef m;
+      if (!jm.is_array() || jm.size() != 4 || !str(jm[0], &m.field) || !str(jm[1], &m.name) ||
+          !u64(jm[2], &m.offset) || !u64(jm[3], &m.size) || m.offset < s.begin || m.offset > s.end ||
+          m.size > s.end - m.offset) {
+        return bad("a member of sample '" + s.key + "'");
+      }
+      s.members.push_back(std::move(m));
+    }
+    index.samples.push_back(std::move(s));
+  }
+  std::string_view p(index_path);
+  if (p.ends_with(".idx")) index.shard_path = std::string(p.substr(0, p.size() - 4));
+  return index;
+}
+
+Result<ShardIndex> LoadOrBuildShardIndex(const std::string& shard_path, KeyRule rule) {
+  STOKER_ASSIGN_OR_RETURN(File file, File::OpenRead(shard_path));
+  STOKER_ASSIGN_OR_RETURN(uint64_t size, file.Size());
+  const std::string index_path = IndexPathFor(shard_path);
+  Result<ShardIndex> sidecar = ReadShardIndex(index_path);
+  if (sidecar.ok()) {
+    // A sidecar for another version of the shard, or another key rule, is
+    // stale rather than corrupt: fall back to the scan.
+    if (sidecar->shard_size == size && sidecar->key_rule == rule) {
+      sidecar->shard_path = shard_path;
+      return std::move(sidecar).value();
+    }
+  } else if (sidecar.status().code() != StatusCode::kNotFound &&
+             sidecar.status().code() != StatusCode::kFailedPrecondition) {
+    return sidecar.status();  // a corrupt index is reported, not silently bypassed
+  }
+  ShardIndex index;
+  index.shard_path = shard_path;
+  index.shard_size = size;
+  index.key_rule = rule;
+  STOKER_ASSIGN_OR_RETURN(std::vector<TarMember> members, ScanTar(file, size));
+  STOKER_ASSIGN_OR_RETURN(index.samples, GroupSamples(members, rule, shard_path));
+  return index;
+}
+
+}  // namespace stoker

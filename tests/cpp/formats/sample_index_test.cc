@@ -1,0 +1,251 @@
+// Tests for formats/sample_index: both key rules, grouping errors, and the
+// JSON sidecar (schema, round trip, when it is used and when it is not).
+#include "formats/sample_index.h"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "formats/tar_bytes.h"
+
+namespace stoker {
+namespace {
+
+using testing::TempPath;
+
+// Members laid out as a tar would: 512-byte header, data padded to 512.
+std::vector<TarMember> Members(const std::vector<std::pair<std::string, uint64_t>>& files) {
+  std::vector<TarMember> out;
+  uint64_t off = 0;
+  for (auto& [name, size] : files) {
+    out.push_back({name, off, off + 512, size});
+    off += 512 + (size + 511) / 512 * 512;
+  }
+  return out;
+}
+
+std::vector<std::string> Fields(const SampleEntry& s) {
+  std::vector<std::string> f;
+  for (const MemberRef& m : s.members) f.push_back(m.field);
+  return f;
+}
+
+using Strings = std::vector<std::string>;
+
+TEST(SampleIndexTest, WebDatasetKeysAreUpToTheFirstDotOfTheBasename) {
+  auto members = Members({{"a.b/x.seg.png", 10}, {"a.b/x.jpg", 20}, {"a.b/y.jpg", 30}, {"README", 5}, {"z.cls", 1}});
+  auto r = GroupSamples(members, KeyRule::kWebDataset, "s.tar");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_EQ(r->size(), 3u);  // the dotless README belongs to no sample
+  EXPECT_EQ((*r)[0].key, "a.b/x");
+  EXPECT_EQ(Fields((*r)[0]), (Strings{"seg.png", "jpg"}));
+  EXPECT_EQ((*r)[0].begin, members[0].header_offset);
+  EXPECT_EQ((*r)[0].end, members[1].data_offset + 20);
+  EXPECT_EQ((*r)[1].key, "a.b/y");
+  EXPECT_EQ((*r)[2].key, "z");
+  ASSERT_NE((*r)[0].Find("jpg"), nullptr);
+  EXPECT_EQ((*r)[0].Find("jpg")->offset, members[1].data_offset);
+  EXPECT_EQ((*r)[0].Find("jpg")->name, "a.b/x.jpg");
+  EXPECT_EQ((*r)[0].Find("png"), nullptr);
+}
+
+TEST(SampleIndexTest, UnderscoreRuleJoinsSuffixedMembersInEitherOrder) {
+  auto members = Members({{"sa_1.jpg", 100},
+                          {"sa_1_features.npz", 50},
+                          {"sa_2_features.npz", 60},  // features first
+                          {"sa_2.jpg", 70},
+                          {"sa_2.json", 3},
+                          {"sa_10.jpg", 80},  // "sa_10" is not "sa_1" + "_0"
+                          {"sa_11_features.npz", 9}});
+  auto r = GroupSamples(members, KeyRule::kUnderscoreSuffix, "sa.tar");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_EQ(r->size(), 4u);
+  EXPECT_EQ((*r)[0].key, "sa_1");
+  EXPECT_EQ(Fields((*r)[0]), (Strings{"jpg", "features.npz"}));
+  EXPECT_EQ((*r)[1].key, "sa_2");
+  EXPECT_EQ(Fields((*r)[1]), (Strings{"features.npz", "jpg", "json"}));
+  EXPECT_EQ((*r)[1].begin, members[2].header_offset);
+  EXPECT_EQ((*r)[1].end, members[4].data_offset + 3);
+  EXPECT_EQ((*r)[1].Find("features.npz")->name, "sa_2_features.npz");
+  EXPECT_EQ((*r)[2].key, "sa_10");
+  EXPECT_EQ(Fields((*r)[2]), (Strings{"jpg"}));
+  EXPECT_EQ((*r)[3].key, "sa_11_features");  // alone, it is its own sample
+  EXPECT_EQ(Fields((*r)[3]), (Strings{"npz"}));
+}
+
+TEST(SampleIndexTest, WebDatasetRuleDoesNotJoinUnderscoreSuffixes) {
+  auto r = GroupSamples(Members({{"sa_1.jpg", 1}, {"sa_1_features.npz", 1}}), KeyRule::kWebDataset, "s.tar");
+  ASSERT_TRUE(r.ok());
+  ASSERT_EQ(r->size(), 2u);
+  EXPECT_EQ((*r)[1].key, "sa_1_features");
+}
+
+TEST(SampleIndexTest, KeySeenAgainAfterOtherKeysIsDataLoss) {
+  auto members = Members({{"a.jpg", 1}, {"b.jpg", 1}, {"a.cls", 1}});
+  auto r = GroupSamples(members, KeyRule::kWebDataset, "shard-7.tar");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kDataLoss);
+  const std::string& msg = r.status().message();
+  EXPECT_NE(msg.find("shard-7.tar"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("a.cls"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("offset " + std::to_string(members[2].header_offset)), std::string::npos) << msg;
+
+  // Under the underscore rule, a suffixed member of a finished sample, in
+  // either order, is that sample's key coming back.
+  using Files = std::vector<std::pair<std::string, uint64_t>>;
+  for (const Files& files : {Files{{"sa_1.jpg", 1}, {"sa_2.jpg", 1}, {"sa_1_features.npz", 1}},
+                             Files{{"sa_1_features.npz", 1}, {"sa_2.jpg", 1}, {"sa_1.jpg", 1}},
+                             Files{{"sa_1_features.npz", 1}, {"sa_2.jpg", 1}, {"sa_1_features.npz", 1}}}) {
+    auto u = GroupSamples(Members(files), KeyRule::kUnderscoreSuffix, "s.tar");
+    ASSERT_FALSE(u.ok()) << files[2].first;
+    EXPECT_EQ(u.status().code(), StatusCode::kDataLoss);
+    EXPECT_NE(u.status().message().find(files[2].first), std::string::npos) << u.status().message();
+  }
+  // Under the webdataset rule the first layout is three unrelated samples.
+  EXPECT_TRUE(
+      GroupSamples(Members({{"sa_1.jpg", 1}, {"sa_2.jpg", 1}, {"sa_1_features.npz", 1}}), KeyRule::kWebDataset, "s.tar")
+          .ok());
+}
+
+TEST(SampleIndexTest, FieldTwiceInASampleIsDataLoss) {
+  auto members = Members({{"a.jpg", 1}, {"a.cls", 1}, {"a.jpg", 1}});
+  auto r = GroupSamples(members, KeyRule::kWebDataset, "s.tar");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kDataLoss);
+  EXPECT_NE(r.status().message().find("'jpg'"), std::string::npos) << r.status().message();
+  EXPECT_NE(r.status().message().find("offset " + std::to_string(members[2].header_offset)), std::string::npos);
+
+  auto u = GroupSamples(Members({{"sa_1_features.npz", 1}, {"sa_1.jpg", 1}, {"sa_1_features.npz", 1}}),
+                        KeyRule::kUnderscoreSuffix, "s.tar");
+  EXPECT_EQ(u.status().code(), StatusCode::kDataLoss);
+}
+
+TEST(SampleIndexTest, KeyRuleNamesRoundTrip) {
+  for (KeyRule rule : {KeyRule::kWebDataset, KeyRule::kUnderscoreSuffix}) {
+    auto r = ParseKeyRule(KeyRuleName(rule));
+    ASSERT_TRUE(r.ok());
+    EXPECT_EQ(*r, rule);
+  }
+  EXPECT_EQ(ParseKeyRule("nope").status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(IndexPathFor("/d/shard.tar"), "/d/shard.tar.idx");
+}
+
+std::string WriteShard(const std::string& name) {
+  std::string path = TempPath(name);
+  auto w = TarWriter::Create(path);
+  EXPECT_TRUE(w.ok());
+  auto add = [&](const std::string& member, const std::string& data) {
+    EXPECT_TRUE(w->Add(member, {reinterpret_cast<const uint8_t*>(data.data()), data.size()}).ok());
+  };
+  add("sa_1.jpg", "jpeg-1");
+  add("sa_1_features.npz", "npz-1");
+  add("sa_2_features.npz", "npz-2");
+  add("sa_2.jpg", "jpeg-two");
+  EXPECT_TRUE(w->Close().ok());
+  std::remove(IndexPathFor(path).c_str());
+  return path;
+}
+
+TEST(SampleIndexTest, SidecarRoundTripsAndFollowsTheSchema) {
+  std::string shard = WriteShard("idx_roundtrip.tar");
+  auto built = LoadOrBuildShardIndex(shard, KeyRule::kUnderscoreSuffix);
+  ASSERT_TRUE(built.ok()) << built.status().ToString();
+  ASSERT_EQ(built->samples.size(), 2u);
+  EXPECT_EQ(built->shard_path, shard);
+  EXPECT_EQ(built->shard_size, testing::ReadFileBytes(shard).size());
+  std::string bytes = testing::ReadFileBytes(shard);
+  const MemberRef* f = built->samples[1].Find("features.npz");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(bytes.substr(f->offset, f->size), "npz-2");
+
+  std::string idx = IndexPathFor(shard);
+  ASSERT_TRUE(WriteShardIndex(*built, idx).ok());
+  auto doc = nlohmann::json::parse(testing::ReadFileBytes(idx), nullptr, false);
+  ASSERT_FALSE(doc.is_discarded());
+  EXPECT_EQ(doc["format"], "stoker-index");
+  EXPECT_EQ(doc["version"], 1);
+  EXPECT_EQ(doc["shard_size"], built->shard_size);
+  EXPECT_EQ(doc["key_rule"], "underscore");
+  const auto& s0 = doc["samples"][0];
+  EXPECT_EQ(s0[0], "sa_1");
+  EXPECT_EQ(s0[1], built->samples[0].begin);
+  EXPECT_EQ(s0[2], built->samples[0].end);
+  EXPECT_EQ(s0[3][1][0], "features.npz");
+  EXPECT_EQ(s0[3][1][1], "sa_1_features.npz");
+  EXPECT_EQ(s0[3][1][2], built->samples[0].members[1].offset);
+  EXPECT_EQ(s0[3][1][3], 5);
+
+  auto back = ReadShardIndex(idx);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->shard_size, built->shard_size);
+  EXPECT_EQ(back->key_rule, KeyRule::kUnderscoreSuffix);
+  ASSERT_EQ(back->samples.size(), built->samples.size());
+  for (size_t i = 0; i < back->samples.size(); ++i) {
+    const SampleEntry &a = back->samples[i], &b = built->samples[i];
+    EXPECT_EQ(a.key, b.key);
+    EXPECT_EQ(a.begin, b.begin);
+    EXPECT_EQ(a.end, b.end);
+    ASSERT_EQ(a.members.size(), b.members.size());
+    for (size_t k = 0; k < a.members.size(); ++k) {
+      EXPECT_EQ(a.members[k].field, b.members[k].field);
+      EXPECT_EQ(a.members[k].name, b.members[k].name);
+      EXPECT_EQ(a.members[k].offset, b.members[k].offset);
+      EXPECT_EQ(a.members[k].size, b.members[k].size);
+    }
+  }
+}
+
+TEST(SampleIndexTest, LoadUsesAMatchingSidecarAndScansOtherwise) {
+  std::string shard = WriteShard("idx_use.tar");
+  auto built = LoadOrBuildShardIndex(shard, KeyRule::kUnderscoreSuffix);
+  ASSERT_TRUE(built.ok());
+  // Mark the sidecar so that its use is visible.
+  ShardIndex marked = *built;
+  marked.samples[0].key = "from-sidecar";
+  ASSERT_TRUE(WriteShardIndex(marked, IndexPathFor(shard)).ok());
+
+  auto loaded = LoadOrBuildShardIndex(shard, KeyRule::kUnderscoreSuffix);
+  ASSERT_TRUE(loaded.ok());
+  EXPECT_EQ(loaded->samples[0].key, "from-sidecar");
+
+  // Another key rule: the sidecar does not apply.
+  auto other_rule = LoadOrBuildShardIndex(shard, KeyRule::kWebDataset);
+  ASSERT_TRUE(other_rule.ok());
+  EXPECT_EQ(other_rule->samples.size(), 4u);
+  EXPECT_EQ(other_rule->samples[0].key, "sa_1");
+
+  // A sidecar for a shard of another size is stale: scan instead.
+  marked.shard_size += 1;
+  ASSERT_TRUE(WriteShardIndex(marked, IndexPathFor(shard)).ok());
+  auto stale = LoadOrBuildShardIndex(shard, KeyRule::kUnderscoreSuffix);
+  ASSERT_TRUE(stale.ok());
+  EXPECT_EQ(stale->samples[0].key, "sa_1");
+}
+
+TEST(SampleIndexTest, CorruptSidecarIsReported) {
+  std::string shard = WriteShard("idx_corrupt.tar");
+  std::string idx = IndexPathFor(shard);
+  for (std::string text : {std::string("{not json"), std::string(R"({"format":"other","version":1})"),
+                           std::string(R"({"format":"stoker-index","version":1,"shard_size":10,)"
+                                       R"("key_rule":"webdataset","samples":[["k",0,99,[]]]})")}) {
+    testing::WriteFile(idx, text);
+    auto r = ReadShardIndex(idx);
+    ASSERT_FALSE(r.ok()) << text;
+    EXPECT_EQ(r.status().code(), StatusCode::kDataLoss);
+    EXPECT_NE(r.status().message().find(idx), std::string::npos);
+    EXPECT_FALSE(LoadOrBuildShardIndex(shard, KeyRule::kWebDataset).ok());
+  }
+  std::remove(idx.c_str());
+  EXPECT_EQ(ReadShardIndex(idx).status().code(), StatusCode::kNotFound);
+}
+
+TEST(SampleIndexTest, NonUtf8NamesCannotBeIndexed) {
+  ShardIndex index;
+  index.shard_path = "x.tar";
+  index.samples.push_back({"k", {{"jpg", "k\xff.jpg", 512, 1}}, 0, 513});
+  Status s = WriteShardIndex(index, TempPath("bad_utf8.idx"));
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace stoker
