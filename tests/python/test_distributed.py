@@ -45,10 +45,12 @@ def run_ranks(tmp_path: Path, shards: str, epoch: int) -> list[dict]:
     script.write_text(RANK_SCRIPT)
     out = tmp_path / f"out{epoch}"
     out.mkdir()
+    import stoker
+
+    # The ranks import the same stoker as this process, installed or in-tree.
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).resolve().parents[2] / "python"),
+    env["PYTHONPATH"] = os.pathsep.join([str(Path(stoker.__file__).resolve().parents[1]),
                                          env.get("PYTHONPATH", "")])
-    # The package may be installed (CI) or in-tree (development): both work.
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=3",
            str(script), shards, str(out), str(epoch)]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=240)
