@@ -10,6 +10,7 @@ SUDO=""
 apt_packages=(
   g++ cmake ninja-build pkg-config
   libturbojpeg0-dev      # JPEG decode/encode (TurboJPEG API)
+  libjpeg62-turbo-dev    # the libjpeg API of libjpeg-turbo: region decode
   libyuv-dev             # SIMD plane scaling and YUV->RGB conversion
   libdeflate-dev         # NPZ (deflate) decode and encode
   libcli11-dev           # the `stoker` command line
