@@ -25,6 +25,7 @@
 #include "codecs/image_spec.h"
 #include "formats/npy.h"
 #include "formats/sample_index.h"
+#include "observe/recorder.h"
 #include "stoker/status.h"
 
 namespace stoker {
@@ -81,6 +82,9 @@ struct LoaderOptions {
   int io_depth = 4;                // concurrent reads, apart from decode threads
   int prefetch_batches = 2;        // whole batches decoded ahead of the consumer
   bool include_keys = true;        // Batch::keys() filled
+
+  bool record_stats = true;        // stage counters for Stats() (relaxed atomics; cheap)
+  size_t trace_spans = 0;          // >0: keep the last N stage spans for TraceJson()
 };
 
 struct ArrayView {
@@ -125,6 +129,10 @@ class Loader {
   virtual void Stop() = 0;
 
   virtual const PlanInfo& plan() const = 0;
+  // Every stage's counters and gauges now (zeros when record_stats is off).
+  virtual RecorderSnapshot Stats() const = 0;
+  // Stage spans as Chrome trace JSON (empty list unless trace_spans > 0).
+  virtual std::string TraceJson() const = 0;
   virtual const LoaderOptions& options() const = 0;
 
   // Resumption: a JSON string naming the epoch and the batches delivered.

@@ -3,9 +3,13 @@
 // Every queue on the data path is one of these: Push blocks while full, Pop
 // while empty, and Cancel wakes every waiter so shutdown never hangs. After
 // Cancel, Push drops its item and returns false; Pop returns nullopt.
+// Optional counters receive the nanoseconds producers waited for room and
+// consumers waited for items: which side waits tells which stage is slower.
 // Thread-safety: all members are safe from any thread.
 #pragma once
 
+#include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <deque>
@@ -17,11 +21,13 @@ namespace stoker {
 template <typename T>
 class BoundedQueue {
  public:
-  explicit BoundedQueue(size_t capacity) : capacity_(capacity == 0 ? 1 : capacity) {}
+  explicit BoundedQueue(size_t capacity, std::atomic<uint64_t>* put_wait_ns = nullptr,
+                        std::atomic<uint64_t>* get_wait_ns = nullptr)
+      : capacity_(capacity == 0 ? 1 : capacity), put_wait_ns_(put_wait_ns), get_wait_ns_(get_wait_ns) {}
 
   bool Push(T item) {
     std::unique_lock lock(mu_);
-    not_full_.wait(lock, [&] { return cancelled_ || items_.size() < capacity_; });
+    Wait(not_full_, lock, put_wait_ns_, [&] { return cancelled_ || items_.size() < capacity_; });
     if (cancelled_) return false;
     items_.push_back(std::move(item));
     not_empty_.notify_one();
@@ -30,7 +36,7 @@ class BoundedQueue {
 
   std::optional<T> Pop() {
     std::unique_lock lock(mu_);
-    not_empty_.wait(lock, [&] { return cancelled_ || !items_.empty(); });
+    Wait(not_empty_, lock, get_wait_ns_, [&] { return cancelled_ || !items_.empty(); });
     if (cancelled_) return std::nullopt;
     T item = std::move(items_.front());
     items_.pop_front();
@@ -52,7 +58,22 @@ class BoundedQueue {
   size_t capacity() const { return capacity_; }
 
  private:
+  // Waits for `ready`, timing the wait only when it actually blocks.
+  template <typename Pred>
+  static void Wait(std::condition_variable& cv, std::unique_lock<std::mutex>& lock, std::atomic<uint64_t>* sink,
+                   Pred ready) {
+    if (ready()) return;
+    auto begin = std::chrono::steady_clock::now();
+    cv.wait(lock, ready);
+    if (sink) {
+      auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - begin);
+      sink->fetch_add(static_cast<uint64_t>(ns.count()), std::memory_order_relaxed);
+    }
+  }
+
   const size_t capacity_;
+  std::atomic<uint64_t>* const put_wait_ns_;
+  std::atomic<uint64_t>* const get_wait_ns_;
   mutable std::mutex mu_;
   std::condition_variable not_full_;
   std::condition_variable not_empty_;

@@ -152,6 +152,7 @@ class BatchImpl : public Batch {
 // Everything one epoch's threads share with the loader; read-only for them.
 struct Dataset {
   LoaderOptions options;
+  Recorder* recorder = nullptr;  // null when record_stats is off; owned by LoaderImpl
   std::vector<std::string> shards;
   std::vector<ShardIndex> indexes;
   BatchLayout layout;
@@ -167,13 +168,25 @@ class EpochRun {
         plan_(plan),
         epoch_(epoch),
         next_deliver_(first_batch),
-        read_queue_(static_cast<size_t>(data->options.batch_size)),
-        decode_queue_(static_cast<size_t>(std::max(2, data->options.io_depth))) {
+        rec_(data->recorder),
+        read_queue_(static_cast<size_t>(data->options.batch_size), rec_ ? &rec_->read_queue.put_wait_ns : nullptr,
+                    rec_ ? &rec_->read_queue.get_wait_ns : nullptr),
+        decode_queue_(static_cast<size_t>(std::max(2, data->options.io_depth)),
+                      rec_ ? &rec_->decode_queue.put_wait_ns : nullptr,
+                      rec_ ? &rec_->decode_queue.get_wait_ns : nullptr) {
     const LoaderOptions& o = data_->options;
-    int decoders = o.decode_threads > 0 ? o.decode_threads : std::max(1u, std::thread::hardware_concurrency());
+    const int readers = std::max(1, o.io_depth);
+    const int decoders = o.decode_threads > 0 ? o.decode_threads : std::max(1u, std::thread::hardware_concurrency());
+    if (rec_) {
+      rec_->io_depth = readers;
+      rec_->decode_threads = decoders;
+      rec_->NameThread(0, "scheduler");
+      for (int i = 0; i < readers; ++i) rec_->NameThread(1 + i, "reader " + std::to_string(i));
+      for (int i = 0; i < decoders; ++i) rec_->NameThread(1 + readers + i, "decoder " + std::to_string(i));
+    }
     scheduler_ = std::thread([this, first_batch] { Schedule(first_batch); });
-    for (int i = 0; i < std::max(1, o.io_depth); ++i) readers_.emplace_back([this] { ReadLoop(); });
-    for (int i = 0; i < decoders; ++i) decoders_.emplace_back([this] { DecodeLoop(); });
+    for (int i = 0; i < readers; ++i) readers_.emplace_back([this, i] { ReadLoop(1 + i); });
+    for (int i = 0; i < decoders; ++i) decoders_.emplace_back([this, i, readers] { DecodeLoop(1 + readers + i); });
   }
 
   ~EpochRun() {
@@ -189,6 +202,13 @@ class EpochRun {
     for (auto& t : readers_) t.join();
     for (auto& t : decoders_) t.join();
     pool_->Reset();
+    if (rec_) {
+      // Every thread has stopped: nothing is in flight any more.
+      for (const auto& [index, work] : in_flight_) (work->done ? rec_->batches_ready : rec_->batches_in_progress)--;
+      rec_->reads_in_flight = 0;
+      rec_->decodes_in_flight = 0;
+      rec_->decode_queue_depth = 0;
+    }
     // in_flight_ destroys its BatchWork here: their leases go back to the pool.
   }
 
@@ -201,6 +221,10 @@ class EpochRun {
         std::unique_ptr<BatchWork> work = std::move(it->second);
         in_flight_.erase(it);
         ++next_deliver_;
+        if (rec_) {
+          rec_->batches_ready--;
+          rec_->batches_delivered++;
+        }
         return work;
       }
       if (cancelled_) return nullptr;
@@ -223,7 +247,9 @@ class EpochRun {
         std::lock_guard lock(mu_);
         scheduler_blocked_ = true;
       }
+      const uint64_t wait_begin = NowNs();
       std::unique_ptr<BufferPool::Lease> lease = pool_->Acquire();
+      if (rec_) rec_->pool_wait_ns.fetch_add(NowNs() - wait_begin, std::memory_order_relaxed);
       {
         std::lock_guard lock(mu_);
         scheduler_blocked_ = false;
@@ -240,6 +266,7 @@ class EpochRun {
         std::lock_guard lock(mu_);
         if (cancelled_) return;
         in_flight_[b] = std::move(work);
+        if (rec_) rec_->batches_in_progress++;
       }
       for (int slot = 0; slot < raw->size; ++slot) {
         if (!read_queue_.Push(ReadTask{raw, slot, plan_->samples[b * bs + slot]})) return;
@@ -247,23 +274,33 @@ class EpochRun {
     }
   }
 
-  void ReadLoop() {
+  void ReadLoop(uint32_t thread) {
     while (std::optional<ReadTask> task = read_queue_.Pop()) {
       const SampleEntry& entry = data_->indexes[task->ref.shard].samples[task->ref.sample];
       Bytes bytes = TakeBuffer();
       bytes->resize(entry.end - entry.begin);
+      const uint64_t begin = NowNs();
+      if (rec_) rec_->reads_in_flight++;
       Result<const File*> file = files_->Get(task->ref.shard);
       Status st = file.ok() ? (*file)->PRead(entry.begin, *bytes) : file.status();
+      if (rec_) {
+        const uint64_t end = NowNs();
+        rec_->reads_in_flight--;
+        rec_->read.Add(bytes->size(), end - begin);
+        rec_->read_latency.Record(end - begin);
+        rec_->AddSpan({SpanKind::kRead, thread, begin, end, task->batch->index, task->slot});
+      }
       if (!st.ok()) {
         Finish(*task, st.WithContext("sample '" + entry.key + "'"));
         GiveBuffer(std::move(bytes));
         continue;
       }
+      if (rec_) rec_->decode_queue_depth++;
       if (!decode_queue_.Push(DecodeTask{*task, std::move(bytes)})) return;
     }
   }
 
-  void DecodeLoop() {
+  void DecodeLoop(uint32_t thread) {
     SampleDecoder decoder(&data_->layout);
     const BatchLayout& layout = data_->layout;
     while (std::optional<DecodeTask> task = decode_queue_.Pop()) {
@@ -273,7 +310,18 @@ class EpochRun {
       const SampleEntry& entry = data_->indexes[ref.shard].samples[ref.sample];
       uint8_t* base = batch->lease->data();
       const uint64_t seed = MixSeed(data_->options.seed, epoch_, ref.global);
+      const uint64_t begin = NowNs();
+      if (rec_) {
+        rec_->decode_queue_depth--;
+        rec_->decodes_in_flight++;
+      }
       Status st = decoder.Decode(data_->shards[ref.shard], entry, *task->bytes, base, slot, seed);
+      if (rec_) {
+        const uint64_t end = NowNs();
+        rec_->decodes_in_flight--;
+        rec_->decode.Add(task->bytes->size(), end - begin);
+        rec_->AddSpan({SpanKind::kDecode, thread, begin, end, batch->index, slot});
+      }
       int64_t global = static_cast<int64_t>(ref.global);
       const ArraySlot& index = layout.arrays[layout.index_array];
       std::memcpy(base + index.offset + index.sample_bytes * slot, &global, sizeof(global));
@@ -288,6 +336,10 @@ class EpochRun {
     if (task.batch->pending.fetch_sub(1) == 1) {
       std::lock_guard lock(mu_);
       task.batch->done = true;
+      if (rec_) {
+        rec_->batches_in_progress--;
+        rec_->batches_ready++;
+      }
       ready_.notify_all();
     }
   }
@@ -311,6 +363,7 @@ class EpochRun {
   std::shared_ptr<BufferPool> pool_;
   const EpochPlan* plan_;
   const uint64_t epoch_;
+  Recorder* const rec_;  // may be null
 
   std::mutex mu_;
   std::condition_variable ready_;
@@ -334,7 +387,12 @@ class EpochRun {
 class LoaderImpl : public Loader {
  public:
   LoaderImpl(Dataset data, std::shared_ptr<BufferPool> pool)
-      : data_(std::move(data)), files_(&data_.shards), pool_(std::move(pool)) {}
+      : data_(std::move(data)),
+        files_(&data_.shards),
+        pool_(std::move(pool)),
+        recorder_(data_.options.record_stats ? std::make_unique<Recorder>(data_.options.trace_spans) : nullptr) {
+    data_.recorder = recorder_.get();
+  }
   ~LoaderImpl() override { run_.reset(); }
 
   Status Init() {
@@ -354,7 +412,13 @@ class LoaderImpl : public Loader {
   Result<std::shared_ptr<Batch>> Next() override {
     if (next_batch_ >= plan_.info.batches) return std::shared_ptr<Batch>();
     if (!run_) Start();
+    const uint64_t begin = NowNs();
     std::unique_ptr<BatchWork> work = run_->NextReady();
+    if (recorder_) {
+      const uint64_t end = NowNs();
+      recorder_->consumer_wait_ns.fetch_add(end - begin, std::memory_order_relaxed);
+      recorder_->AddSpan({SpanKind::kWait, kConsumerThread, begin, end, next_batch_, -1});
+    }
     if (!work) return Cancelled("the loader was shut down");
     ++next_batch_;
     if (work->error_slot >= 0) return work->error;
@@ -362,6 +426,11 @@ class LoaderImpl : public Loader {
   }
 
   void Stop() override { run_.reset(); }
+
+  RecorderSnapshot Stats() const override { return recorder_ ? recorder_->Snapshot() : RecorderSnapshot{}; }
+  std::string TraceJson() const override {
+    return recorder_ ? recorder_->TraceJson() : std::string("{\"traceEvents\":[]}");
+  }
 
   const PlanInfo& plan() const override { return plan_.info; }
   const LoaderOptions& options() const override { return data_.options; }
@@ -421,9 +490,12 @@ class LoaderImpl : public Loader {
     }
   }
 
+  static constexpr uint32_t kConsumerThread = 999;
+
   Dataset data_;
   ShardFiles files_;
   std::shared_ptr<BufferPool> pool_;
+  std::unique_ptr<Recorder> recorder_;  // outlives run_, whose threads record into it
   std::vector<uint32_t> counts_;
   EpochPlan plan_;
   uint64_t epoch_ = 0;

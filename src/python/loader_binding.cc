@@ -30,6 +30,41 @@ nb::object BatchToPython(std::shared_ptr<Batch> batch) {
   return nb::make_tuple(batch->index(), arrays, keys);
 }
 
+nb::dict StageToPython(const StageSnapshot& s) {
+  nb::dict d;
+  d["items"] = s.items;
+  d["bytes"] = s.bytes;
+  d["busy_s"] = s.busy_s;
+  return d;
+}
+
+// The recorder snapshot as a plain dict; the observer diffs two of them.
+nb::dict StatsToPython(const RecorderSnapshot& s) {
+  nb::dict d;
+  d["time_s"] = s.time_s;
+  d["read"] = StageToPython(s.read);
+  d["decode"] = StageToPython(s.decode);
+  d["read_queue_put_wait_s"] = s.read_queue_put_wait_s;
+  d["read_queue_get_wait_s"] = s.read_queue_get_wait_s;
+  d["decode_queue_put_wait_s"] = s.decode_queue_put_wait_s;
+  d["decode_queue_get_wait_s"] = s.decode_queue_get_wait_s;
+  d["pool_wait_s"] = s.pool_wait_s;
+  d["consumer_wait_s"] = s.consumer_wait_s;
+  d["batches_delivered"] = s.batches_delivered;
+  d["reads_in_flight"] = s.reads_in_flight;
+  d["decodes_in_flight"] = s.decodes_in_flight;
+  d["decode_queue_depth"] = s.decode_queue_depth;
+  d["batches_ready"] = s.batches_ready;
+  d["batches_in_progress"] = s.batches_in_progress;
+  d["io_depth"] = s.io_depth;
+  d["decode_threads"] = s.decode_threads;
+  nb::list buckets;
+  for (uint64_t c : s.read_latency) buckets.append(c);
+  d["read_latency_buckets"] = buckets;  // bucket i: [2^(i-1), 2^i) microseconds
+  d["spans_dropped"] = s.spans_dropped;
+  return d;
+}
+
 }  // namespace
 
 void RegisterLoader(nb::module_& m) {
@@ -94,7 +129,9 @@ void RegisterLoader(nb::module_& m) {
       .def_rw("decode_threads", &LoaderOptions::decode_threads)
       .def_rw("io_depth", &LoaderOptions::io_depth)
       .def_rw("prefetch_batches", &LoaderOptions::prefetch_batches)
-      .def_rw("include_keys", &LoaderOptions::include_keys);
+      .def_rw("include_keys", &LoaderOptions::include_keys)
+      .def_rw("record_stats", &LoaderOptions::record_stats)
+      .def_rw("trace_spans", &LoaderOptions::trace_spans);
 
   nb::class_<PlanInfo>(m, "PlanInfo")
       .def_ro("dataset_samples", &PlanInfo::dataset_samples)
@@ -134,6 +171,8 @@ void RegisterLoader(nb::module_& m) {
              return BatchToPython(std::move(b));
            })
       .def_prop_ro("plan", [](const Loader& l) { return l.plan(); })
+      .def("stats", [](const Loader& l) { return StatsToPython(l.Stats()); })
+      .def("trace_json", &Loader::TraceJson)
       .def("state", &Loader::State)
       .def("restore",
            [](Loader& l, const std::string& state) {
