@@ -80,6 +80,7 @@ struct LoaderOptions {
 
   int decode_threads = 0;          // 0: one per hardware thread
   int io_depth = 4;                // concurrent reads, apart from decode threads
+  uint64_t max_read_bytes_per_s = 0;  // 0: unlimited; else readers share this bandwidth
   int prefetch_batches = 2;        // whole batches decoded ahead of the consumer
   bool include_keys = true;        // Batch::keys() filled
 

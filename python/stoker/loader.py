@@ -58,6 +58,7 @@ class Loader:
         world_size: int | None = None,
         decode_threads: int = 0,
         io_depth: int = 4,
+        max_read_bytes_per_s: int = 0,
         prefetch: int = 2,
         key_rule: str = "webdataset",
         output: str = "torch",
@@ -92,6 +93,7 @@ class Loader:
         opt.world_size = world_size
         opt.decode_threads = decode_threads
         opt.io_depth = io_depth
+        opt.max_read_bytes_per_s = max_read_bytes_per_s
         opt.prefetch_batches = prefetch
         opt.key_rule = _KEY_RULE[key_rule]
         opt.include_keys = keys

@@ -28,6 +28,7 @@
 #include "core/buffer_pool.h"
 #include "core/bounded_queue.h"
 #include "core/file.h"
+#include "core/rate_limiter.h"
 #include "pipeline/batch_layout.h"
 #include "pipeline/planner.h"
 #include "pipeline/sample_decoder.h"
@@ -169,6 +170,7 @@ class EpochRun {
         epoch_(epoch),
         next_deliver_(first_batch),
         rec_(data->recorder),
+        throttle_(data->options.max_read_bytes_per_s),
         read_queue_(static_cast<size_t>(data->options.batch_size), rec_ ? &rec_->read_queue.put_wait_ns : nullptr,
                     rec_ ? &rec_->read_queue.get_wait_ns : nullptr),
         decode_queue_(static_cast<size_t>(std::max(2, data->options.io_depth)),
@@ -197,6 +199,7 @@ class EpochRun {
     }
     read_queue_.Cancel();
     decode_queue_.Cancel();
+    throttle_.Cancel();
     pool_->Cancel();
     scheduler_.join();
     for (auto& t : readers_) t.join();
@@ -281,6 +284,7 @@ class EpochRun {
       bytes->resize(entry.end - entry.begin);
       const uint64_t begin = NowNs();
       if (rec_) rec_->reads_in_flight++;
+      if (!throttle_.Acquire(bytes->size())) return;  // cancelled
       Result<const File*> file = files_->Get(task->ref.shard);
       Status st = file.ok() ? (*file)->PRead(entry.begin, *bytes) : file.status();
       if (rec_) {
@@ -364,6 +368,7 @@ class EpochRun {
   const EpochPlan* plan_;
   const uint64_t epoch_;
   Recorder* const rec_;  // may be null
+  RateLimiter throttle_;
 
   std::mutex mu_;
   std::condition_variable ready_;

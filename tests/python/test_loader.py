@@ -160,3 +160,16 @@ def test_webdataset_reads_the_same_shards(vision_dir):
     ds = wds.WebDataset(str(d / "shard-{000000..000002}.tar"), shardshuffle=False)
     wds_keys = [s["__key__"] for s in ds]
     assert wds_keys == keys_of(make(vision_dir, drop_last=False, batch_size=1))
+
+
+def test_read_bandwidth_limit_is_respected(vision_dir):
+    """Readers never exceed max_read_bytes_per_s (beyond the 0.1 s burst)."""
+    import time
+
+    rate = 400_000
+    loader = make(vision_dir, max_read_bytes_per_s=rate, drop_last=False)
+    start = time.perf_counter()
+    assert sum(1 for _ in loader) == len(loader)
+    elapsed = time.perf_counter() - start
+    read = loader._native.stats()["read"]["bytes"]
+    assert elapsed >= (read - rate / 10) / rate * 0.95, (read, elapsed)
