@@ -173,3 +173,23 @@ def test_read_bandwidth_limit_is_respected(vision_dir):
     elapsed = time.perf_counter() - start
     read = loader._native.stats()["read"]["bytes"]
     assert elapsed >= (read - rate / 10) / rate * 0.95, (read, elapsed)
+
+
+def test_memory_does_not_grow_with_epochs(vision_dir):
+    """Bounded memory: after a warm-up epoch, five more epochs add no resident memory
+    beyond noise (every buffer is pooled; nothing accumulates per batch or epoch)."""
+    import psutil
+
+    proc = psutil.Process()
+    loader = make(vision_dir, shuffle=True, decode_threads=2)
+    for epoch in range(2):
+        loader.set_epoch(epoch)
+        for _ in loader:
+            pass
+    warm = proc.memory_info().rss
+    for epoch in range(2, 8):
+        loader.set_epoch(epoch)
+        for _ in loader:
+            pass
+    grown = proc.memory_info().rss - warm
+    assert grown < 4 * 2**20, f"RSS grew {grown / 2**20:.1f} MiB over 6 epochs"
