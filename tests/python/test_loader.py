@@ -193,3 +193,33 @@ def test_memory_does_not_grow_with_epochs(vision_dir):
             pass
     grown = proc.memory_info().rss - warm
     assert grown < 4 * 2**20, f"RSS grew {grown / 2**20:.1f} MiB over 6 epochs"
+
+
+def test_gil_is_released_while_waiting_and_creating(vision_dir):
+    """A Python thread keeps running while the loader is created and while
+    next() waits on slow (throttled) reads: no call holds the GIL while blocked."""
+    import threading
+    import time
+
+    ticks = [0]
+    stop = threading.Event()
+
+    def spin():
+        while not stop.is_set():
+            ticks[0] += 1
+            time.sleep(0.001)
+
+    t = threading.Thread(target=spin)
+    t.start()
+    try:
+        loader = make(vision_dir, max_read_bytes_per_s=300_000, drop_last=False)
+        start_ticks, start = ticks[0], time.perf_counter()
+        for _ in loader:
+            pass
+        elapsed = time.perf_counter() - start
+    finally:
+        stop.set()
+        t.join()
+    # A held GIL would freeze the spinner for the whole throttled epoch.
+    assert elapsed > 0.5
+    assert ticks[0] - start_ticks > 0.3 * elapsed / 0.001 * 0.5, (ticks[0] - start_ticks, elapsed)
