@@ -65,7 +65,9 @@ TEST(PlannerTest, RanksPartitionExactlyWithEqualBatchCounts) {
       o.partition = policy;
       auto plan = PlanEpoch(kShards, o, 4);
       ASSERT_TRUE(plan.ok());
-      if (batches >= 0) EXPECT_EQ(plan->info.batches, batches);
+      if (batches >= 0) {
+        EXPECT_EQ(plan->info.batches, batches);
+      }
       batches = plan->info.batches;
       dropped = plan->info.dropped_samples;
       for (uint64_t g : Globals(*plan)) seen.insert(g);

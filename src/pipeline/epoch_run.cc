@@ -1,0 +1,210 @@
+// pipeline/epoch_run.cc — the threads of one epoch; see epoch_run.h.
+#include "pipeline/epoch_run.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "observe/clock.h"
+#include "pipeline/sample_decoder.h"
+
+namespace stoker {
+
+EpochRun::EpochRun(const Dataset* data, ShardFiles* files, std::shared_ptr<BufferPool> pool, const EpochPlan* plan,
+                   uint64_t epoch, int64_t first_batch)
+    : data_(data),
+      files_(files),
+      pool_(std::move(pool)),
+      plan_(plan),
+      epoch_(epoch),
+      rec_(data->recorder),
+      throttle_(data->options.max_read_bytes_per_s),
+      next_deliver_(first_batch),
+      read_queue_(static_cast<size_t>(data->options.batch_size), rec_ ? &rec_->read_queue.put_wait_ns : nullptr,
+                  rec_ ? &rec_->read_queue.get_wait_ns : nullptr),
+      decode_queue_(static_cast<size_t>(std::max(2, data->options.io_depth)),
+                    rec_ ? &rec_->decode_queue.put_wait_ns : nullptr,
+                    rec_ ? &rec_->decode_queue.get_wait_ns : nullptr) {
+  const LoaderOptions& o = data_->options;
+  const int readers = std::max(1, o.io_depth);
+  const int decoders = o.decode_threads > 0 ? o.decode_threads : std::max(1u, std::thread::hardware_concurrency());
+  if (rec_) {
+    rec_->io_depth = readers;
+    rec_->decode_threads = decoders;
+    rec_->NameThread(0, "scheduler");
+    for (int i = 0; i < readers; ++i) rec_->NameThread(1 + i, "reader " + std::to_string(i));
+    for (int i = 0; i < decoders; ++i) rec_->NameThread(1 + readers + i, "decoder " + std::to_string(i));
+  }
+  scheduler_ = std::thread([this, first_batch] { Schedule(first_batch); });
+  for (int i = 0; i < readers; ++i) readers_.emplace_back([this, i] { ReadLoop(1 + i); });
+  for (int i = 0; i < decoders; ++i) decoders_.emplace_back([this, i, readers] { DecodeLoop(1 + readers + i); });
+}
+
+EpochRun::~EpochRun() {
+  {
+    std::lock_guard lock(mu_);
+    cancelled_ = true;
+    ready_.notify_all();
+  }
+  read_queue_.Cancel();
+  decode_queue_.Cancel();
+  throttle_.Cancel();
+  pool_->Cancel();
+  scheduler_.join();
+  for (auto& t : readers_) t.join();
+  for (auto& t : decoders_) t.join();
+  pool_->Reset();
+  if (rec_) {
+    // Every thread has stopped: nothing is in flight any more.
+    for (const auto& [index, work] : in_flight_) (work->done ? rec_->batches_ready : rec_->batches_in_progress)--;
+    rec_->reads_in_flight = 0;
+    rec_->decodes_in_flight = 0;
+    rec_->decode_queue_depth = 0;
+  }
+  // in_flight_ destroys its BatchWork here: their leases go back to the pool.
+}
+
+std::unique_ptr<BatchWork> EpochRun::NextReady() {
+  std::unique_lock lock(mu_);
+  while (true) {
+    auto it = in_flight_.find(next_deliver_);
+    if (it != in_flight_.end() && it->second->done) {
+      std::unique_ptr<BatchWork> work = std::move(it->second);
+      in_flight_.erase(it);
+      ++next_deliver_;
+      if (rec_) {
+        rec_->batches_ready--;
+        rec_->batches_delivered++;
+      }
+      return work;
+    }
+    if (cancelled_) return nullptr;
+    // The caller holds every buffer and waits for a batch not yet begun:
+    // lend one past capacity rather than wait forever.
+    if (scheduler_blocked_ && it == in_flight_.end() && granted_for_ != next_deliver_) {
+      granted_for_ = next_deliver_;
+      pool_->GrantOverflow();
+    }
+    ready_.wait_for(lock, std::chrono::milliseconds(50));
+  }
+}
+
+void EpochRun::Schedule(int64_t first_batch) {
+  const int bs = data_->options.batch_size;
+  const int64_t total = static_cast<int64_t>(plan_->samples.size());
+  for (int64_t b = first_batch; b < plan_->info.batches; ++b) {
+    {
+      std::lock_guard lock(mu_);
+      scheduler_blocked_ = true;
+    }
+    const uint64_t wait_begin = NowNs();
+    std::unique_ptr<BufferPool::Lease> lease = pool_->Acquire();
+    if (rec_) rec_->pool_wait_ns.fetch_add(NowNs() - wait_begin, std::memory_order_relaxed);
+    {
+      std::lock_guard lock(mu_);
+      scheduler_blocked_ = false;
+    }
+    if (!lease) return;
+    auto work = std::make_unique<BatchWork>();
+    work->index = b;
+    work->size = static_cast<int>(std::min<int64_t>(bs, total - b * bs));
+    work->pending = work->size;
+    work->keys.resize(data_->options.include_keys ? work->size : 0);
+    work->lease = std::move(lease);
+    BatchWork* raw = work.get();
+    {
+      std::lock_guard lock(mu_);
+      if (cancelled_) return;
+      in_flight_[b] = std::move(work);
+      if (rec_) rec_->batches_in_progress++;
+    }
+    for (int slot = 0; slot < raw->size; ++slot) {
+      if (!read_queue_.Push(ReadTask{raw, slot, plan_->samples[b * bs + slot]})) return;
+    }
+  }
+}
+
+void EpochRun::ReadLoop(uint32_t thread) {
+  while (std::optional<ReadTask> task = read_queue_.Pop()) {
+    const SampleEntry& entry = data_->indexes[task->ref.shard].samples[task->ref.sample];
+    Bytes bytes = TakeBuffer();
+    bytes->resize(entry.end - entry.begin);
+    const uint64_t begin = NowNs();
+    if (rec_) rec_->reads_in_flight++;
+    if (!throttle_.Acquire(bytes->size())) return;  // cancelled
+    Result<const File*> file = files_->Get(task->ref.shard);
+    Status st = file.ok() ? (*file)->PRead(entry.begin, *bytes) : file.status();
+    if (rec_) {
+      const uint64_t end = NowNs();
+      rec_->reads_in_flight--;
+      rec_->read.Add(bytes->size(), end - begin);
+      rec_->read_latency.Record(end - begin);
+      rec_->AddSpan({SpanKind::kRead, thread, begin, end, task->batch->index, task->slot});
+    }
+    if (!st.ok()) {
+      Finish(*task, st.WithContext("sample '" + entry.key + "'"));
+      GiveBuffer(std::move(bytes));
+      continue;
+    }
+    if (rec_) rec_->decode_queue_depth++;
+    if (!decode_queue_.Push(DecodeTask{*task, std::move(bytes)})) return;
+  }
+}
+
+void EpochRun::DecodeLoop(uint32_t thread) {
+  SampleDecoder decoder(&data_->layout);
+  const BatchLayout& layout = data_->layout;
+  while (std::optional<DecodeTask> task = decode_queue_.Pop()) {
+    const SampleRef& ref = task->read.ref;
+    BatchWork* batch = task->read.batch;
+    const int slot = task->read.slot;
+    const SampleEntry& entry = data_->indexes[ref.shard].samples[ref.sample];
+    uint8_t* base = batch->lease->data();
+    const uint64_t seed = MixSeed(data_->options.seed, epoch_, ref.global);
+    const uint64_t begin = NowNs();
+    if (rec_) {
+      rec_->decode_queue_depth--;
+      rec_->decodes_in_flight++;
+    }
+    Status st = decoder.Decode(data_->shards[ref.shard], entry, *task->bytes, base, slot, seed);
+    if (rec_) {
+      const uint64_t end = NowNs();
+      rec_->decodes_in_flight--;
+      rec_->decode.Add(task->bytes->size(), end - begin);
+      rec_->AddSpan({SpanKind::kDecode, thread, begin, end, batch->index, slot});
+    }
+    int64_t global = static_cast<int64_t>(ref.global);
+    const ArraySlot& index = layout.arrays[layout.index_array];
+    std::memcpy(base + index.offset + index.sample_bytes * slot, &global, sizeof(global));
+    if (!batch->keys.empty()) batch->keys[slot] = data_->shards[ref.shard] + ":" + entry.key;
+    GiveBuffer(std::move(task->bytes));
+    Finish(task->read, std::move(st));
+  }
+}
+
+void EpochRun::Finish(const ReadTask& task, Status st) {
+  if (!st.ok()) task.batch->RecordError(task.slot, std::move(st));
+  if (task.batch->pending.fetch_sub(1) == 1) {
+    std::lock_guard lock(mu_);
+    task.batch->done = true;
+    if (rec_) {
+      rec_->batches_in_progress--;
+      rec_->batches_ready++;
+    }
+    ready_.notify_all();
+  }
+}
+
+Bytes EpochRun::TakeBuffer() {
+  std::lock_guard lock(buffers_mu_);
+  if (spare_.empty()) return std::make_unique<std::vector<uint8_t>>();
+  Bytes b = std::move(spare_.back());
+  spare_.pop_back();
+  return b;
+}
+
+void EpochRun::GiveBuffer(Bytes b) {
+  std::lock_guard lock(buffers_mu_);
+  spare_.push_back(std::move(b));
+}
+
+}  // namespace stoker

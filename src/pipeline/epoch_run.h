@@ -1,0 +1,136 @@
+// pipeline/epoch_run.h — one epoch's threads and queues.
+//
+//   scheduler ──ReadTask──▶ read_queue ──▶ readers (io_depth) ──DecodeTask──▶
+//   decode_queue ──▶ decoders (decode_threads) ──▶ slot of a pooled batch ──▶ NextReady()
+//
+// The scheduler walks the epoch plan one batch at a time: it takes a buffer
+// from the pool (the pool's capacity is the prefetch bound), then queues one
+// read per sample. Readers pread a sample's whole byte range; decoders write
+// each field into the sample's slot and count the batch down; the last one
+// marks it ready. NextReady() hands batches out strictly in plan order, so the
+// sample order never depends on thread timing.
+//
+// Teardown (the destructor) runs in this order: mark cancelled, cancel both
+// queues, the throttle and the pool (every wait wakes), join every thread,
+// then reset the pool. Buffers still held by the caller return to the pool
+// whenever they are released.
+// Thread-safety: NextReady from one consumer thread; the rest is internal.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "core/bounded_queue.h"
+#include "core/buffer_pool.h"
+#include "core/rate_limiter.h"
+#include "observe/recorder.h"
+#include "pipeline/batch_layout.h"
+#include "pipeline/planner.h"
+#include "pipeline/shard_files.h"
+#include "stoker/loader.h"
+
+namespace stoker {
+
+// A batch being made: its buffer, how many samples are still missing, and the
+// first error among its samples (lowest slot wins, so the error is deterministic).
+struct BatchWork {
+  int64_t index = 0;
+  int size = 0;
+  std::unique_ptr<BufferPool::Lease> lease;
+  std::vector<std::string> keys;
+  std::atomic<int> pending{0};
+  std::mutex error_mu;
+  int error_slot = -1;  // guarded by error_mu
+  Status error;         // guarded by error_mu
+  bool done = false;    // guarded by EpochRun::mu_
+
+  void RecordError(int slot, Status st) {
+    std::lock_guard lock(error_mu);
+    if (error_slot < 0 || slot < error_slot) {
+      error_slot = slot;
+      error = std::move(st);
+    }
+  }
+};
+
+struct ReadTask {
+  BatchWork* batch;
+  int slot;
+  SampleRef ref;
+};
+
+using Bytes = std::unique_ptr<std::vector<uint8_t>>;
+
+struct DecodeTask {
+  ReadTask read;
+  Bytes bytes;
+};
+
+// Everything one epoch's threads share with the loader; read-only for them.
+struct Dataset {
+  LoaderOptions options;
+  Recorder* recorder = nullptr;  // null when record_stats is off; owned by LoaderImpl
+  std::vector<std::string> shards;
+  std::vector<ShardIndex> indexes;
+  BatchLayout layout;
+};
+
+class EpochRun {
+ public:
+  // Starts the threads at once; delivery begins with `first_batch` of `plan`.
+  EpochRun(const Dataset* data, ShardFiles* files, std::shared_ptr<BufferPool> pool, const EpochPlan* plan,
+           uint64_t epoch, int64_t first_batch);
+  ~EpochRun();
+  EpochRun(const EpochRun&) = delete;
+  EpochRun& operator=(const EpochRun&) = delete;
+
+  // The next batch in plan order, once all its samples are written; nullptr
+  // once cancelled. If the caller holds every buffer and waits for a batch not
+  // yet begun, the pool lends one past capacity rather than wait forever.
+  std::unique_ptr<BatchWork> NextReady();
+
+ private:
+  void Schedule(int64_t first_batch);
+  void ReadLoop(uint32_t thread);
+  void DecodeLoop(uint32_t thread);
+  // Counts a sample done (with its error, if any); the last one readies the batch.
+  void Finish(const ReadTask& task, Status st);
+  // Read buffers are bounded by the queues (io_depth readers, the decode
+  // queue, the decoders), so the spare list never exceeds that many.
+  Bytes TakeBuffer();
+  void GiveBuffer(Bytes b);
+
+  const Dataset* data_;
+  ShardFiles* files_;
+  std::shared_ptr<BufferPool> pool_;
+  const EpochPlan* plan_;
+  const uint64_t epoch_;
+  Recorder* const rec_;  // may be null
+  RateLimiter throttle_;
+
+  std::mutex mu_;
+  std::condition_variable ready_;
+  std::map<int64_t, std::unique_ptr<BatchWork>> in_flight_;  // guarded by mu_
+  int64_t next_deliver_;                                      // guarded by mu_
+  bool cancelled_ = false;                                    // guarded by mu_
+  bool scheduler_blocked_ = false;                            // guarded by mu_
+  int64_t granted_for_ = -1;                                  // guarded by mu_
+
+  std::mutex buffers_mu_;
+  std::vector<Bytes> spare_;  // guarded by buffers_mu_
+
+  // Declared after the state they use; the destructor joins them explicitly.
+  BoundedQueue<ReadTask> read_queue_;
+  BoundedQueue<DecodeTask> decode_queue_;
+  std::thread scheduler_;
+  std::vector<std::thread> readers_;
+  std::vector<std::thread> decoders_;
+};
+
+
+}  // namespace stoker
