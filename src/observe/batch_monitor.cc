@@ -1,0 +1,428 @@
+#include "observe/batch_monitor.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <utility>
+
+namespace stoker {
+
+namespace {
+
+double Clamp01(double x) { return std::isfinite(x) ? std::clamp(x, 0.0, 1.0) : 0.0; }
+
+// Linear interpolation between the two nearest ranks, as numpy.percentile's
+// default, so a test can check the numbers with numpy. `v` must be sorted.
+double SortedPercentile(const std::vector<double>& v, double q) {
+  if (v.empty()) return 0;
+  const double pos = q * static_cast<double>(v.size() - 1);
+  const size_t lo = static_cast<size_t>(std::floor(pos));
+  const size_t hi = std::min(lo + 1, v.size() - 1);
+  return v[lo] + (v[hi] - v[lo]) * (pos - static_cast<double>(lo));
+}
+
+double HistogramPercentile(const std::array<uint64_t, LatencyHistogram::kBuckets>& counts, double q) {
+  return LatencyHistogram::Percentile(std::vector<uint64_t>(counts.begin(), counts.end()), q);
+}
+
+uint64_t Total(const std::array<uint64_t, LatencyHistogram::kBuckets>& counts) {
+  uint64_t n = 0;
+  for (uint64_t c : counts) n += c;
+  return n;
+}
+
+std::string Format(const char* fmt, auto... args) {
+  char buf[512];
+  std::snprintf(buf, sizeof(buf), fmt, args...);
+  return buf;
+}
+
+std::string Ms(double s) { return Format("%.1f ms", s * 1e3); }
+std::string Pct(double f) { return Format("%.0f%%", f * 100); }
+
+}  // namespace
+
+Status MonitorOptions::Validate() const {
+  if (window < 2) return InvalidArgument("monitor window must hold at least 2 batches");
+  if (!(slow_factor >= 1)) return InvalidArgument("slow_factor must be >= 1");
+  if (!(slow_floor_s >= 0)) return InvalidArgument("slow_floor_s must be >= 0");
+  if (min_history < 1) return InvalidArgument("min_history must be >= 1");
+  if (!(healthy_efficiency > 0 && healthy_efficiency <= 1)) return InvalidArgument("healthy_efficiency must be in (0, 1]");
+  if (!(busy_threshold > 0 && busy_threshold <= 1)) return InvalidArgument("busy_threshold must be in (0, 1]");
+  return Status::Ok();
+}
+
+// ---- evidence ---------------------------------------------------------------
+
+StageEvidence StageEvidence::Between(const RecorderSnapshot& before, const RecorderSnapshot& after) {
+  StageEvidence e;
+  // Counters only grow; a snapshot pair from different loaders would not, so clamp.
+  auto d = [](double a, double b) { return std::max(0.0, b - a); };
+  auto du = [](uint64_t a, uint64_t b) { return b > a ? b - a : 0; };
+  e.window_s = d(before.time_s, after.time_s);
+  e.read_busy_s = d(before.read.busy_s, after.read.busy_s);
+  e.decode_busy_s = d(before.decode.busy_s, after.decode.busy_s);
+  e.reads = du(before.read.items, after.read.items);
+  e.decodes = du(before.decode.items, after.decode.items);
+  e.read_bytes = du(before.read.bytes, after.read.bytes);
+  e.read_queue_get_wait_s = d(before.read_queue_get_wait_s, after.read_queue_get_wait_s);
+  e.decode_queue_put_wait_s = d(before.decode_queue_put_wait_s, after.decode_queue_put_wait_s);
+  e.decode_queue_get_wait_s = d(before.decode_queue_get_wait_s, after.decode_queue_get_wait_s);
+  e.pool_wait_s = d(before.pool_wait_s, after.pool_wait_s);
+  e.consumer_wait_s = d(before.consumer_wait_s, after.consumer_wait_s);
+  for (size_t i = 0; i < e.read_latency.size(); ++i) {
+    const uint64_t a = i < before.read_latency.size() ? before.read_latency[i] : 0;
+    const uint64_t b = i < after.read_latency.size() ? after.read_latency[i] : 0;
+    e.read_latency[i] = du(a, b);
+  }
+  e.requests = 1;
+  e.batches_ready = static_cast<double>(before.batches_ready);
+  e.batches_in_progress = static_cast<double>(before.batches_in_progress);
+  e.reads_in_flight = static_cast<double>(before.reads_in_flight);
+  e.decodes_in_flight = static_cast<double>(before.decodes_in_flight);
+  e.decode_queue_depth = static_cast<double>(before.decode_queue_depth);
+  e.requests_with_none_ready = before.batches_ready <= 0 ? 1 : 0;
+  e.io_depth = after.io_depth;
+  e.decode_threads = after.decode_threads;
+  return e;
+}
+
+StageEvidence& StageEvidence::operator+=(const StageEvidence& o) {
+  window_s += o.window_s;
+  read_busy_s += o.read_busy_s;
+  decode_busy_s += o.decode_busy_s;
+  reads += o.reads;
+  decodes += o.decodes;
+  read_bytes += o.read_bytes;
+  read_queue_get_wait_s += o.read_queue_get_wait_s;
+  decode_queue_put_wait_s += o.decode_queue_put_wait_s;
+  decode_queue_get_wait_s += o.decode_queue_get_wait_s;
+  pool_wait_s += o.pool_wait_s;
+  consumer_wait_s += o.consumer_wait_s;
+  for (size_t i = 0; i < read_latency.size(); ++i) read_latency[i] += o.read_latency[i];
+  requests += o.requests;
+  batches_ready += o.batches_ready;
+  batches_in_progress += o.batches_in_progress;
+  reads_in_flight += o.reads_in_flight;
+  decodes_in_flight += o.decodes_in_flight;
+  decode_queue_depth += o.decode_queue_depth;
+  requests_with_none_ready += o.requests_with_none_ready;
+  if (o.io_depth > 0) io_depth = o.io_depth;
+  if (o.decode_threads > 0) decode_threads = o.decode_threads;
+  return *this;
+}
+
+double StageEvidence::ReadUtilisation() const {
+  if (io_depth <= 0) return 0;
+  const double busy = window_s > 0 ? Clamp01(read_busy_s / (io_depth * window_s)) : 0;
+  const double gauge = requests > 0 ? Clamp01(reads_in_flight / requests / io_depth) : 0;
+  return std::max(busy, gauge);
+}
+
+double StageEvidence::DecodeUtilisation() const {
+  if (decode_threads <= 0) return 0;
+  const double busy = window_s > 0 ? Clamp01(decode_busy_s / (decode_threads * window_s)) : 0;
+  const double gauge = requests > 0 ? Clamp01(decodes_in_flight / requests / decode_threads) : 0;
+  return std::max(busy, gauge);
+}
+
+double StageEvidence::DecodersStarved() const {
+  if (decode_threads <= 0 || window_s <= 0) return 0;
+  return Clamp01(decode_queue_get_wait_s / (decode_threads * window_s));
+}
+
+double StageEvidence::ReadersBlocked() const {
+  if (io_depth <= 0 || window_s <= 0) return 0;
+  return Clamp01(decode_queue_put_wait_s / (io_depth * window_s));
+}
+
+double StageEvidence::Percentile(double q) const { return HistogramPercentile(read_latency, q); }
+
+// ---- causes -----------------------------------------------------------------
+
+const char* SlowCauseName(SlowCause cause) {
+  switch (cause) {
+    case SlowCause::kStorageStall: return "storage stall";
+    case SlowCause::kColdPageCache: return "cold page cache";
+    case SlowCause::kDecodeBound: return "decode-bound";
+    case SlowCause::kPrefetchDrained: return "prefetch drained";
+    case SlowCause::kConsumerSide: return "consumer-side";
+    case SlowCause::kNoEvidence: return "input-bound";
+    case SlowCause::kUnknown: return "unknown";
+  }
+  return "?";
+}
+
+const char* BottleneckName(Bottleneck b) {
+  switch (b) {
+    case Bottleneck::kNone: return "none";
+    case Bottleneck::kConsumer: return "consumer";
+    case Bottleneck::kStorage: return "storage";
+    case Bottleneck::kDecode: return "decode";
+    case Bottleneck::kPipeline: return "pipeline";
+    case Bottleneck::kConsumerSide: return "consumer-side";
+    case Bottleneck::kDeviceCopy: return "h2d";
+    case Bottleneck::kInput: return "input";
+    case Bottleneck::kUnknown: return "unknown";
+  }
+  return "?";
+}
+
+Diagnosis Classify(double python_wait_s, const StageEvidence& e,
+                   const std::array<uint64_t, LatencyHistogram::kBuckets>* baseline_latency,
+                   double busy_threshold) {
+  if (e.requests == 0) {
+    return {SlowCause::kNoEvidence, "no stage evidence (a wrapped iterable): the loader delivered late"};
+  }
+  // Consumer-side first: if the engine handed the batch over quickly and
+  // Python still waited, no stage of the pipeline is to blame.
+  const double engine = e.consumer_wait_s;
+  if (python_wait_s - engine >= 0.005 && engine < 0.5 * python_wait_s) {
+    return {SlowCause::kConsumerSide,
+            "the engine delivered after " + Ms(engine) + " but Python waited " + Ms(python_wait_s) +
+                " (the GIL held by another thread, or Python work inside the iterator)"};
+  }
+  const double read_u = e.ReadUtilisation(), dec_u = e.DecodeUtilisation();
+  const double starved = e.DecodersStarved(), blocked = e.ReadersBlocked();
+  const double none_ready = e.requests > 0 ? static_cast<double>(e.requests_with_none_ready) / e.requests : 0;
+  bool read_sat = read_u >= busy_threshold, dec_sat = dec_u >= busy_threshold;
+  if (read_sat && dec_sat) {
+    // Both busy: the stage the other one waits on is the bottleneck.
+    if (starved > blocked) dec_sat = false; else read_sat = false;
+  }
+  const double p50 = e.ReadLatencyP50();
+  // A cold page cache: this window's reads took milliseconds where earlier
+  // ones took microseconds — the same files, now coming from the device.
+  if (baseline_latency != nullptr && e.reads >= 2 && Total(*baseline_latency) >= 16 && p50 >= 1e-3 &&
+      (read_sat || starved >= 0.3 || none_ready >= 0.5)) {
+    const double base = HistogramPercentile(*baseline_latency, 0.5);
+    if (base < 0.25e-3) {
+      return {SlowCause::kColdPageCache, "read latency p50 jumped from " + Format("%.0f us", base * 1e6) + " to " +
+                                             Ms(p50) + " over " + std::to_string(e.reads) +
+                                             " reads (pages no longer cached; readers " + Pct(read_u) + " busy)"};
+    }
+  }
+  if (dec_sat) {
+    return {SlowCause::kDecodeBound, "decoders " + Pct(dec_u) + " busy of " + std::to_string(e.decode_threads) +
+                                         " threads, readers blocked on the decode queue " + Pct(blocked) +
+                                         " of the time (reads " + Pct(read_u) + " busy)"};
+  }
+  if (read_sat) {
+    return {SlowCause::kStorageStall,
+            "readers " + Pct(read_u) + " busy in pread (io_depth " + std::to_string(e.io_depth) + "), read p50 " +
+                Ms(p50) + ", decoders starved " + Pct(starved) + " of the time, storage gave " +
+                Format("%.1f MB/s", e.ReadMBps())};
+  }
+  if (none_ready >= 0.5) {
+    return {SlowCause::kPrefetchDrained, "no batch ready at the request and no stage saturated (reads " + Pct(read_u) +
+                                             ", decode " + Pct(dec_u) +
+                                             " busy): the consumer outran the whole pipeline"};
+  }
+  return {SlowCause::kUnknown, "stage evidence inconclusive (reads " + Pct(read_u) + ", decode " + Pct(dec_u) +
+                                   " busy, " + Format("%.1f", e.batches_ready / std::max(1, e.requests)) +
+                                   " batches ready at the request)"};
+}
+
+std::string SlowBatch::Line() const {
+  return Format("[SLOW BATCH #%lld] %.2fs - %s: ", static_cast<long long>(batch), wait_s,
+                SlowCauseName(diagnosis.cause)) +
+         diagnosis.detail + Format(" (after %lld fast batches)", static_cast<long long>(fast_before));
+}
+
+// ---- the monitor --------------------------------------------------------------
+
+Result<BatchMonitor> BatchMonitor::Create(MonitorOptions options) {
+  STOKER_RETURN_IF_ERROR(options.Validate());
+  return BatchMonitor(options);
+}
+
+BatchMonitor::BatchMonitor(MonitorOptions options)
+    : options_(options), ring_(static_cast<size_t>(options.window)) {
+  scratch_.reserve(static_cast<size_t>(options.window));
+}
+
+BatchMonitor::Record& BatchMonitor::At(int i) { return ring_[(head_ + i) % options_.window]; }
+const BatchMonitor::Record& BatchMonitor::At(int i) const { return ring_[(head_ + i) % options_.window]; }
+
+const BatchMonitor::Record* BatchMonitor::Latest() const { return size_ == 0 ? nullptr : &At(size_ - 1); }
+
+std::optional<SlowBatch> BatchMonitor::OnWait(double wait_s, const StageEvidence* evidence) {
+  wait_s = std::max(0.0, wait_s);
+  // The threshold comes from the batches before this one.
+  std::optional<SlowBatch> slow;
+  if (seen_ >= options_.min_history && size_ > 0) {
+    scratch_.clear();
+    for (int i = 0; i < size_; ++i) scratch_.push_back(At(i).wait_s);
+    std::sort(scratch_.begin(), scratch_.end());
+    const double median = SortedPercentile(scratch_, 0.5);
+    const double threshold = std::max(options_.slow_factor * median, options_.slow_floor_s);
+    if (wait_s > threshold) {
+      slow = SlowBatch{seen_, wait_s, median, threshold, fast_since_slow_, {}};
+      slow->diagnosis = Classify(wait_s, evidence ? *evidence : StageEvidence{}, &latency_seen_,
+                                 options_.busy_threshold);
+    }
+  }
+  if (size_ == options_.window) {
+    head_ = (head_ + 1) % options_.window;
+    --size_;
+  }
+  Record& r = At(size_++);
+  r = Record{seen_, wait_s, 0, 0, slow.has_value(), evidence != nullptr, {}};
+  if (evidence != nullptr) {
+    r.evidence = *evidence;
+    for (size_t i = 0; i < latency_seen_.size(); ++i) latency_seen_[i] += evidence->read_latency[i];
+  }
+  ++seen_;
+  fast_since_slow_ = slow ? 0 : fast_since_slow_ + 1;
+  totals_.batches = seen_;
+  totals_.wait_s += wait_s;
+  if (slow) ++totals_.slow_batches;
+  const double all = totals_.wait_s + totals_.h2d_s + totals_.compute_s;
+  totals_.efficiency = all > 0 ? totals_.compute_s / all : 0;
+  return slow;
+}
+
+void BatchMonitor::OnH2D(double seconds) {
+  if (size_ == 0) return;
+  seconds = std::max(0.0, seconds);
+  At(size_ - 1).h2d_s += seconds;
+  totals_.h2d_s += seconds;
+  const double all = totals_.wait_s + totals_.h2d_s + totals_.compute_s;
+  totals_.efficiency = all > 0 ? totals_.compute_s / all : 0;
+}
+
+void BatchMonitor::OnCompute(double seconds) {
+  if (size_ == 0) return;
+  seconds = std::max(0.0, seconds);
+  At(size_ - 1).compute_s += seconds;
+  totals_.compute_s += seconds;
+  const double all = totals_.wait_s + totals_.h2d_s + totals_.compute_s;
+  totals_.efficiency = all > 0 ? totals_.compute_s / all : 0;
+}
+
+WindowStats BatchMonitor::Stats() const {
+  WindowStats s;
+  s.batches = size_;
+  if (size_ == 0) return s;
+  double wait = 0, h2d = 0, compute = 0;
+  scratch_.clear();
+  for (int i = 0; i < size_; ++i) {
+    const Record& r = At(i);
+    wait += r.wait_s;
+    h2d += r.h2d_s;
+    compute += r.compute_s;
+    s.slow_batches += r.slow ? 1 : 0;
+    scratch_.push_back(r.wait_s);
+  }
+  const double n = size_;
+  s.wait.n = size_;
+  s.wait.mean = wait / n;
+  double ss = 0;
+  for (double w : scratch_) ss += (w - s.wait.mean) * (w - s.wait.mean);
+  s.wait.std = std::sqrt(ss / n);
+  std::sort(scratch_.begin(), scratch_.end());
+  s.wait.min = scratch_.front();
+  s.wait.max = scratch_.back();
+  s.wait.p50 = SortedPercentile(scratch_, 0.50);
+  s.wait.p95 = SortedPercentile(scratch_, 0.95);
+  s.wait.p99 = SortedPercentile(scratch_, 0.99);
+  s.mean_h2d_s = h2d / n;
+  s.mean_compute_s = compute / n;
+  const double all = wait + h2d + compute;
+  s.efficiency = all > 0 ? compute / all : 0;
+  s.keeps_up = wait + h2d < compute;
+  return s;
+}
+
+Verdict BatchMonitor::Diagnose() const {
+  Verdict v;
+  if (size_ == 0) {
+    v.reason = "no batches yet";
+    return v;
+  }
+  const WindowStats s = Stats();
+  v.keeps_up = s.keeps_up;
+  v.efficiency = s.efficiency;
+  const std::string per_batch = "per batch t_wait " + Ms(s.wait.mean) + ", t_h2d " + Ms(s.mean_h2d_s) +
+                                ", t_compute " + Ms(s.mean_compute_s) + " (efficiency " + Pct(s.efficiency) +
+                                " over " + std::to_string(s.batches) + " batches)";
+  if (s.keeps_up && s.efficiency >= options_.healthy_efficiency) {
+    v.bottleneck = Bottleneck::kConsumer;
+    v.healthy = true;
+    v.reason = "the input keeps up: t_wait + t_h2d < t_compute; " + per_batch;
+    v.recommendation = "nothing to change in the input: the step is the bottleneck (prefetch or threads could "
+                       "even be lowered to save memory and cores)";
+    return v;
+  }
+  if (s.mean_h2d_s > s.wait.mean && s.mean_h2d_s > 0.1 * (s.wait.mean + s.mean_h2d_s + s.mean_compute_s)) {
+    v.bottleneck = Bottleneck::kDeviceCopy;
+    v.reason = "the host-to-device copy dominates the wait: " + per_batch;
+    v.recommendation = "copy from pinned memory with non_blocking=True on a side stream, overlapping the step; "
+                       "ship uint8 and normalise on the device to move fewer bytes";
+    return v;
+  }
+  StageEvidence all;
+  double python_wait = 0;
+  for (int i = 0; i < size_; ++i) {
+    const Record& r = At(i);
+    if (!r.has_evidence) continue;
+    all += r.evidence;
+    python_wait += r.wait_s;
+  }
+  if (all.requests == 0) {
+    v.bottleneck = Bottleneck::kInput;
+    v.reason = "input-bound: the loader delivered slower than the step consumed; " + per_batch +
+               " (no stage evidence: a wrapped iterable)";
+    v.recommendation = "parallelise the input (more workers or threads, deeper prefetch), or load with "
+                       "stoker.Loader to see which stage is short";
+    return v;
+  }
+  // Earlier reads as the baseline for a cold cache would be all reads so far,
+  // which includes this window; the verdict is about the steady state, so it
+  // folds a cold cache into storage.
+  const Diagnosis d = Classify(python_wait, all, nullptr, options_.busy_threshold);
+  v.reason = std::string(s.keeps_up ? "the input barely keeps up: " : "input-bound: ") + d.detail + "; " + per_batch;
+  switch (d.cause) {
+    case SlowCause::kStorageStall:
+    case SlowCause::kColdPageCache:
+      v.bottleneck = Bottleneck::kStorage;
+      v.recommendation = "storage is the bottleneck: raise io_depth (now " + std::to_string(all.io_depth) +
+                         ") if the device has headroom — more reads in flight hide latency — else move the "
+                         "shards to faster or local storage (decode threads will not help)";
+      break;
+    case SlowCause::kDecodeBound:
+      v.bottleneck = Bottleneck::kDecode;
+      v.recommendation = "decode is the bottleneck: raise decode_threads (now " + std::to_string(all.decode_threads) +
+                         ") up to the free cores, or decode smaller (a smaller target size lets JPEG decode "
+                         "DCT-scaled); more io_depth will not help";
+      break;
+    case SlowCause::kPrefetchDrained:
+      v.bottleneck = Bottleneck::kPipeline;
+      v.recommendation = "no single stage is saturated: raise prefetch (whole batches decoded ahead) and io_depth "
+                         "together so more work is in flight";
+      break;
+    case SlowCause::kConsumerSide:
+      v.bottleneck = Bottleneck::kConsumerSide;
+      v.recommendation = "the engine keeps up but Python receives batches late: move Python work out of the "
+                         "loop and stop threads that hold the GIL";
+      break;
+    default:
+      v.bottleneck = Bottleneck::kUnknown;
+      v.recommendation = "collect a trace (trace_spans) to see which stage waits";
+      break;
+  }
+  return v;
+}
+
+std::string BatchMonitor::SummaryLine() const {
+  const WindowStats s = Stats();
+  const double ms = 1e3;
+  return Format("Recent %d batches: avg=%.1fms, min=%.1fms, max=%.1fms, std=%.1fms | p50=%.1fms, p95=%.1fms, "
+                "p99=%.1fms | compute avg=%.1fms, h2d avg=%.1fms | efficiency=%.1f%% | "
+                "t_wait+t_h2d<t_compute: %s | slow=%d",
+                s.batches, s.wait.mean * ms, s.wait.min * ms, s.wait.max * ms, s.wait.std * ms, s.wait.p50 * ms,
+                s.wait.p95 * ms, s.wait.p99 * ms, s.mean_compute_s * ms, s.mean_h2d_s * ms, s.efficiency * 100,
+                s.keeps_up ? "yes" : "no", s.slow_batches);
+}
+
+}  // namespace stoker

@@ -1,0 +1,236 @@
+#include "observe/batch_monitor.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <vector>
+
+namespace stoker {
+namespace {
+
+BatchMonitor Make(MonitorOptions o = {}) {
+  Result<BatchMonitor> m = BatchMonitor::Create(o);
+  EXPECT_TRUE(m.ok()) << m.status().ToString();
+  return std::move(m).value();
+}
+
+// numpy.percentile's default (linear between ranks), written independently.
+double NumpyPercentile(std::vector<double> v, double q) {
+  std::sort(v.begin(), v.end());
+  double rank = q * (v.size() - 1);
+  size_t lo = static_cast<size_t>(rank);
+  if (lo + 1 >= v.size()) return v.back();
+  return v[lo] * (1 - (rank - lo)) + v[lo + 1] * (rank - lo);
+}
+
+// Evidence of one wait window, built from two synthetic snapshots.
+StageEvidence Evidence(double window_s, double read_busy, double decode_busy, double decode_get_wait,
+                       double decode_put_wait, int64_t ready, int64_t reads_in_flight, int64_t decodes_in_flight,
+                       double consumer_wait, int io_depth = 4, int decode_threads = 2,
+                       uint64_t latency_us = 0, uint64_t reads = 0) {
+  RecorderSnapshot a, b;
+  a.io_depth = b.io_depth = io_depth;
+  a.decode_threads = b.decode_threads = decode_threads;
+  a.read_latency.assign(LatencyHistogram::kBuckets, 0);
+  b.read_latency.assign(LatencyHistogram::kBuckets, 0);
+  a.time_s = 10;
+  b.time_s = 10 + window_s;
+  b.read.busy_s = read_busy;
+  b.decode.busy_s = decode_busy;
+  b.decode_queue_get_wait_s = decode_get_wait;
+  b.decode_queue_put_wait_s = decode_put_wait;
+  b.consumer_wait_s = consumer_wait;
+  a.batches_ready = ready;
+  a.reads_in_flight = reads_in_flight;
+  a.decodes_in_flight = decodes_in_flight;
+  b.read.items = reads;
+  if (reads > 0) {
+    LatencyHistogram h;
+    for (uint64_t i = 0; i < reads; ++i) h.Record(latency_us * 1000);
+    b.read_latency = h.Snapshot();
+  }
+  return StageEvidence::Between(a, b);
+}
+
+TEST(BatchMonitorTest, RollingStatsMatchADirectComputation) {
+  MonitorOptions o;
+  o.window = 50;
+  BatchMonitor m = Make(o);
+  std::mt19937 rng(7);
+  std::lognormal_distribution<double> wait(-4, 1.5);
+  std::vector<double> waits, computes;
+  for (int i = 0; i < 137; ++i) {
+    double w = wait(rng), c = 0.02 + 0.001 * (i % 5);
+    m.OnWait(w);
+    m.OnH2D(0.001);
+    m.OnCompute(c);
+    waits.push_back(w);
+    computes.push_back(c);
+  }
+  std::vector<double> last(waits.end() - 50, waits.end());
+  std::vector<double> last_c(computes.end() - 50, computes.end());
+  double mean = 0;
+  for (double w : last) mean += w / 50;
+  double var = 0;
+  for (double w : last) var += (w - mean) * (w - mean) / 50;
+  double sum_w = 0, sum_c = 0;
+  for (int i = 0; i < 50; ++i) sum_w += last[i], sum_c += last_c[i];
+
+  WindowStats s = m.Stats();
+  EXPECT_EQ(s.batches, 50);
+  EXPECT_NEAR(s.wait.mean, mean, 1e-12);
+  EXPECT_NEAR(s.wait.std, std::sqrt(var), 1e-12);
+  EXPECT_DOUBLE_EQ(s.wait.min, *std::min_element(last.begin(), last.end()));
+  EXPECT_DOUBLE_EQ(s.wait.max, *std::max_element(last.begin(), last.end()));
+  EXPECT_NEAR(s.wait.p50, NumpyPercentile(last, 0.50), 1e-12);
+  EXPECT_NEAR(s.wait.p95, NumpyPercentile(last, 0.95), 1e-12);
+  EXPECT_NEAR(s.wait.p99, NumpyPercentile(last, 0.99), 1e-12);
+  EXPECT_NEAR(s.mean_h2d_s, 0.001, 1e-12);
+  EXPECT_NEAR(s.efficiency, sum_c / (sum_w + 0.05 + sum_c), 1e-12);
+  EXPECT_EQ(s.keeps_up, sum_w + 0.05 < sum_c);
+  EXPECT_EQ(m.totals().batches, 137);
+
+  // The summary line carries the same numbers, in the seeds' format.
+  char expect[128];
+  std::snprintf(expect, sizeof(expect), "Recent 50 batches: avg=%.1fms, min=%.1fms, max=%.1fms, std=%.1fms",
+                mean * 1e3, s.wait.min * 1e3, s.wait.max * 1e3, std::sqrt(var) * 1e3);
+  EXPECT_EQ(m.SummaryLine().rfind(expect, 0), 0u) << m.SummaryLine();
+}
+
+TEST(BatchMonitorTest, SlowNeedsBothTheFactorAndTheFloor) {
+  MonitorOptions o;
+  o.slow_factor = 5;
+  o.slow_floor_s = 0.05;
+  o.min_history = 5;
+  BatchMonitor m = Make(o);
+  // The first batches only build history, however long they wait (the fill).
+  EXPECT_FALSE(m.OnWait(3.0));
+  for (int i = 0; i < 9; ++i) EXPECT_FALSE(m.OnWait(0.002));
+  // 20× the median but under the floor: not slow.
+  EXPECT_FALSE(m.OnWait(0.04));
+  // Over the floor but under 5× a median of 20 ms: not slow.
+  BatchMonitor m2 = Make(o);
+  for (int i = 0; i < 10; ++i) EXPECT_FALSE(m2.OnWait(0.02));
+  EXPECT_FALSE(m2.OnWait(0.099));
+  std::optional<SlowBatch> slow = m2.OnWait(0.101);
+  ASSERT_TRUE(slow);
+  EXPECT_NEAR(slow->median_s, 0.02, 1e-12);
+  EXPECT_NEAR(slow->threshold_s, 0.1, 1e-12);
+  EXPECT_EQ(slow->batch, 11);
+  EXPECT_EQ(slow->fast_before, 11);
+  EXPECT_EQ(slow->diagnosis.cause, SlowCause::kNoEvidence);
+  // Reported once, and the fast count restarts after it (the seeds' 31-fast pattern).
+  for (int i = 0; i < 31; ++i) EXPECT_FALSE(m2.OnWait(0.02));
+  slow = m2.OnWait(20.69);
+  ASSERT_TRUE(slow);
+  EXPECT_EQ(slow->fast_before, 31);
+  EXPECT_EQ(slow->Line().rfind("[SLOW BATCH #43] 20.69s - input-bound: ", 0), 0u) << slow->Line();
+  EXPECT_NE(slow->Line().find("(after 31 fast batches)"), std::string::npos);
+  EXPECT_EQ(m2.totals().slow_batches, 2);
+}
+
+TEST(BatchMonitorTest, CauseFromEvidence) {
+  const double busy = 0.7;
+  // Readers all in pread, decoders starved, nothing ready: storage.
+  StageEvidence storage = Evidence(1.0, 4.0, 0.2, 1.8, 0.0, 0, 4, 0, 1.0, 4, 2, 50'000, 8);
+  EXPECT_EQ(Classify(1.0, storage, nullptr, busy).cause, SlowCause::kStorageStall);
+  // Decoders saturated, readers blocked on the decode queue: decode.
+  StageEvidence decode = Evidence(1.0, 0.1, 2.0, 0.0, 3.5, 0, 0, 2, 1.0);
+  EXPECT_EQ(Classify(1.0, decode, nullptr, busy).cause, SlowCause::kDecodeBound);
+  // Both look busy: the stage the other waits on wins.
+  StageEvidence both = Evidence(1.0, 3.6, 1.8, 0.0, 2.0, 0, 4, 2, 1.0);
+  EXPECT_EQ(Classify(1.0, both, nullptr, busy).cause, SlowCause::kDecodeBound);
+  // Nothing saturated and the ready queue empty: prefetch drained.
+  StageEvidence drained = Evidence(1.0, 1.0, 0.6, 0.5, 0.0, 0, 1, 0, 1.0);
+  EXPECT_EQ(Classify(1.0, drained, nullptr, busy).cause, SlowCause::kPrefetchDrained);
+  // The engine waited 1 ms, Python 300 ms: consumer-side.
+  StageEvidence gil = Evidence(0.3, 0.0, 0.0, 0.6, 0.0, 2, 0, 0, 0.001);
+  EXPECT_EQ(Classify(0.3, gil, nullptr, busy).cause, SlowCause::kConsumerSide);
+  // Reads at 8 ms after a baseline of 3 µs reads: cold page cache.
+  std::array<uint64_t, LatencyHistogram::kBuckets> baseline{};
+  baseline[2] = 100;  // [2, 4) µs
+  StageEvidence cold = Evidence(1.0, 3.9, 0.1, 1.9, 0.0, 0, 4, 0, 1.0, 4, 2, 8'000, 40);
+  EXPECT_EQ(Classify(1.0, cold, &baseline, busy).cause, SlowCause::kColdPageCache);
+  // The same reads against a slow baseline are plain storage.
+  std::array<uint64_t, LatencyHistogram::kBuckets> slow_baseline{};
+  slow_baseline[13] = 100;  // ~4-8 ms
+  EXPECT_EQ(Classify(1.0, cold, &slow_baseline, busy).cause, SlowCause::kStorageStall);
+  // Without evidence the cause says so.
+  EXPECT_EQ(Classify(1.0, StageEvidence{}, nullptr, busy).cause, SlowCause::kNoEvidence);
+}
+
+TEST(BatchMonitorTest, SlowBatchCarriesItsEvidenceCause) {
+  BatchMonitor m = Make();
+  for (int i = 0; i < 10; ++i) {
+    StageEvidence fast = Evidence(0.001, 0.0, 0.001, 0, 0, 2, 0, 1, 0.001);
+    m.OnWait(0.001, &fast);
+    m.OnCompute(0.05);
+  }
+  StageEvidence stall = Evidence(2.0, 8.0, 0.1, 3.9, 0, 0, 4, 0, 2.0);
+  std::optional<SlowBatch> slow = m.OnWait(2.0, &stall);
+  ASSERT_TRUE(slow);
+  EXPECT_EQ(slow->diagnosis.cause, SlowCause::kStorageStall);
+  EXPECT_NE(slow->Line().find("storage stall"), std::string::npos);
+}
+
+TEST(BatchMonitorTest, VerdictOverTheWindow) {
+  // Healthy: waits tiny against the step.
+  BatchMonitor healthy = Make();
+  for (int i = 0; i < 60; ++i) {
+    healthy.OnWait(0.0005);
+    healthy.OnCompute(0.05);
+  }
+  Verdict v = healthy.Diagnose();
+  EXPECT_EQ(v.bottleneck, Bottleneck::kConsumer);
+  EXPECT_TRUE(v.healthy);
+  EXPECT_GT(v.efficiency, 0.95);
+
+  // Input-bound without evidence.
+  BatchMonitor input = Make();
+  for (int i = 0; i < 60; ++i) {
+    input.OnWait(0.1);
+    input.OnCompute(0.01);
+  }
+  v = input.Diagnose();
+  EXPECT_EQ(v.bottleneck, Bottleneck::kInput);
+  EXPECT_FALSE(v.keeps_up);
+
+  // Storage and decode from evidence summed over the window.
+  BatchMonitor storage = Make();
+  BatchMonitor decode = Make();
+  for (int i = 0; i < 60; ++i) {
+    StageEvidence s = Evidence(0.1, 0.4, 0.01, 0.19, 0, 0, 4, 0, 0.1);
+    storage.OnWait(0.1, &s);
+    storage.OnCompute(0.01);
+    StageEvidence d = Evidence(0.1, 0.0, 0.1, 0, 0.35, 0, 0, 1, 0.1, 4, 1);
+    decode.OnWait(0.1, &d);
+    decode.OnCompute(0.01);
+  }
+  EXPECT_EQ(storage.Diagnose().bottleneck, Bottleneck::kStorage);
+  EXPECT_NE(storage.Diagnose().recommendation.find("io_depth (now 4)"), std::string::npos);
+  EXPECT_EQ(decode.Diagnose().bottleneck, Bottleneck::kDecode);
+  EXPECT_NE(decode.Diagnose().recommendation.find("decode_threads (now 1)"), std::string::npos);
+
+  // The device copy dominating.
+  BatchMonitor h2d = Make();
+  for (int i = 0; i < 10; ++i) {
+    h2d.OnWait(0.001);
+    h2d.OnH2D(0.05);
+    h2d.OnCompute(0.02);
+  }
+  EXPECT_EQ(h2d.Diagnose().bottleneck, Bottleneck::kDeviceCopy);
+}
+
+TEST(BatchMonitorTest, RejectsBadOptions) {
+  MonitorOptions o;
+  o.window = 1;
+  EXPECT_FALSE(BatchMonitor::Create(o).ok());
+  o = {};
+  o.slow_factor = 0.5;
+  EXPECT_FALSE(BatchMonitor::Create(o).ok());
+}
+
+}  // namespace
+}  // namespace stoker
