@@ -33,5 +33,6 @@ void RegisterPack(CLI::App& app, Status* status);
 void RegisterIndex(CLI::App& app, Status* status);
 void RegisterInspect(CLI::App& app, Status* status);
 void RegisterBench(CLI::App& app, Status* status);
+void RegisterDoctor(CLI::App& app, Status* status);
 
 }  // namespace stoker::cli

@@ -18,6 +18,7 @@ int main(int argc, char** argv) {
   stoker::cli::RegisterIndex(app, &status);
   stoker::cli::RegisterInspect(app, &status);
   stoker::cli::RegisterBench(app, &status);
+  stoker::cli::RegisterDoctor(app, &status);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
