@@ -1,0 +1,129 @@
+"""`stoker doctor` against a known answer.
+
+The doctor measures per-sample costs and derives a configuration from them
+without searching. These tests run, on their own, a small grid of loader
+configurations through `stoker bench` (which the doctor never sees) and check
+that the doctor's pick measures within 10% of the grid's best. On a shared
+2-core machine single runs are noisy, so the final comparison re-measures the
+recommendation and the grid's best alternately (A B A B A B) and compares
+medians (BENCHMARKS.md rules 1-2). A second test throttles storage through
+--max-read-mbps and expects the diagnosis to say storage.
+
+The binary: conftest.stoker_bin() ($STOKER_BIN, the package's, a build tree's).
+"""
+from __future__ import annotations
+
+import itertools
+import json
+import statistics
+import subprocess
+import time
+
+import pytest
+
+from conftest import stoker_bin
+
+STOKER = stoker_bin()
+FIELDS = ["-f", "jpg:image:224", "-f", "cls:scalar:int64"]
+BATCH = 32
+
+
+def _has_doctor() -> bool:
+    if STOKER is None:
+        return False
+    return subprocess.run([STOKER, "doctor", "--help"], capture_output=True).returncode == 0
+
+
+pytestmark = pytest.mark.skipif(not _has_doctor(), reason="no stoker binary with the doctor subcommand")
+
+
+def run(*args, timeout=120) -> str:
+    proc = subprocess.run([STOKER, *map(str, args)], capture_output=True, text=True, timeout=timeout)
+    assert proc.returncode == 0, f"stoker {' '.join(map(str, args))} failed:\n{proc.stderr}"
+    return proc.stdout
+
+
+@pytest.fixture(scope="module")
+def imagenet(tmp_path_factory):
+    d = tmp_path_factory.mktemp("doctor")
+    # ImageNet-like JPEGs at the real size (decode cost matters here), a few
+    # hundred so an epoch takes a fraction of a second.
+    run("synth", d, "--kind", "imagenet", "--count", 480, "--layout", "shards", "--shard-size", "4MB", "--quiet")
+    shards = sorted(d.glob("imagenet-*.tar"))
+    assert len(shards) >= 2
+    return shards
+
+
+def bench_rate(shards, io_depth, decode_threads, prefetch, epochs=3) -> float:
+    out = run("bench", *shards, *FIELDS, "-b", BATCH, "--io-depth", io_depth, "--decode-threads", decode_threads,
+              "--prefetch", prefetch, "--epochs", epochs, "--json")
+    report = json.loads(out)
+    # Epoch 0 warms up (shard opens, first fill); the rest are measured.
+    later = report["epochs"][1:]
+    return sum(e["samples"] for e in later) / sum(e["seconds"] for e in later)
+
+
+def test_recommendation_is_within_10_percent_of_the_grid_best(imagenet):
+    start = time.monotonic()
+    # A step no input pipeline here can meet: the doctor must maximise throughput.
+    doc = json.loads(run("doctor", *imagenet, *FIELDS, "-b", BATCH, "--step-ms", 1, "--run-seconds", 1.5, "--json"))
+    verdict, rec = doc["verdict"], doc["recommended"]
+    assert verdict["step_met"] is False
+    assert verdict["required_samples_per_s"] == pytest.approx(BATCH / 1e-3)
+    # Page cache, two cores, JPEG decode: the decoders are the limit.
+    assert verdict["bottleneck"] == "decode", verdict["reason"]
+    assert doc["prediction"]["limit"] == "decode"
+    assert doc["page_cache"]["fits_in_memory"] is True
+    assert 0 <= doc["page_cache"]["resident_before"] <= 1
+    assert doc["decode"]["s_per_sample_per_core"] > 0
+    assert doc["storage"]["sequential"]["bytes_per_s"] > 0 and doc["storage"]["random"]["reads"] > 0
+    assert doc["index"]["sidecars"] == len(imagenet)
+    mine = (rec["io_depth"], rec["decode_threads"], rec["prefetch_batches"])
+    doctor_s = time.monotonic() - start
+
+    # The grid, which the doctor did not see.
+    grid = {}
+    for io_depth, threads, prefetch in itertools.product((1, 2, 4), (1, 2, 3), (1, 2, 4)):
+        grid[(io_depth, threads, prefetch)] = bench_rate(imagenet, io_depth, threads, prefetch, epochs=2)
+    best = max(grid, key=grid.get)
+
+    # Fair final: alternate the two, median of 3 each.
+    mine_rates, best_rates = [], []
+    for _ in range(3):
+        mine_rates.append(bench_rate(imagenet, *mine))
+        best_rates.append(bench_rate(imagenet, *best))
+    mine_med, best_med = statistics.median(mine_rates), statistics.median(best_rates)
+    ratio = mine_med / best_med
+    print(f"\ndoctor ({doctor_s:.1f} s) recommends io_depth,decode_threads,prefetch={mine}: "
+          f"{mine_med:.0f} samples/s (runs {[round(r) for r in mine_rates]}); "
+          f"grid best {best} (single run {grid[best]:.0f}): {best_med:.0f} samples/s "
+          f"(runs {[round(r) for r in best_rates]}); ratio {ratio:.3f}; "
+          f"doctor measured {verdict['measured_samples_per_s']:.0f}, predicted {verdict['predicted_samples_per_s']:.0f}; "
+          f"total {time.monotonic() - start:.1f} s")
+    assert ratio >= 0.9, (mine, mine_rates, best, best_rates, sorted(grid.items(), key=lambda kv: -kv[1])[:5])
+
+
+def test_throttled_storage_is_diagnosed_as_storage(imagenet):
+    # 2 MB/s of ~22 KB samples is ~90 samples/s, far below what decode does.
+    doc = json.loads(run("doctor", *imagenet, *FIELDS, "-b", 8, "--step-ms", 10, "--max-read-mbps", 2,
+                         "--run-seconds", 1, "--json"))
+    assert doc["verdict"]["bottleneck"] == "storage", doc["verdict"]["reason"]
+    assert doc["prediction"]["limit"] == "storage"
+    assert doc["default_run"]["bottleneck"] == "storage", doc["default_run"]["reason"]
+    assert doc["verdict"]["step_met"] is False
+    assert doc["storage"]["max_read_bytes_per_s"] == 2_000_000
+    # Measured throughput is held near the cap: bytes/s over sample bytes.
+    cap_rate = 2e6 / doc["dataset"]["sample_bytes"]
+    assert doc["verdict"]["measured_samples_per_s"] < 1.5 * cap_rate
+
+
+def test_easy_step_is_met_and_text_output_leads_with_the_verdict(imagenet):
+    # 8 samples per second: any configuration keeps up, one decoder is enough.
+    text = run("doctor", *imagenet, *FIELDS, "-b", 8, "--step-ms", 1000, "--run-seconds", 0.5, "--budget-mb", 64)
+    lines = text.splitlines()
+    assert lines[0].startswith("verdict: INPUT KEEPS UP"), text
+    assert "met" in lines[0] and "NOT met" not in lines[0]
+    assert lines[1].startswith("recommend: --io-depth ") and "--decode-threads 1 " in lines[1], text
+    assert lines[2].startswith("memory:") and "64.00 MB budget" in lines[2], text
+    for label in ("page cache", "storage", "decode", "index", "predicted", "run defaults", "run recommend"):
+        assert any(line.startswith(label) for line in lines), (label, text)
