@@ -9,9 +9,11 @@
 from ._stoker import StokerError, decode_jpeg, decode_jpeg_rgb, expand_sources
 from .fields import image, image_spec, npy, npz, raw, scalar
 from .loader import Loader
+from .observe import Observer, profile, to_device
 
 __all__ = [
     "Loader",
+    "Observer",
     "StokerError",
     "decode_jpeg",
     "decode_jpeg_rgb",
@@ -20,7 +22,9 @@ __all__ = [
     "image_spec",
     "npy",
     "npz",
+    "profile",
     "raw",
     "scalar",
+    "to_device",
 ]
 __version__ = "0.1.0"

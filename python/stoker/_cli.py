@@ -1,4 +1,6 @@
-"""`stoker` on PATH: runs the native command installed inside the package."""
+"""`stoker` on PATH: `stoker report` runs here in Python (it draws HTML from a
+run's JSON lines); every other subcommand runs the native command installed
+inside the package."""
 import os
 import sys
 
@@ -8,6 +10,10 @@ def binary() -> str:
 
 
 def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] == "report":
+        from .report import main as report_main
+
+        sys.exit(report_main(sys.argv[2:]))
     path = binary()
     if not os.path.exists(path):
         sys.exit(f"stoker: the native command is missing at {path}; reinstall with `pip install .`")

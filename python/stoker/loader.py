@@ -6,11 +6,14 @@ arrays into dicts: a constant amount of Python per batch.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import time
 from typing import Any, Iterator, Mapping, Sequence
 
 from . import _stoker
+from .observe import Observer, to_device
 
 _PARTITION = {"drop": _stoker.PartitionPolicy.drop, "pad": _stoker.PartitionPolicy.pad}
 _KEY_RULE = {"webdataset": _stoker.KeyRule.webdataset, "underscore": _stoker.KeyRule.underscore}
@@ -41,6 +44,21 @@ class Loader:
     Batches are views into pooled memory: a buffer is reused only after every
     tensor that views it is gone. Keep a batch past the next step only if you
     mean to (the pool then lends an extra buffer rather than deadlock).
+
+    Observing is on by default and costs a few microseconds per batch: each
+    wait is timed with the stage snapshots around it, slow batches are logged
+    (logging.getLogger("stoker"), WARNING) with a cause drawn from what the
+    stages did, and a summary line every ``log_every`` batches (INFO).
+
+    >>> for batch in loader:
+    ...     batch = loader.to(batch, "cuda")      # t_h2d
+    ...     with loader.step():                    # t_compute (else inferred)
+    ...         train(batch)
+    >>> loader.report()["verdict"]                # bottleneck + recommendation
+
+    ``observe=False`` turns it off; ``jsonl=path`` writes one record per batch
+    (``stoker report path -o report.html``); ``trace_spans=N`` keeps the last N
+    stage spans for ``save_trace(path)``.
     """
 
     def __init__(
@@ -63,6 +81,13 @@ class Loader:
         key_rule: str = "webdataset",
         output: str = "torch",
         keys: bool = True,
+        observe: bool = True,
+        log_every: int | None = None,
+        window: int = 50,
+        slow_factor: float = 5.0,
+        slow_floor_s: float = 0.05,
+        jsonl: str | os.PathLike | None = None,
+        trace_spans: int = 0,
     ) -> None:
         if output not in ("torch", "numpy"):
             raise ValueError(f"output must be 'torch' or 'numpy', not {output!r}")
@@ -97,12 +122,29 @@ class Loader:
         opt.prefetch_batches = prefetch
         opt.key_rule = _KEY_RULE[key_rule]
         opt.include_keys = keys
+        opt.trace_spans = int(trace_spans)
 
         self._native = _stoker.NativeLoader.create(opt)
         self._npz_fields = {name for name, spec in fields.items() if spec.kind == _stoker.FieldKind.npz}
         self._epoch = 0
         self._resuming = False
         self._generation = 0  # which iterator owns the native run
+        self._observer: Observer | None = None
+        self._engine_origin = 0.0
+        if observe:
+            self._observer = Observer(
+                window=window, log_every=log_every, slow_factor=slow_factor, slow_floor_s=slow_floor_s,
+                jsonl=jsonl, trace_events=trace_spans, source="stoker.Loader",
+                config={"batch_size": batch_size, "io_depth": io_depth, "decode_threads": decode_threads,
+                        "prefetch": prefetch, "max_read_bytes_per_s": max_read_bytes_per_s,
+                        "batches": self._native.plan.batches})
+            # Where the engine's trace clock starts, on Python's clock: the
+            # two traces then merge on one time axis.
+            t0 = time.perf_counter()
+            since_start = _stoker.stage_snapshot(self._native).time_s
+            self._engine_origin = (t0 + time.perf_counter()) / 2 - since_start
+        elif jsonl is not None or trace_spans:
+            raise ValueError("jsonl and trace_spans need observe=True")
         self._torch = None
         if output == "torch":
             import torch
@@ -162,9 +204,49 @@ class Loader:
         self._epoch = int(native["epoch"])
         self._resuming = True
 
+    # -- observing -------------------------------------------------------------
+    @property
+    def observer(self) -> Observer | None:
+        return self._observer
+
+    def step(self):
+        """``with loader.step(): train(batch)``: the step's time is t_compute of
+        the latest batch. Without it t_compute is the time between requests."""
+        if self._observer is None:
+            return contextlib.nullcontext()
+        return self._observer.step()
+
+    def to(self, batch, device, non_blocking: bool = True):
+        """Copies a batch's tensors to ``device``, timed as t_h2d (CUDA events
+        on CUDA; a CPU target is no copy)."""
+        return to_device(batch, device, non_blocking=non_blocking, observer=self._observer)
+
+    def report(self) -> dict:
+        """Golden numbers over the window (t_wait mean/std/p50/p95/p99/max,
+        efficiency, keeps_up), totals, the bottleneck verdict with a
+        recommended change, and the slow batches so far."""
+        if self._observer is None:
+            raise RuntimeError("this loader was created with observe=False")
+        return self._observer.report()
+
+    summary = report
+
+    def save_trace(self, path: str | os.PathLike) -> None:
+        """A Chrome trace (Perfetto, chrome://tracing): the engine's stage spans
+        (needs trace_spans=N) merged with the Python-side wait and step spans."""
+        if self._observer is None:
+            raise RuntimeError("this loader was created with observe=False")
+        self._observer.save_trace(path, self._native.trace_json(), self._engine_origin)
+
     def close(self) -> None:
-        """Stop all threads now (also done when the loader is garbage collected)."""
+        """Stop all threads now (also done when the loader is garbage collected);
+        writes the observer's final summary and verdict."""
         self._native.stop()
+        if self._observer is not None:
+            self._observer.close()
+
+
+_snapshot = _stoker.stage_snapshot
 
 
 class _EpochIterator:
@@ -180,13 +262,26 @@ class _EpochIterator:
         return self
 
     def __next__(self) -> dict:
-        if self._loader is None:
+        loader = self._loader
+        if loader is None:
             raise StopIteration
-        item = self._loader._native.next()
+        obs = loader._observer
+        if obs is None:
+            item = loader._native.next()
+            if item is None:
+                self._stop()
+                raise StopIteration
+            return loader._to_dict(item)
+        native = loader._native
+        before = _snapshot(native)
+        t0 = obs.request()
+        item = native.next()
         if item is None:
             self._stop()
             raise StopIteration
-        return self._loader._to_dict(item)
+        batch = loader._to_dict(item)
+        obs.delivered(t0, before, _snapshot(native))
+        return batch
 
     def _stop(self) -> None:
         loader, self._loader = self._loader, None

@@ -75,6 +75,8 @@ StageEvidence StageEvidence::Between(const RecorderSnapshot& before, const Recor
     const uint64_t b = i < after.read_latency.size() ? after.read_latency[i] : 0;
     e.read_latency[i] = du(a, b);
   }
+  // Recording off (no configuration in the snapshot): no evidence.
+  if (after.io_depth <= 0 && after.decode_threads <= 0) return StageEvidence{};
   e.requests = 1;
   e.batches_ready = static_cast<double>(before.batches_ready);
   e.batches_in_progress = static_cast<double>(before.batches_in_progress);
@@ -147,7 +149,7 @@ const char* SlowCauseName(SlowCause cause) {
     case SlowCause::kDecodeBound: return "decode-bound";
     case SlowCause::kPrefetchDrained: return "prefetch drained";
     case SlowCause::kConsumerSide: return "consumer-side";
-    case SlowCause::kNoEvidence: return "input-bound";
+    case SlowCause::kNoEvidence: return "unknown (no stage evidence)";
     case SlowCause::kUnknown: return "unknown";
   }
   return "?";
@@ -203,8 +205,9 @@ Diagnosis Classify(double python_wait_s, const StageEvidence& e,
     }
   }
   if (dec_sat) {
-    return {SlowCause::kDecodeBound, "decoders " + Pct(dec_u) + " busy of " + std::to_string(e.decode_threads) +
-                                         " threads, readers blocked on the decode queue " + Pct(blocked) +
+    return {SlowCause::kDecodeBound, "decoders " + Pct(dec_u) + " busy (decode_threads " +
+                                         std::to_string(e.decode_threads) + "), readers blocked on the decode queue " +
+                                         Pct(blocked) +
                                          " of the time (reads " + Pct(read_u) + " busy)"};
   }
   if (read_sat) {
@@ -260,6 +263,11 @@ std::optional<SlowBatch> BatchMonitor::OnWait(double wait_s, const StageEvidence
       slow = SlowBatch{seen_, wait_s, median, threshold, fast_since_slow_, {}};
       slow->diagnosis = Classify(wait_s, evidence ? *evidence : StageEvidence{}, &latency_seen_,
                                  options_.busy_threshold);
+      if (slow->diagnosis.cause == SlowCause::kNoEvidence) {
+        slow->diagnosis.detail = Format("the input delivered %.0fx slower than the rolling median of %.1f ms "
+                                        "(timing only: a wrapped iterable shows no stages)",
+                                        median > 0 ? wait_s / median : 0.0, median * 1e3);
+      }
     }
   }
   if (size_ == options_.window) {
@@ -267,8 +275,10 @@ std::optional<SlowBatch> BatchMonitor::OnWait(double wait_s, const StageEvidence
     --size_;
   }
   Record& r = At(size_++);
-  r = Record{seen_, wait_s, 0, 0, slow.has_value(), evidence != nullptr, {}};
-  if (evidence != nullptr) {
+  // A loader with recording off gives all-zero snapshots: no evidence at all.
+  const bool has_evidence = evidence != nullptr && evidence->requests > 0;
+  r = Record{seen_, wait_s, 0, 0, slow.has_value(), has_evidence, {}};
+  if (has_evidence) {
     r.evidence = *evidence;
     for (size_t i = 0; i < latency_seen_.size(); ++i) latency_seen_[i] += evidence->read_latency[i];
   }

@@ -6,6 +6,7 @@
 namespace stoker::python {
 void RegisterLoader(nanobind::module_& m);
 void RegisterCodecs(nanobind::module_& m);
+void RegisterObserve(nanobind::module_& m);
 }  // namespace stoker::python
 
 NB_MODULE(_stoker, m) {
@@ -13,4 +14,5 @@ NB_MODULE(_stoker, m) {
   stoker::python::RegisterStatus(m);
   stoker::python::RegisterLoader(m);
   stoker::python::RegisterCodecs(m);
+  stoker::python::RegisterObserve(m);
 }

@@ -126,7 +126,7 @@ TEST(BatchMonitorTest, SlowNeedsBothTheFactorAndTheFloor) {
   slow = m2.OnWait(20.69);
   ASSERT_TRUE(slow);
   EXPECT_EQ(slow->fast_before, 31);
-  EXPECT_EQ(slow->Line().rfind("[SLOW BATCH #43] 20.69s - input-bound: ", 0), 0u) << slow->Line();
+  EXPECT_EQ(slow->Line().rfind("[SLOW BATCH #43] 20.69s - unknown (no stage evidence): ", 0), 0u) << slow->Line();
   EXPECT_NE(slow->Line().find("(after 31 fast batches)"), std::string::npos);
   EXPECT_EQ(m2.totals().slow_batches, 2);
 }
@@ -159,6 +159,8 @@ TEST(BatchMonitorTest, CauseFromEvidence) {
   EXPECT_EQ(Classify(1.0, cold, &slow_baseline, busy).cause, SlowCause::kStorageStall);
   // Without evidence the cause says so.
   EXPECT_EQ(Classify(1.0, StageEvidence{}, nullptr, busy).cause, SlowCause::kNoEvidence);
+  // Snapshots of a loader with recording off carry no evidence either.
+  EXPECT_EQ(StageEvidence::Between(RecorderSnapshot{}, RecorderSnapshot{}).requests, 0);
 }
 
 TEST(BatchMonitorTest, SlowBatchCarriesItsEvidenceCause) {
