@@ -16,6 +16,7 @@ apt_packages=(
   libcli11-dev           # the `stoker` command line
   nlohmann-json3-dev     # index files, --json output
   libgtest-dev           # C++ unit tests
+  chromium               # headless: tests/python/test_report.py checks what `stoker report` renders
 )
 missing=()
 for p in "${apt_packages[@]}"; do

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Iterable
 
 W, H = 860, 260          # plot size in px
-ML, MR, MT, MB = 64, 16, 16, 44  # margins: left, right, top, bottom
+ML, MR, MT, MB = 64, 16, 30, 44  # margins: left, right, top, bottom
 
 
 def load(path: str | Path) -> dict:
@@ -52,12 +52,14 @@ def _esc(x) -> str:
     return html.escape(str(x), quote=True)
 
 
-def _nice_ticks(lo: float, hi: float, n: int = 5) -> list[float]:
+def _nice_ticks(lo: float, hi: float, n: int = 5, integer: bool = False) -> list[float]:
     if hi <= lo:
         hi = lo + 1
     raw = (hi - lo) / n
     mag = 10 ** math.floor(math.log10(raw))
     step = min((m * mag for m in (1, 2, 2.5, 5, 10) if m * mag >= raw), default=mag * 10)
+    if integer:
+        step = max(1, math.ceil(step))  # batch numbers: no "2.5"
     start = math.ceil(lo / step) * step
     ticks = []
     t = start
@@ -105,7 +107,7 @@ def wait_plot(batches: list[dict], slow: list[dict]) -> str:
     px = lambda x: ML + (x - x0) / (x1 - x0) * (W - ML - MR)  # noqa: E731
     py = lambda y: H - MB - y / ymax * (H - MT - MB)  # noqa: E731
     body = [_axes("batch", "t_wait (ms)",
-                  [(px(t), _fmt(t)) for t in _nice_ticks(x0, x1) if x0 <= t <= x1],
+                  [(px(t), _fmt(t)) for t in _nice_ticks(x0, x1, integer=True) if x0 <= t <= x1],
                   [(py(t), _fmt(t)) for t in _nice_ticks(0, ymax) if t <= ymax])]
     if n:
         pts = " ".join(f"{px(x):.1f},{py(y):.1f}" for x, y in zip(xs, computes))
@@ -120,12 +122,12 @@ def wait_plot(batches: list[dict], slow: list[dict]) -> str:
         x = px(b) if b in by_batch or x0 <= b <= x1 else px(x1)
         body.append(f'<circle class="slow-marker" cx="{x:.1f}" cy="{py(y):.1f}" r="5" fill="none" stroke="#d62728" '
                     f'stroke-width="2"><title>{_esc(s.get("line", ""))}</title></circle>')
-    body.append(f'<g class="legend"><line x1="{W - 250}" y1="{MT + 8}" x2="{W - 230}" y2="{MT + 8}" stroke="#1f5fbf" '
-                f'stroke-width="1.5"/><text x="{W - 226}" y="{MT + 12}">t_wait</text>'
-                f'<line x1="{W - 180}" y1="{MT + 8}" x2="{W - 160}" y2="{MT + 8}" stroke="#7a7a7a" '
-                f'stroke-dasharray="4 3"/><text x="{W - 156}" y="{MT + 12}">t_compute</text>'
-                f'<circle cx="{W - 80}" cy="{MT + 8}" r="4" fill="none" stroke="#d62728" stroke-width="2"/>'
-                f'<text x="{W - 72}" y="{MT + 12}">slow</text></g>')
+    body.append(f'<g class="legend"><line x1="{W - 250}" y1="12" x2="{W - 230}" y2="12" stroke="#1f5fbf" '
+                f'stroke-width="1.5"/><text x="{W - 226}" y="16">t_wait</text>'
+                f'<line x1="{W - 180}" y1="12" x2="{W - 160}" y2="12" stroke="#7a7a7a" '
+                f'stroke-dasharray="4 3"/><text x="{W - 156}" y="16">t_compute</text>'
+                f'<circle cx="{W - 80}" cy="12" r="4" fill="none" stroke="#d62728" stroke-width="2"/>'
+                f'<text x="{W - 72}" y="16">slow</text></g>')
     return _svg("wait-plot", "t_wait per batch", "".join(body))
 
 
@@ -176,15 +178,15 @@ def utilisation_plot(batches: list[dict]) -> str:
     x1 = x1 if x1 > x0 else x0 + 1
     px = lambda x: ML + (x - x0) / (x1 - x0) * (W - ML - MR)  # noqa: E731
     py = lambda y: H - MB - y / 105 * (H - MT - MB)  # noqa: E731
-    body = [_axes("batch", "utilisation (%)", [(px(t), _fmt(t)) for t in _nice_ticks(x0, x1) if x0 <= t <= x1],
+    body = [_axes("batch", "utilisation (%)", [(px(t), _fmt(t)) for t in _nice_ticks(x0, x1, integer=True) if x0 <= t <= x1],
                   [(py(t), f"{t:g}") for t in (0, 25, 50, 75, 100)])]
     for cls, pts, color in (("read", pts_r, "#2ca02c"), ("decode", pts_d, "#ff7f0e")):
         body.append(f'<polyline class="series util-{cls}" fill="none" stroke="{color}" stroke-width="1.5" points="'
                     + " ".join(f"{px(x):.1f},{py(y):.1f}" for x, y in pts) + '"/>')
-    body.append(f'<g class="legend"><line x1="{W - 200}" y1="{MT + 8}" x2="{W - 180}" y2="{MT + 8}" stroke="#2ca02c" '
-                f'stroke-width="1.5"/><text x="{W - 176}" y="{MT + 12}">read</text>'
-                f'<line x1="{W - 120}" y1="{MT + 8}" x2="{W - 100}" y2="{MT + 8}" stroke="#ff7f0e" '
-                f'stroke-width="1.5"/><text x="{W - 96}" y="{MT + 12}">decode</text></g>')
+    body.append(f'<g class="legend"><line x1="{W - 200}" y1="12" x2="{W - 180}" y2="12" stroke="#2ca02c" '
+                f'stroke-width="1.5"/><text x="{W - 176}" y="16">read</text>'
+                f'<line x1="{W - 120}" y1="12" x2="{W - 100}" y2="12" stroke="#ff7f0e" '
+                f'stroke-width="1.5"/><text x="{W - 96}" y="16">decode</text></g>')
     return _svg("utilisation-plot", "stage utilisation per batch", "".join(body))
 
 
