@@ -249,6 +249,18 @@ Recommendation Recommend(const Costs& c) {
     r.decode_threads = cores;
     r.notes.push_back(Fmt("decode threads: one per core (%.0f): no step time bounds the rate", cores));
   }
+  // The scheduler shares a busy machine per runnable thread: a loader that
+  // needs every core but got clearly fewer of them (other processes compete)
+  // takes a fairer share with one decoder more than the cores. On an idle
+  // machine one extra thread costs little; on a shared one it is the
+  // difference between the decoders' share and a neighbour's.
+  const bool wants_all = r.decode_threads == cores && (required <= 0 || required * c.decode_s > cores);
+  if (wants_all && c.cores_available > 0 && c.cores_available < 0.8 * cores) {
+    r.decode_threads = cores + 1;
+    r.notes.push_back(Fmt("decode threads: %.0f cores + 1, because the loader got only %.2f of %.0f cores: "
+                          "the scheduler shares a busy machine per thread",
+                          cores, c.cores_available, cores));
+  }
 
   // Reader concurrency from Little's law at the rate the decoders will take.
   Costs cpu_only = c;

@@ -5,8 +5,8 @@ without searching. These tests run, on their own, a small grid of loader
 configurations through `stoker bench` (which the doctor never sees) and check
 that the doctor's pick measures within 10% of the grid's best. On a shared
 2-core machine single runs are noisy, so the final comparison re-measures the
-recommendation and the grid's best alternately (A B A B A B) and compares
-medians (BENCHMARKS.md rules 1-2). A second test throttles storage through
+recommendation and the grid's best alternately (A B A B ..., five each) and
+compares medians (BENCHMARKS.md rules 1-2). A second test throttles storage through
 --max-read-mbps and expects the diagnosis to say storage.
 
 The binary: conftest.stoker_bin() ($STOKER_BIN, the package's, a build tree's).
@@ -87,9 +87,10 @@ def test_recommendation_is_within_10_percent_of_the_grid_best(imagenet):
         grid[(io_depth, threads, prefetch)] = bench_rate(imagenet, io_depth, threads, prefetch, epochs=2)
     best = max(grid, key=grid.get)
 
-    # Fair final: alternate the two, median of 3 each.
+    # Fair final: alternate the two, median of 5 each (single runs on a shared
+    # 2-core machine spread by 2x).
     mine_rates, best_rates = [], []
-    for _ in range(3):
+    for _ in range(5):
         mine_rates.append(bench_rate(imagenet, *mine))
         best_rates.append(bench_rate(imagenet, *best))
     mine_med, best_med = statistics.median(mine_rates), statistics.median(best_rates)

@@ -120,6 +120,17 @@ TEST(RecommendTest, UnmeetableStepUsesEveryCore) {
   EXPECT_FALSE(r.notes.empty());
 }
 
+TEST(RecommendTest, ContendedMachineGetsOneDecoderMore) {
+  Costs c = DecodeHeavy();
+  c.cores_available = 0.9;           // of 2: other processes take the rest
+  EXPECT_EQ(Recommend(c).decode_threads, 3);
+  c.cores_available = 1.9;           // the cores were there
+  EXPECT_EQ(Recommend(c).decode_threads, 2);
+  c.cores_available = 0.9;
+  c.step_s = 0.1;                    // 320/s needs 0.4 core: no reason to claim more
+  EXPECT_EQ(Recommend(c).decode_threads, 1);
+}
+
 TEST(RecommendTest, EasyStepLeavesCoresToTraining) {
   Costs c = DecodeHeavy();
   c.cores = 8;
