@@ -1,0 +1,287 @@
+"""Shared pieces of stoker's side-by-side benchmarks (see /work/shared/BENCHMARKS.md).
+
+- ``TreeSampler``: peak RSS and PSS summed over this process and all its
+  descendants (DataLoader workers), read from /proc/<pid>/smaps_rollup by a
+  thread every ~50 ms.
+- ``cpu_seconds``: user+sys of this process plus its reaped children.
+- ``hot_cache``: read files once so a run measures a hot page cache.
+- ``Stats`` / ``summarize``: median and min-max of repeated measurements.
+- ``machine_info``, ``write_json``, ``table``: reporting.
+
+Benchmarks are not tests: nothing here fails on speed.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import platform
+import statistics
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Sequence
+
+BENCH_DIR = Path(__file__).resolve().parent
+ROOT = BENCH_DIR.parent
+RESULTS_DIR = BENCH_DIR / "results"
+
+
+# -- process-tree memory ------------------------------------------------------
+
+def _children(pid: int) -> list[int]:
+    """Direct children of pid, from /proc/<pid>/task/*/children (no psutil needed)."""
+    out: list[int] = []
+    try:
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            try:
+                with open(f"/proc/{pid}/task/{tid}/children") as f:
+                    out.extend(int(x) for x in f.read().split())
+            except OSError:
+                pass
+    except OSError:
+        pass
+    return out
+
+
+def process_tree(pid: int | None = None) -> list[int]:
+    """pid and all its descendants."""
+    root = os.getpid() if pid is None else pid
+    seen, stack = [], [root]
+    while stack:
+        p = stack.pop()
+        seen.append(p)
+        stack.extend(_children(p))
+    return seen
+
+
+def _rollup(pid: int) -> tuple[int, int]:
+    """(Rss, Pss) of one process in bytes; (0, 0) if it is gone."""
+    rss = pss = 0
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as f:
+            for line in f:
+                if line.startswith("Rss:"):
+                    rss = int(line.split()[1]) * 1024
+                elif line.startswith("Pss:"):
+                    pss = int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return rss, pss
+
+
+def tree_memory(pid: int | None = None) -> tuple[int, int, int]:
+    """(RSS, PSS, processes) summed over the process tree, bytes."""
+    pids = process_tree(pid)
+    rss = pss = 0
+    for p in pids:
+        r, s = _rollup(p)
+        rss += r
+        pss += s
+    return rss, pss, len(pids)
+
+
+class TreeSampler:
+    """Samples tree RSS/PSS every `interval` s on a thread; keeps the peaks.
+
+    with TreeSampler() as mem: run()
+    mem.peak_rss, mem.peak_pss, mem.base_rss, mem.base_pss, mem.max_procs
+    """
+
+    def __init__(self, interval: float = 0.05) -> None:
+        self.interval = interval
+        self.base_rss = self.base_pss = 0
+        self.peak_rss = self.peak_pss = 0
+        self.max_procs = 0
+        self.samples = 0
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def _sample(self) -> None:
+        rss, pss, n = tree_memory()
+        self.peak_rss = max(self.peak_rss, rss)
+        self.peak_pss = max(self.peak_pss, pss)
+        self.max_procs = max(self.max_procs, n)
+        self.samples += 1
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            self._sample()
+
+    def __enter__(self) -> "TreeSampler":
+        self.base_rss, self.base_pss, _ = tree_memory()
+        self.peak_rss, self.peak_pss = self.base_rss, self.base_pss
+        self._thread = threading.Thread(target=self._run, name="tree-sampler", daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        self._sample()
+
+
+def cpu_seconds() -> float:
+    """user+sys CPU of this process and of its children already reaped (workers joined)."""
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
+
+
+def system_busy_seconds() -> float:
+    """CPU-seconds all processes on the machine have been busy (from /proc/stat), for the
+    share of the machine used by OTHER processes during a run: busy delta - our cpu delta."""
+    try:
+        with open("/proc/stat") as f:
+            fields = [int(x) for x in f.readline().split()[1:]]
+    except OSError:
+        return float("nan")
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)
+    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+
+def load_average() -> list[float]:
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        return []
+
+
+# -- page cache -----------------------------------------------------------------
+
+def hot_cache(paths: Iterable[os.PathLike | str]) -> int:
+    """Reads every file once (hot page cache for what follows); returns bytes read."""
+    total = 0
+    for p in paths:
+        with open(p, "rb", buffering=0) as f:
+            while True:
+                chunk = f.read(1 << 22)
+                if not chunk:
+                    break
+                total += len(chunk)
+    return total
+
+
+# -- statistics -------------------------------------------------------------------
+
+@dataclass
+class Stats:
+    median: float
+    lo: float
+    hi: float
+    values: list[float] = field(default_factory=list)
+
+    def fmt(self, digits: int = 0) -> str:
+        return f"{self.median:,.{digits}f} [{self.lo:,.{digits}f}–{self.hi:,.{digits}f}]"
+
+    def as_dict(self) -> dict:
+        return {"median": self.median, "min": self.lo, "max": self.hi, "values": self.values}
+
+
+def summarize(values: Sequence[float]) -> Stats:
+    v = list(values)
+    return Stats(statistics.median(v), min(v), max(v), v)
+
+
+def timed_rate(fn, items: int, reps: int, warmup: int = 1) -> Stats:
+    """items/s of fn() over `reps` measured calls after `warmup` discarded ones."""
+    for _ in range(warmup):
+        fn()
+    rates = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        fn()
+        rates.append(items / (time.perf_counter() - t0))
+    return summarize(rates)
+
+
+# -- reporting -----------------------------------------------------------------------
+
+def mib(n: float) -> float:
+    return n / (1 << 20)
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def _mem_total() -> int:
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemTotal:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def _git_commit() -> str:
+    try:
+        import subprocess
+
+        return subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
+                              text=True, timeout=5).stdout.strip()
+    except Exception:  # noqa: BLE001 - informational only
+        return ""
+
+
+def machine_info(packages: Sequence[str] = ()) -> dict:
+    info = {
+        "utc": utc_now(),
+        "hostname": platform.node(),
+        "cpu_count": os.cpu_count(),
+        "affinity": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
+        "cpu_model": _cpu_model(),
+        "mem_total_gib": round(_mem_total() / (1 << 30), 1),
+        "kernel": platform.release(),
+        "python": platform.python_version(),
+        "git_commit": _git_commit(),
+        "versions": {},
+    }
+    for name in packages:
+        try:
+            mod = __import__(name)
+            info["versions"][name] = getattr(mod, "__version__", "?")
+        except Exception as e:  # noqa: BLE001
+            info["versions"][name] = f"unavailable: {e}"
+    return info
+
+
+def utc_now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def write_json(name: str, payload: dict, out: str | os.PathLike | None = None) -> Path:
+    """bench/results/<name>-<UTC date-time>.json unless `out` names a path."""
+    if out is None:
+        RESULTS_DIR.mkdir(parents=True, exist_ok=True)
+        stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+        path = RESULTS_DIR / f"{name}-{stamp}.json"
+    else:
+        path = Path(out)
+        path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(payload, indent=2, sort_keys=False) + "\n")
+    return path
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[str]], right: Sequence[bool] | None = None) -> str:
+    """A plain-text table with aligned columns (first column left, others right by default)."""
+    cols = len(headers)
+    right = right or [i > 0 for i in range(cols)]
+    widths = [max(len(str(h)), *(len(str(r[i])) for r in rows)) if rows else len(str(h))
+              for i, h in enumerate(headers)]
+
+    def line(cells):
+        return "  ".join(str(c).rjust(w) if r else str(c).ljust(w) for c, w, r in zip(cells, widths, right)).rstrip()
+
+    sep = "  ".join("-" * w for w in widths)
+    return "\n".join([line(headers), sep, *(line(r) for r in rows)])
