@@ -1,17 +1,21 @@
 // codecs/jpeg.h — JPEG decode (and encode, for `stoker synth`) through
-// libjpeg-turbo's TurboJPEG API, with resize, crop, flip and normalize.
+// libjpeg-turbo (its libjpeg API for region decode, TurboJPEG otherwise), with
+// resize, crop, flip and normalize.
 //
 // Decode path: read the header; pick the largest DCT scale among 1/8, 1/4, 1/2
 // that still leaves the region to resize at least as large as the output (only
-// these beat a full decode on this class of machine; 5/8 etc. do not); decode
-// only the crop region's MCU rows where a crop is asked for; resize with an
-// antialiased filter; write the result straight into `out` (the sample's slot
-// of a batch buffer). Grayscale and CMYK JPEGs come out as RGB.
+// these beat a full decode on this class of machine; 5/8 etc. do not); run the
+// IDCT only on the iMCU rows and columns that hold the crop (YCbCr/gray
+// JPEGs; others decode whole); resize with an antialiased filter; write the
+// result straight into `out` (the sample's slot of a batch buffer). Grayscale
+// and CMYK JPEGs come out as RGB.
 // Quality contract: at full size the RGB equals Pillow's decode of the same
 // file exactly; after resize it is within a stated tolerance of Pillow's
 // antialiased bilinear resize (see tests/cpp/codecs/jpeg_test.cc and tests/python).
 // Thread-safety: a JpegDecoder is owned by one thread (it keeps a TurboJPEG
-// handle and scratch buffers that grow to the largest image and stay).
+// handle, a libjpeg decompressor and scratch buffers that grow to the largest
+// image and stay; libjpeg still mallocs and frees its per-image tables inside
+// each decode, as TurboJPEG does).
 #pragma once
 
 #include <cstdint>
@@ -44,6 +48,10 @@ class JpegDecoder {
   // pixels on any thread. Errors say what libjpeg-turbo reported.
   Status DecodeInto(std::span<const uint8_t> jpeg, const ImageSpec& spec, uint64_t sample_seed,
                     std::span<uint8_t> out);
+
+  // false: every DecodeInto takes the TurboJPEG full-plane path (decode the
+  // whole image, then crop). Same pixels, slower: for tests and benchmarks.
+  void SetRegionDecode(bool enabled);
 
   // Full-size RGB (HWC uint8), no transform: the reference path for tests.
   Status DecodeRgb(std::span<const uint8_t> jpeg, std::vector<uint8_t>* rgb, int* width, int* height);

@@ -15,8 +15,19 @@
 // compares DecodeRgb byte for byte. Last run: Pillow 13.0 (libjpeg-turbo
 // 3.2.0) vs stoker on libturbojpeg 2.1.5: 4:2:0, 4:2:2, 4:4:4, progressive,
 // gray and Adobe CMYK files all identical (max |diff| 0).
+//
+// Region decode (libjpeg, only the crop's iMCU rows/columns get an IDCT) vs
+// the TurboJPEG full-plane path (SetRegionDecode(false)): exactly equal for
+// every subsampling, crop offset, DCT scale, progressive and restart-marker
+// file tried (RegionDecodeEqualsFullPlanePath). A file without EOI at the end
+// is read to the end, so truncation stays a DataLoss; damage below the crop
+// in a complete file is only seen by crops that reach it (see the two tests
+// after it).
 #include <gtest/gtest.h>
 #include <turbojpeg.h>
+
+#include <cstdio>  // before jpeglib.h (FILE)
+#include <jpeglib.h>
 
 #include <algorithm>
 #include <cmath>
@@ -425,6 +436,151 @@ TEST(JpegTest, CorruptInputIsDataLossNotCrash) {
   EXPECT_TRUE(dec.DecodeInto(jpeg, spec, 0, out).ok());
   std::vector<uint8_t> small(10);
   EXPECT_EQ(dec.DecodeInto(jpeg, spec, 0, small).code(), StatusCode::kInvalidArgument);
+}
+
+// Encodes through the libjpeg API, for what TurboJPEG 2.1 cannot write:
+// restart markers, 4:4:0 with chosen factors, non-interleaved progressive.
+std::vector<uint8_t> EncodeLibjpeg(int w, int h, int channels, int h_samp, int v_samp, bool progressive,
+                                   int restart_rows, uint32_t seed) {
+  auto img = SmoothImage(w, h, channels, seed);
+  jpeg_compress_struct c{};
+  jpeg_error_mgr err{};
+  c.err = jpeg_std_error(&err);
+  jpeg_create_compress(&c);
+  unsigned char* buf = nullptr;
+  unsigned long size = 0;
+  jpeg_mem_dest(&c, &buf, &size);
+  c.image_width = w;
+  c.image_height = h;
+  c.input_components = channels;
+  c.in_color_space = channels == 1 ? JCS_GRAYSCALE : JCS_RGB;
+  jpeg_set_defaults(&c);
+  jpeg_set_quality(&c, 90, TRUE);
+  if (channels == 3) {
+    c.comp_info[0].h_samp_factor = h_samp;
+    c.comp_info[0].v_samp_factor = v_samp;
+  }
+  if (progressive) jpeg_simple_progression(&c);
+  c.restart_in_rows = restart_rows;
+  jpeg_start_compress(&c, TRUE);
+  while (c.next_scanline < c.image_height) {
+    JSAMPROW row = img.data() + static_cast<size_t>(c.next_scanline) * w * channels;
+    jpeg_write_scanlines(&c, &row, 1);
+  }
+  jpeg_finish_compress(&c);
+  std::vector<uint8_t> out(buf, buf + size);
+  jpeg_destroy_compress(&c);
+  free(buf);
+  return out;
+}
+
+// The region path must give the same bytes as decoding whole planes with
+// TurboJPEG and cropping them: crop windows at odd (non-MCU) offsets, every
+// subsampling, small and odd sizes, DCT-scaled and cropped, progressive and
+// restart markers. Many seeds per file, so the random crop lands everywhere.
+TEST(JpegTest, RegionDecodeEqualsFullPlanePath) {
+  JpegDecoder region, full;
+  full.SetRegionDecode(false);
+  struct File {
+    const char* what;
+    std::vector<uint8_t> jpeg;
+  };
+  std::vector<File> files;
+  for (int ss : {420, 422, 444}) {
+    for (auto [w, h] : {std::pair{500, 375}, std::pair{375, 500}, std::pair{37, 23}, std::pair{9, 17},
+                        std::pair{1, 1}, std::pair{2000, 1501}, std::pair{129, 65}}) {
+      files.push_back({"tj", Encode(w, h, 3, ss, w * 7 + h + ss)});
+    }
+  }
+  for (auto [w, h] : {std::pair{500, 375}, std::pair{31, 45}, std::pair{1203, 901}}) {
+    files.push_back({"gray", Encode(w, h, 1, 420, w + h)});
+    files.push_back({"440", EncodeLibjpeg(w, h, 3, 1, 2, false, 0, w + 1)});
+    files.push_back({"420 progressive", EncodeLibjpeg(w, h, 3, 2, 2, true, 0, w + 2)});
+    files.push_back({"422 restart every row", EncodeLibjpeg(w, h, 3, 2, 1, false, 1, w + 3)});
+    files.push_back({"420 restart every 3 rows", EncodeLibjpeg(w, h, 3, 2, 2, false, 3, w + 4)});
+    files.push_back({"gray progressive", EncodeLibjpeg(w, h, 1, 1, 1, true, 2, w + 5)});
+  }
+  std::vector<ImageSpec> specs;
+  for (auto mode : {ResizeMode::kRandomResizedCrop, ResizeMode::kShorterCenterCrop, ResizeMode::kStretch,
+                    ResizeMode::kLongestPad}) {
+    for (auto [oh, ow] : {std::pair{224, 224}, std::pair{32, 48}, std::pair{7, 5}}) {
+      ImageSpec s = HwcU8(oh, ow, mode);
+      s.random_hflip = mode == ResizeMode::kRandomResizedCrop;
+      specs.push_back(s);
+    }
+  }
+  int compared = 0;
+  for (const File& f : files) {
+    auto info = full.ReadInfo(f.jpeg);
+    ASSERT_TRUE(info.ok());
+    for (const ImageSpec& spec : specs) {
+      const int seeds = spec.mode == ResizeMode::kRandomResizedCrop ? 12 : 1;
+      for (uint64_t seed = 0; seed < static_cast<uint64_t>(seeds); ++seed) {
+        auto a = DecodeTo(region, f.jpeg, spec, seed);
+        auto b = DecodeTo(full, f.jpeg, spec, seed);
+        ASSERT_EQ(a.size(), b.size());
+        const Diff d = Compare(a.data(), b.data(), a.size());
+        ASSERT_EQ(d.max_abs, 0) << f.what << " " << info->width << "x" << info->height << " -> " << spec.width
+                                << "x" << spec.height << " mode " << static_cast<int>(spec.mode) << " seed "
+                                << seed << ": mean|d| " << d.mean_abs;
+        ++compared;
+      }
+    }
+  }
+  std::printf("  %d region decodes identical to the full-plane path\n", compared);
+}
+
+// A stream without its EOI marker is read to the end, so a truncated file is
+// a DataLoss whichever part of it the crop keeps.
+TEST(JpegTest, TruncatedBelowTheCropIsStillDataLoss) {
+  JpegDecoder dec;
+  auto jpeg = Encode(400, 600, 3, 420, 77);
+  ImageSpec spec = HwcU8(32, 32, ResizeMode::kRandomResizedCrop);
+  std::vector<uint8_t> out(spec.OutputBytes());
+  for (size_t keep : {jpeg.size() * 9 / 10, jpeg.size() - 2, jpeg.size() - 1}) {
+    std::vector<uint8_t> cut(jpeg.begin(), jpeg.begin() + keep);
+    std::vector<uint8_t> padded = cut;
+    padded.resize(keep + 64, 0);
+    for (uint64_t seed = 0; seed < 20; ++seed) {
+      ASSERT_TRUE(dec.DecodeInto(jpeg, spec, seed, out).ok());
+      EXPECT_EQ(dec.DecodeInto(cut, spec, seed, out).code(), StatusCode::kDataLoss) << keep << " seed " << seed;
+      EXPECT_EQ(dec.DecodeInto(padded, spec, seed, out).code(), StatusCode::kDataLoss) << keep << " seed " << seed;
+    }
+  }
+}
+
+// The documented gap: a complete file (EOI at the end) whose entropy data is
+// broken below the crop decodes, with exactly the clean file's pixels, on the
+// region path; a crop that reaches the damage, and the full-plane path, fail.
+TEST(JpegTest, DamageBelowTheCropOnlyFailsCropsThatReachIt) {
+  JpegDecoder region, full;
+  full.SetRegionDecode(false);
+  auto jpeg = Encode(256, 512, 3, 420, 91);
+  // Entropy data cut at 80% and closed with EOI: libjpeg warns "premature end
+  // of data segment" when it reaches the cut.
+  std::vector<uint8_t> damaged(jpeg.begin(), jpeg.begin() + jpeg.size() * 8 / 10);
+  damaged.push_back(0xFF);
+  damaged.push_back(0xD9);
+  ImageSpec spec = HwcU8(16, 16, ResizeMode::kRandomResizedCrop);
+  std::vector<uint8_t> out(spec.OutputBytes());
+  int ok = 0, failed = 0;
+  for (uint64_t seed = 0; seed < 60; ++seed) {
+    auto g = PlanSample(spec, 256, 512, seed);
+    ASSERT_TRUE(g.ok());
+    Status s = region.DecodeInto(damaged, spec, seed, out);
+    EXPECT_EQ(full.DecodeInto(damaged, spec, seed, out).code(), StatusCode::kDataLoss);
+    if (s.ok()) {
+      ++ok;
+      EXPECT_EQ(DecodeTo(region, damaged, spec, seed), DecodeTo(region, jpeg, spec, seed)) << "seed " << seed;
+      EXPECT_LT(g->crop_y + g->crop_h, 512 * 8 / 10) << "seed " << seed;  // the crop ended above the cut
+    } else {
+      ++failed;
+      EXPECT_EQ(s.code(), StatusCode::kDataLoss);
+      EXPECT_GT(g->crop_y + g->crop_h, 512 * 7 / 10) << "seed " << seed;  // the crop reached the cut
+    }
+  }
+  EXPECT_GT(ok, 0);
+  EXPECT_GT(failed, 0);
 }
 
 TEST(JpegTest, EncodeRejectsBadArguments) {
