@@ -184,6 +184,34 @@ Result<ReadProbe> RandomRead(const std::vector<std::string>& paths, size_t read_
   return probe;
 }
 
+Result<ReadProbe> WholeFileReads(const std::vector<std::string>& paths, const ReadLimits& limits, uint64_t seed) {
+  ReadProbe probe;
+  if (paths.empty()) return probe;
+  const uint64_t n = paths.size();
+  uint64_t state = seed;
+  uint64_t a = (Mix(state) % n) | 1;
+  while (std::gcd(a, n) != 1) ++a;
+  const uint64_t b = Mix(state) % n;
+  std::vector<uint8_t> buf;
+  LatencyHistogram hist;
+  const auto start = Clock::now();
+  for (uint64_t i = 0; i < n; ++i) {
+    if (probe.bytes >= limits.max_bytes || Since(start) >= limits.max_seconds) break;
+    const std::string& path = paths[static_cast<size_t>((static_cast<unsigned __int128>(a) * i + b) % n)];
+    const auto t = Clock::now();
+    // open + size + read + close: what a loader over loose files pays per sample.
+    STOKER_ASSIGN_OR_RETURN(File f, File::OpenRead(path));
+    STOKER_ASSIGN_OR_RETURN(uint64_t size, f.Size());
+    buf.resize(static_cast<size_t>(size));
+    STOKER_RETURN_IF_ERROR(f.PRead(0, buf));
+    hist.Record(static_cast<uint64_t>(Since(t) * 1e9));
+    probe.reads++, probe.bytes += size;
+  }
+  probe.seconds = Since(start);
+  probe.latency = hist.Snapshot();
+  return probe;
+}
+
 const char* BottleneckName(Bottleneck b) {
   switch (b) {
     case Bottleneck::kNone: return "none";
@@ -336,8 +364,8 @@ Diagnosis Diagnose(const RunEvidence& run, double required_rate) {
     // Decoders not busy by the clock, yet readers queue behind them: the
     // decoders are not getting the cores (other processes, oversubscription).
     d.bottleneck = Bottleneck::kDecode;
-    d.reason = Fmt("readers waited for decoders %.0f%% of their time; decoders got %.1f cores", d.readers_blocked * 100,
-                   d.cpu_cores_used);
+    d.reason = Fmt("readers waited for decoders %.0f%% of their time; the process got %.1f cores",
+                   d.readers_blocked * 100, d.cpu_cores_used);
   } else if (d.read_utilisation > d.decode_utilisation) {
     d.bottleneck = Bottleneck::kStorage;
     d.reason = Fmt("readers (%.0f%% busy) were busier than decoders (%.0f%%)", d.read_utilisation * 100,

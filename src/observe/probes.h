@@ -85,6 +85,10 @@ Result<ReadProbe> SequentialRead(const std::vector<std::string>& paths, size_t c
 Result<ReadProbe> RandomRead(const std::vector<std::string>& paths, size_t read_size, const ReadLimits& limits,
                              uint64_t seed);
 
+// Whole files (open, read, close), in a random order fixed by `seed`, each
+// at most once: the per-sample cost of a dataset of loose files.
+Result<ReadProbe> WholeFileReads(const std::vector<std::string>& paths, const ReadLimits& limits, uint64_t seed);
+
 // ---- rules -----------------------------------------------------------------
 
 enum class Bottleneck { kNone, kStorage, kDecode, kUnknown };
