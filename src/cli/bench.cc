@@ -4,12 +4,7 @@
 // the consumer's wait per Next(). Nothing is done with the batches, so this
 // measures the loader alone, the ceiling a training loop can reach.
 //
-// Field spec grammar, FIELD:KIND[:ARGS]:
-//   jpg:image:224                 center crop 224x224, uint8 CHW
-//   jpg:image:1024:longest        longer side 1024, padded; modes: none, stretch,
-//                                 center_crop, longest, random_resized_crop
-//   jpg:image:256x192:stretch:float:norm:flip:hwc    size HxW and flags
-//   features.npz:npz   x.npy:npy   cls:scalar:int64   txt:bytes:4KB
+// Field spec grammar: see cli/field_spec.h.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -21,6 +16,7 @@
 
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "cli/field_spec.h"
 #include "stoker/loader.h"
 
 namespace stoker::cli {
@@ -44,63 +40,6 @@ struct BenchOptions {
   bool json = false;
 };
 
-Result<FieldSpec> ParseFieldSpec(const std::string& text) {
-  std::vector<std::string> parts;
-  std::stringstream stream(text);
-  for (std::string part; std::getline(stream, part, ':');) parts.push_back(part);
-  auto bad = [&](const std::string& why) {
-    return InvalidArgument("--field '" + text + "': " + why +
-                           " (e.g. jpg:image:224, jpg:image:1024:longest, features.npz:npz, cls:scalar:int64)");
-  };
-  if (parts.size() < 2 || parts[0].empty()) return bad("expected FIELD:KIND");
-  const std::string& field = parts[0];
-  const std::string& kind = parts[1];
-  if (kind == "npz" || kind == "npy") {
-    if (parts.size() != 2) return bad("takes no arguments");
-    return kind == "npz" ? NpzField(field) : NpyField(field);
-  }
-  if (kind == "scalar") {
-    if (parts.size() > 3) return bad("expected FIELD:scalar[:DTYPE]");
-    STOKER_ASSIGN_OR_RETURN(DType dtype, ParseDTypeName(parts.size() == 3 ? parts[2] : "int64"));
-    return ScalarField(field, dtype);
-  }
-  if (kind == "bytes") {
-    if (parts.size() != 3) return bad("expected FIELD:bytes:MAX_BYTES");
-    STOKER_ASSIGN_OR_RETURN(uint64_t max_bytes, ParseByteSize(parts[2]));
-    return BytesField(field, max_bytes);
-  }
-  if (kind != "image") return bad("unknown kind '" + kind + "': use image, npz, npy, scalar, bytes");
-  if (parts.size() < 3) return bad("expected FIELD:image:SIZE");
-  ImageSpec spec;
-  char x = 0;
-  int h = 0, w = 0;
-  const int n = std::sscanf(parts[2].c_str(), "%d%c%d", &h, &x, &w);
-  if (n == 1) {
-    w = h;
-  } else if (n != 3 || (x != 'x' && x != 'X')) {
-    return bad("size '" + parts[2] + "' is not N or HxW");
-  }
-  spec.height = h, spec.width = w;
-  for (size_t i = 3; i < parts.size(); ++i) {
-    const std::string& p = parts[i];
-    if (p == "float") {
-      spec.pixel = PixelType::kFloat32;
-    } else if (p == "norm") {
-      spec.pixel = PixelType::kFloat32, spec.normalize = true;
-    } else if (p == "flip") {
-      spec.random_hflip = true;
-    } else if (p == "hwc") {
-      spec.chw = false;
-    } else {
-      auto mode = ParseResizeMode(p);
-      if (!mode.ok()) return bad("'" + p + "' is neither a resize mode nor float, norm, flip, hwc");
-      spec.mode = *mode;
-    }
-  }
-  STOKER_RETURN_IF_ERROR(spec.Validate().WithContext("--field '" + text + "'"));
-  return ImageField(field, spec);
-}
-
 double Percentile(std::vector<double> v, double q) {
   if (v.empty()) return 0;
   const size_t k = std::min(v.size() - 1, size_t(q * (v.size() - 1) + 0.5));
@@ -110,20 +49,8 @@ double Percentile(std::vector<double> v, double q) {
 
 Status RunBench(const BenchOptions& opt) {
   LoaderOptions lo;
-  for (const std::string& f : opt.fields) {
-    STOKER_ASSIGN_OR_RETURN(FieldSpec spec, ParseFieldSpec(f));
-    lo.fields.push_back(std::move(spec));
-  }
-  STOKER_ASSIGN_OR_RETURN(std::vector<std::string> shards, ExpandSources(opt.sources));
-  if (shards.empty()) return NotFound("no shards match the sources given");
-  if (opt.key_rule == "auto") {
-    // The first shard decides, as `stoker index` would.
-    STOKER_ASSIGN_OR_RETURN(std::vector<TarMember> members, ScanTar(shards.front()));
-    auto grouped = GroupWithRule(members, "auto", shards.front(), &lo.key_rule);
-    STOKER_RETURN_IF_ERROR(grouped.status());
-  } else {
-    STOKER_ASSIGN_OR_RETURN(lo.key_rule, ParseKeyRule(opt.key_rule));
-  }
+  STOKER_RETURN_IF_ERROR(ConfigureLoader(opt.sources, opt.fields, opt.key_rule, &lo));
+  const std::vector<std::string>& shards = lo.sources;
   // Bytes behind each sample ("shard:key" as Batch::keys() names it), for MB/s.
   std::unordered_map<std::string, uint64_t> sample_bytes;
   uint64_t dataset_bytes = 0;
@@ -136,7 +63,6 @@ Status RunBench(const BenchOptions& opt) {
   }
   const double mean_sample_bytes = sample_bytes.empty() ? 0 : double(dataset_bytes) / sample_bytes.size();
 
-  lo.sources = shards;
   lo.batch_size = opt.batch_size;
   lo.decode_threads = opt.decode_threads;
   lo.io_depth = opt.io_depth;
