@@ -1,0 +1,30 @@
+// codecs/decode_scratch.h — the buffers one JPEG decoder reuses across images.
+//
+// Why one struct: the region path (jpeg_region.cc) and the TurboJPEG path
+// (jpeg.cc) run one at a time for a given decoder, so they share the same
+// buffers; each grows to the largest image seen and stays, so a warm decoder
+// does not allocate per image.
+// Thread-safety: owned by one JpegDecoder, hence by one thread.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace stoker {
+
+struct DecodeScratch {
+  std::vector<uint8_t> decoded;    // YUV planes (region or full) or full RGB/CMYK
+  std::vector<uint8_t> planes;     // fallback: R, G, B planes of the decoded image
+  std::vector<uint8_t> resized;    // 3 resized planes (Y,Cb,Cr or R,G,B)
+  std::vector<uint8_t> rgb;        // resized region as HWC RGB
+  std::vector<uint8_t*> row_ptrs;  // region path: libjpeg's row pointers into `decoded`
+};
+
+// Grows a scratch buffer; never shrinks, so a warm decoder does not allocate.
+inline uint8_t* Grow(std::vector<uint8_t>& v, size_t n) {
+  if (v.size() < n) v.resize(n);
+  return v.data();
+}
+
+}  // namespace stoker
