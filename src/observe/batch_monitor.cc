@@ -204,6 +204,13 @@ Diagnosis Classify(double python_wait_s, const StageEvidence& e,
                                              " reads (pages no longer cached; readers " + Pct(read_u) + " busy)"};
     }
   }
+  // Neither saturated, but one stage does nearly all the work: it is the
+  // bottleneck, kept below full by hiccups (scheduling, a thin prefetch on a
+  // busy machine). Adding to that stage still helps most.
+  if (!read_sat && !dec_sat) {
+    if (dec_u >= 0.5 && dec_u >= 3 * read_u) dec_sat = true;
+    else if (read_u >= 0.5 && read_u >= 3 * dec_u) read_sat = true;
+  }
   if (dec_sat) {
     return {SlowCause::kDecodeBound, "decoders " + Pct(dec_u) + " busy (decode_threads " +
                                          std::to_string(e.decode_threads) + "), readers blocked on the decode queue " +

@@ -201,12 +201,13 @@ def test_log_lines_match_an_independent_computation(tmp_path, caplog):
             expected.append((k, round(w[k], 2), k - last_slow - 1))
             last_slow = k
     got = [(int(m[1]), float(m[2]), int(m[4])) for m in map(SLOW.search, lines) if m]
-    assert [k for k, _, _ in expected] == [13, 31, 32, 47]  # the sleeps we planted
+    # The sleeps we planted are found (a very noisy machine may add a stall of its own).
+    assert {13, 31, 32, 47} <= {k for k, _, _ in expected}
     assert [(k, n) for k, _, n in got] == [(k, n) for k, _, n in expected]
     for (_, wait_logged, _), (_, wait_raw, _) in zip(got, expected):
         assert abs(wait_logged - wait_raw) <= 0.0051
     assert all(m[3] == "unknown (no stage evidence)" for m in map(SLOW.search, lines) if m)
-    assert [s["batch"] for s in run["slow"]] == [13, 31, 32, 47]
+    assert [s["batch"] for s in run["slow"]] == [k for k, _, _ in expected]
 
 
 def test_trace_merges_engine_and_python_spans(small_shards, tmp_path):

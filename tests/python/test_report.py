@@ -100,9 +100,10 @@ def test_chromium_renders_slow_markers_histogram_and_verdict(profile_run, tmp_pa
     res = chromium("--dump-dom", out.as_uri())
     assert res.returncode == 0, res.stderr[-2000:]
     dom = res.stdout
-    # One marker per slow batch, as the JSON lines recorded them.
-    assert len(run["slow"]) == 3
-    assert dom.count('class="slow-marker"') == 3
+    # One marker per slow batch, as the JSON lines recorded them (the three
+    # planted stalls at least; a very noisy machine may add one).
+    assert {9, 22, 35} <= {s["batch"] for s in run["slow"]}
+    assert dom.count('class="slow-marker"') == len(run["slow"])
     # Histogram: the bars hold every batch exactly once.
     bars = re.findall(r'class="hist-bar"[^>]*><title>[^<]*: (\d+)</title>', dom)
     assert bars and sum(map(int, bars)) == len(run["batches"]) == 40

@@ -142,6 +142,9 @@ TEST(BatchMonitorTest, CauseFromEvidence) {
   // Both look busy: the stage the other waits on wins.
   StageEvidence both = Evidence(1.0, 3.6, 1.8, 0.0, 2.0, 0, 4, 2, 1.0);
   EXPECT_EQ(Classify(1.0, both, nullptr, busy).cause, SlowCause::kDecodeBound);
+  // Decode at 60% while reads idle: decode dominates all the same.
+  StageEvidence dominant = Evidence(1.0, 0.1, 0.6, 0.3, 0.5, 0, 0, 0, 1.0, 4, 1);
+  EXPECT_EQ(Classify(1.0, dominant, nullptr, busy).cause, SlowCause::kDecodeBound);
   // Nothing saturated and the ready queue empty: prefetch drained.
   StageEvidence drained = Evidence(1.0, 1.0, 0.6, 0.5, 0.0, 0, 1, 0, 1.0);
   EXPECT_EQ(Classify(1.0, drained, nullptr, busy).cause, SlowCause::kPrefetchDrained);
