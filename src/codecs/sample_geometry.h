@@ -4,39 +4,18 @@
 //
 // Kept apart from the decoder so the random crop is testable without JPEGs
 // and so every decoder (JPEG now, PNG later) crops the same way.
-// Thread-safety: pure functions; SplitMix64 is a value owned by its caller.
+// Random draws come from core/random.h's SplitMix64 seeded with the sample's
+// seed: the flip first, then the crop's tries.
+// Thread-safety: pure functions.
 #pragma once
 
 #include <cstdint>
 
 #include "codecs/image_spec.h"
+#include "core/random.h"
 #include "stoker/status.h"
 
 namespace stoker {
-
-// Small, fast, well-mixed PRNG (Steele et al., used to seed xoshiro). The same
-// seed gives the same sequence on every thread and platform.
-class SplitMix64 {
- public:
-  explicit SplitMix64(uint64_t seed) : state_(seed) {}
-  uint64_t Next() {
-    uint64_t z = (state_ += 0x9E3779B97F4A7C15ULL);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-    return z ^ (z >> 31);
-  }
-  // Uniform in [0, 1) with 53 random bits.
-  double Uniform() { return static_cast<double>(Next() >> 11) * 0x1.0p-53; }
-  double Uniform(double lo, double hi) { return lo + (hi - lo) * Uniform(); }
-  // Uniform integer in [lo, hi] (inclusive); hi >= lo.
-  int64_t RandInt(int64_t lo, int64_t hi) {
-    const uint64_t span = static_cast<uint64_t>(hi - lo) + 1;
-    return lo + static_cast<int64_t>(Next() % span);  // bias < span / 2^64: irrelevant here
-  }
-
- private:
-  uint64_t state_;
-};
 
 struct SampleGeometry {
   // Source region, in full-resolution pixels of the decoded image.

@@ -3,38 +3,27 @@
 #include <algorithm>
 #include <numeric>
 
+#include "core/random.h"
+
 namespace stoker {
 
 namespace {
 
-uint64_t SplitMix64(uint64_t& state) {
-  uint64_t z = (state += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
-// Uniform in [0, n) without modulo bias worth caring about at n < 2^32.
-uint64_t Below(uint64_t& state, uint64_t n) {
-  return static_cast<uint64_t>((static_cast<unsigned __int128>(SplitMix64(state)) * n) >> 64);
-}
-
 // Fisher-Yates with our own generator: std::shuffle's output differs between
 // standard libraries, and the plan must not.
 template <typename T>
-void Shuffle(std::vector<T>& v, uint64_t& state) {
-  for (size_t i = v.size(); i > 1; --i) std::swap(v[i - 1], v[Below(state, i)]);
+void Shuffle(std::vector<T>& v, SplitMix64& rng) {
+  for (size_t i = v.size(); i > 1; --i) std::swap(v[i - 1], v[rng.Below(i)]);
 }
 
 }  // namespace
 
 uint64_t MixSeed(uint64_t a, uint64_t b, uint64_t c) {
-  uint64_t s = a;
-  uint64_t h = SplitMix64(s);
-  s = h ^ b;
-  h = SplitMix64(s);
-  s = h ^ c;
-  return SplitMix64(s);
+  // Chained, not XORed into one seed: each word is mixed into the hash of the
+  // words before it, so nearby (seed, epoch) pairs give unrelated streams.
+  const uint64_t h = SplitMix64(a).Next();
+  const uint64_t h2 = SplitMix64(h ^ b).Next();
+  return SplitMix64(h2 ^ c).Next();
 }
 
 Result<EpochPlan> PlanEpoch(const std::vector<uint32_t>& samples_per_shard, const LoaderOptions& options,
@@ -51,7 +40,7 @@ Result<EpochPlan> PlanEpoch(const std::vector<uint32_t>& samples_per_shard, cons
   if (total == 0) return InvalidArgument("the dataset has no samples");
 
   auto ref_of = [&](uint32_t shard, uint32_t sample) { return SampleRef{shard, sample, first[shard] + sample}; };
-  uint64_t rng = MixSeed(options.seed, epoch, 0x5EED);
+  SplitMix64 rng(MixSeed(options.seed, epoch, 0x5EED));
 
   std::vector<SampleRef> order;
   order.reserve(total);
@@ -73,7 +62,7 @@ Result<EpochPlan> PlanEpoch(const std::vector<uint32_t>& samples_per_shard, cons
         buffer.push_back(r);
         continue;
       }
-      size_t j = Below(rng, buffer.size());
+      size_t j = rng.Below(buffer.size());
       out.push_back(buffer[j]);
       buffer[j] = r;
     }
