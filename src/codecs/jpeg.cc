@@ -8,6 +8,9 @@
 //   tjDecompress2 to RGB (or CMYK, converted like Pillow) at the same DCT
 //   scale, split to planes, same crop (scaled_crop.h) and resize, then the
 //   same output write (pixel_output.h).
+// A JPEG whose header TurboJPEG refuses (a sampling layout it cannot name,
+//   e.g. Pillow's 4:2:0 CMYK) but libjpeg reads takes that same interleaved
+//   RGB route, decoded by jpeg_fallback.h instead of tjDecompress2.
 // Full-size DecodeRgb uses TurboJPEG's defaults (ISLOW IDCT, fancy
 // upsampling), which is what Pillow does, so the two agree bit for bit.
 // Warnings (e.g. truncated data) are errors on both paths: a libjpeg warning
@@ -23,6 +26,7 @@
 #include <string>
 
 #include "codecs/decode_scratch.h"
+#include "codecs/jpeg_fallback.h"
 #include "codecs/jpeg_region.h"
 #include "codecs/libjpeg_decompressor.h"
 #include "codecs/pixel_output.h"
@@ -54,12 +58,13 @@ bool HasPlanarFastPath(int subsamp, int colorspace) {
 
 struct JpegDecoder::Impl {
   TjHandle handle{tjInitDecompress()};
-  LibJpeg lj;                 // the region path's decompressor
+  LibJpeg lj;                 // the region path's and the fallback's decompressor
   bool region_decode = true;  // SetRegionDecode(false): TurboJPEG path only
   DecodeScratch scratch;      // grown to the largest image seen and kept
 
   struct Header {
     int width, height, subsamp, colorspace;
+    bool libjpeg;  // TurboJPEG refused the header: decode through jpeg_fallback.h
   };
   Result<Header> ReadHeader(std::span<const uint8_t> jpeg) {
     if (!handle) return Internal("tjInitDecompress failed");
@@ -67,14 +72,25 @@ struct JpegDecoder::Impl {
     Header h{};
     if (tjDecompressHeader3(handle.get(), jpeg.data(), jpeg.size(), &h.width, &h.height, &h.subsamp,
                             &h.colorspace) != 0) {
-      return TjError(handle.get(), "header");
+      Status tj_error = TjError(handle.get(), "header");
+      handle.reset(tjInitDecompress());  // whatever state the failed call left it in
+      // When libjpeg cannot read it either, TurboJPEG's message is the one
+      // users have always seen for a broken file.
+      Result<LibjpegInfo> info = ReadLibjpegInfo(lj, jpeg);
+      if (!info.ok()) return tj_error;
+      h.width = info->width;
+      h.height = info->height;
+      h.subsamp = -1;  // no TJSAMP_*: never the planar path
+      h.colorspace = info->gray ? TJCS_GRAY : info->cmyk ? TJCS_CMYK : TJCS_YCbCr;
+      h.libjpeg = true;
     }
     if (h.width <= 0 || h.height <= 0) return DataLoss("JPEG has no pixels");
     return h;
   }
 
-  // Full-resolution (or DCT-scaled) interleaved RGB into `dst`, CMYK converted.
-  Status DecodeRgbScaled(std::span<const uint8_t> jpeg, const Header& h, int sw, int sh, uint8_t* dst) {
+  // Interleaved RGB at DCT scale 1/denom (sw x sh) into `dst`, CMYK converted.
+  Status DecodeRgbScaled(std::span<const uint8_t> jpeg, const Header& h, int denom, int sw, int sh, uint8_t* dst) {
+    if (h.libjpeg) return DecodeRgbLibjpeg(lj, jpeg, denom, sw, sh, scratch.decoded, dst);
     if (h.colorspace == TJCS_CMYK || h.colorspace == TJCS_YCCK) {
       uint8_t* cmyk = Grow(scratch.decoded, static_cast<size_t>(sw) * sh * 4);
       if (tjDecompress2(handle.get(), jpeg.data(), jpeg.size(), cmyk, sw, 0, sh, TJPF_CMYK, kDecodeFlags) != 0) {
@@ -130,7 +146,7 @@ Status JpegDecoder::DecodeRgbOnce(std::span<const uint8_t> jpeg, std::vector<uin
                                   int* height) {
   STOKER_ASSIGN_OR_RETURN(Impl::Header h, impl_->ReadHeader(jpeg));
   rgb->resize(static_cast<size_t>(h.width) * h.height * 3);
-  STOKER_RETURN_IF_ERROR(impl_->DecodeRgbScaled(jpeg, h, h.width, h.height, rgb->data()));
+  STOKER_RETURN_IF_ERROR(impl_->DecodeRgbScaled(jpeg, h, 1, h.width, h.height, rgb->data()));
   *width = h.width;
   *height = h.height;
   return Status::Ok();
@@ -196,10 +212,10 @@ Status JpegDecoder::Impl::DecodeFull(std::span<const uint8_t> jpeg, const ImageS
     if (spec.mode == ResizeMode::kNone) {
       // No resize: decode straight into the RGB scratch the writer reads.
       out_rgb = Grow(scratch.rgb, full * 3);
-      STOKER_RETURN_IF_ERROR(DecodeRgbScaled(jpeg, h, sw, sh, out_rgb));
+      STOKER_RETURN_IF_ERROR(DecodeRgbScaled(jpeg, h, p.denom, sw, sh, out_rgb));
     } else {
       uint8_t* rgb_full = Grow(scratch.planes, full * 6);  // [RGB interleaved | R | G | B]
-      STOKER_RETURN_IF_ERROR(DecodeRgbScaled(jpeg, h, sw, sh, rgb_full));
+      STOKER_RETURN_IF_ERROR(DecodeRgbScaled(jpeg, h, p.denom, sw, sh, rgb_full));
       uint8_t* pr = rgb_full + full * 3;
       libyuv::SplitRGBPlane(rgb_full, sw * 3, pr, sw, pr + full, sw, pr + 2 * full, sw, sw, sh);
       for (int c = 0; c < 3; ++c) {

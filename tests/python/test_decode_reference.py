@@ -30,6 +30,10 @@ CASES = {
     "progressive": dict(progressive=True),
     "gray": dict(mode="L"),
     "cmyk": dict(mode="CMYK", subsampling=0),
+    # Layouts TurboJPEG 2.1 cannot classify at its header (C at 2x2 or 2x1,
+    # M/Y/K at 1x1): decoded through stoker's libjpeg fallback.
+    "cmyk420": dict(mode="CMYK", subsampling=2),
+    "cmyk422": dict(mode="CMYK", subsampling=1),
 }
 
 

@@ -583,6 +583,155 @@ TEST(JpegTest, DamageBelowTheCropOnlyFailsCropsThatReachIt) {
   EXPECT_GT(failed, 0);
 }
 
+// Writes through the libjpeg API what TurboJPEG 2.1 can neither write nor
+// classify: per-component sampling factors of our choosing. in_cs is the
+// input (JCS_CMYK with 4 channels, JCS_RGB with 3); jpeg_cs the stored color
+// space (JCS_CMYK, JCS_YCCK, JCS_YCbCr). samp[c] = {h, v}.
+std::vector<uint8_t> EncodeWithFactors(const std::vector<uint8_t>& img, int w, int h, J_COLOR_SPACE in_cs,
+                                       J_COLOR_SPACE jpeg_cs, const std::vector<std::pair<int, int>>& samp) {
+  jpeg_compress_struct c{};
+  jpeg_error_mgr err{};
+  c.err = jpeg_std_error(&err);
+  jpeg_create_compress(&c);
+  unsigned char* buf = nullptr;
+  unsigned long size = 0;
+  jpeg_mem_dest(&c, &buf, &size);
+  c.image_width = w;
+  c.image_height = h;
+  c.input_components = in_cs == JCS_CMYK ? 4 : 3;
+  c.in_color_space = in_cs;
+  jpeg_set_defaults(&c);
+  jpeg_set_colorspace(&c, jpeg_cs);  // CMYK/YCCK: also writes the Adobe marker, as Pillow does
+  jpeg_set_quality(&c, 90, TRUE);
+  for (size_t i = 0; i < samp.size(); ++i) {
+    c.comp_info[i].h_samp_factor = samp[i].first;
+    c.comp_info[i].v_samp_factor = samp[i].second;
+  }
+  jpeg_start_compress(&c, TRUE);
+  while (c.next_scanline < c.image_height) {
+    JSAMPROW row = const_cast<uint8_t*>(img.data()) + static_cast<size_t>(c.next_scanline) * w * c.input_components;
+    jpeg_write_scanlines(&c, &row, 1);
+  }
+  jpeg_finish_compress(&c);
+  std::vector<uint8_t> out(buf, buf + size);
+  jpeg_destroy_compress(&c);
+  free(buf);
+  return out;
+}
+
+// Independent reference for those files: libjpeg's own decode with its
+// defaults (ISLOW, fancy upsampling: Pillow's settings), and CMYK converted
+// with Pillow's cmyk2rgb written as exact rounding: Pillow reads Adobe CMYK
+// inverted, so r = nk - round(c * nk / 255) with c = 255 - stored C and
+// nk = stored K (255 * 255 / 255 has no .5 cases, so rounding is unambiguous).
+std::vector<uint8_t> LibjpegReferenceRgb(const std::vector<uint8_t>& jpeg, int* w, int* h) {
+  jpeg_decompress_struct d{};
+  jpeg_error_mgr err{};
+  d.err = jpeg_std_error(&err);
+  jpeg_create_decompress(&d);
+  jpeg_mem_src(&d, jpeg.data(), jpeg.size());
+  jpeg_read_header(&d, TRUE);
+  const bool cmyk = d.num_components == 4;
+  d.out_color_space = cmyk ? JCS_CMYK : JCS_RGB;
+  jpeg_start_decompress(&d);
+  *w = static_cast<int>(d.output_width);
+  *h = static_cast<int>(d.output_height);
+  const int n = d.output_components;
+  std::vector<uint8_t> px(static_cast<size_t>(*w) * *h * n);
+  while (d.output_scanline < d.output_height) {
+    JSAMPROW row = px.data() + static_cast<size_t>(d.output_scanline) * *w * n;
+    jpeg_read_scanlines(&d, &row, 1);
+  }
+  jpeg_finish_decompress(&d);
+  jpeg_destroy_decompress(&d);
+  if (!cmyk) return px;
+  std::vector<uint8_t> rgb(static_cast<size_t>(*w) * *h * 3);
+  for (size_t i = 0; i < rgb.size() / 3; ++i) {
+    const int nk = px[4 * i + 3];
+    for (int c = 0; c < 3; ++c) {
+      rgb[3 * i + c] = static_cast<uint8_t>(nk - std::lround((255 - px[4 * i + c]) * nk / 255.0));
+    }
+  }
+  return rgb;
+}
+
+// TurboJPEG 2.1 refuses these at tjDecompressHeader3 ("Could not determine
+// subsampling type"): Pillow's CMYK with subsampling=2 (C 2x2, M/Y/K 1x1) or
+// 1 (C 2x1), the same as YCCK, and a YCbCr layout with no TJSAMP_* name.
+// The decoder reads them through libjpeg instead, equal to libjpeg's own
+// decode at full size, resized like any other file.
+TEST(JpegTest, LayoutsTurboJpegRefusesDecodeThroughLibjpeg) {
+  const int w = 131, h = 97;  // odd: partial MCUs
+  auto rgb_src = SmoothImage(w, h, 3, 21);
+  std::vector<uint8_t> cmyk_src(static_cast<size_t>(w) * h * 4);
+  for (size_t i = 0; i < static_cast<size_t>(w) * h; ++i) {
+    for (int c = 0; c < 3; ++c) cmyk_src[4 * i + c] = 255 - rgb_src[3 * i + c] / 2;
+    cmyk_src[4 * i + 3] = static_cast<uint8_t>(255 - rgb_src[3 * i + 1] / 4);  // smooth, as the image
+  }
+  struct Case {
+    const char* name;
+    J_COLOR_SPACE in_cs, jpeg_cs;
+    std::vector<std::pair<int, int>> samp;
+  };
+  const std::vector<Case> cases = {
+      {"cmyk420 (Pillow subsampling=2)", JCS_CMYK, JCS_CMYK, {{2, 2}, {1, 1}, {1, 1}, {1, 1}}},
+      {"cmyk422 (Pillow subsampling=1)", JCS_CMYK, JCS_CMYK, {{2, 1}, {1, 1}, {1, 1}, {1, 1}}},
+      {"ycck420, K at 1x1", JCS_CMYK, JCS_YCCK, {{2, 2}, {1, 1}, {1, 1}, {1, 1}}},
+      {"ycbcr Y 2x2, Cb 2x1, Cr 1x1", JCS_RGB, JCS_YCbCr, {{2, 2}, {2, 1}, {1, 1}}},
+  };
+  JpegDecoder dec, full_plane;
+  full_plane.SetRegionDecode(false);
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    auto jpeg = EncodeWithFactors(c.in_cs == JCS_CMYK ? cmyk_src : rgb_src, w, h, c.in_cs, c.jpeg_cs, c.samp);
+    tjhandle t = tjInitDecompress();
+    int tw, th, ss, cs;
+    ASSERT_NE(tjDecompressHeader3(t, jpeg.data(), jpeg.size(), &tw, &th, &ss, &cs), 0) << "TurboJPEG took it";
+    tjDestroy(t);
+
+    int rw, rh;
+    auto ref = LibjpegReferenceRgb(jpeg, &rw, &rh);
+    ASSERT_EQ(rw, w);
+    ASSERT_EQ(rh, h);
+    auto info = dec.ReadInfo(jpeg);
+    ASSERT_TRUE(info.ok()) << info.status().ToString();
+    EXPECT_EQ(info->width, w);
+    EXPECT_EQ(info->height, h);
+    EXPECT_EQ(info->components, c.in_cs == JCS_CMYK ? 4 : 3);
+    std::vector<uint8_t> rgb;
+    int dw = 0, dh = 0;
+    Status st = dec.DecodeRgb(jpeg, &rgb, &dw, &dh);
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    EXPECT_EQ(dw, w);
+    EXPECT_EQ(dh, h);
+    EXPECT_EQ(rgb, ref);
+    EXPECT_EQ(DecodeTo(dec, jpeg, HwcU8(h, w, ResizeMode::kNone)), ref);
+    // Resized, at DCT scales 1/2 (-> 60x45) and 1/4 (-> 32x24): near Pillow's
+    // resize of the full decode, and the same on both decoders.
+    for (auto [ow, oh] : {std::pair{60, 45}, std::pair{32, 24}}) {
+      const ImageSpec spec = HwcU8(oh, ow, ResizeMode::kStretch);
+      auto out = DecodeTo(dec, jpeg, spec);
+      auto pil = PillowResize(ref, w, h, 0, 0, w, h, ow, oh);
+      const Diff d = Compare(out.data(), pil.data(), pil.size());
+      std::printf("  %s -> %dx%d: mean|d| %.3f PSNR %.1f dB\n", c.name, ow, oh, d.mean_abs, d.psnr);
+      EXPECT_LE(d.mean_abs, kMaxMeanAbs);
+      EXPECT_GE(d.psnr, kMinPsnr);
+      EXPECT_EQ(DecodeTo(full_plane, jpeg, spec), out);
+    }
+  }
+  // Truncated: a DataLoss on both entry points, and the decoder goes on working.
+  auto jpeg = EncodeWithFactors(cmyk_src, w, h, JCS_CMYK, JCS_CMYK, cases[0].samp);
+  std::vector<uint8_t> cut(jpeg.begin(), jpeg.begin() + jpeg.size() * 2 / 3);
+  std::vector<uint8_t> rgb;
+  int dw, dh;
+  EXPECT_EQ(dec.DecodeRgb(cut, &rgb, &dw, &dh).code(), StatusCode::kDataLoss);
+  const ImageSpec spec = HwcU8(45, 60, ResizeMode::kStretch);
+  std::vector<uint8_t> out(spec.OutputBytes());
+  EXPECT_EQ(dec.DecodeInto(cut, spec, 0, out).code(), StatusCode::kDataLoss);
+  EXPECT_TRUE(dec.DecodeRgb(jpeg, &rgb, &dw, &dh).ok());
+  EXPECT_TRUE(dec.DecodeInto(Encode(64, 48, 3, 420, 5), spec, 0, out).ok());
+}
+
 TEST(JpegTest, EncodeRejectsBadArguments) {
   std::vector<uint8_t> px(16 * 16 * 3, 128);
   EXPECT_FALSE(EncodeJpeg(px.data(), 16, 16, 2, 90).ok());

@@ -28,6 +28,10 @@ def main(out):
         Image.fromarray(image(w, h, 3, rng)).save(os.path.join(out, name + ".jpg"), **kw)
     Image.fromarray(image(211, 97, 1, rng)[..., 0], "L").save(os.path.join(out, "gray.jpg"), quality=90)
     Image.fromarray(image(160, 120, 4, rng), "CMYK").save(os.path.join(out, "cmyk.jpg"), quality=90)
+    # 4:2:0 and 4:2:2 CMYK: layouts TurboJPEG 2.1 cannot classify (libjpeg fallback).
+    for name, ss in (("cmyk420", 2), ("cmyk422", 1)):
+        Image.fromarray(image(131, 97, 4, rng), "CMYK").save(os.path.join(out, name + ".jpg"), quality=90,
+                                                            subsampling=ss)
     for f in sorted(os.listdir(out)):
         if f.endswith(".jpg"):
             rgb = np.asarray(Image.open(os.path.join(out, f)).convert("RGB"))
