@@ -137,6 +137,11 @@ Status JpegDecoder::DecodeRgb(std::span<const uint8_t> jpeg, std::vector<uint8_t
   return RenewOnError(DecodeRgbOnce(jpeg, rgb, width, height));
 }
 
+Status JpegDecoder::DecodeRgbInto(std::span<const uint8_t> jpeg, std::span<uint8_t> out, int* width,
+                                  int* height) {
+  return RenewOnError(DecodeRgbIntoOnce(jpeg, out, width, height));
+}
+
 Status JpegDecoder::DecodeInto(std::span<const uint8_t> jpeg, const ImageSpec& spec, uint64_t sample_seed,
                                std::span<uint8_t> out) {
   return RenewOnError(DecodeIntoOnce(jpeg, spec, sample_seed, out));
@@ -150,6 +155,19 @@ Status JpegDecoder::DecodeRgbOnce(std::span<const uint8_t> jpeg, std::vector<uin
   *width = h.width;
   *height = h.height;
   return Status::Ok();
+}
+
+Status JpegDecoder::DecodeRgbIntoOnce(std::span<const uint8_t> jpeg, std::span<uint8_t> out, int* width,
+                                      int* height) {
+  STOKER_ASSIGN_OR_RETURN(Impl::Header h, impl_->ReadHeader(jpeg));
+  *width = h.width;
+  *height = h.height;
+  const size_t need = static_cast<size_t>(h.width) * h.height * 3;
+  if (out.size() != need) {
+    return InvalidArgument("output has " + std::to_string(out.size()) + " bytes, a " + std::to_string(h.width) +
+                           "x" + std::to_string(h.height) + " RGB image needs " + std::to_string(need));
+  }
+  return impl_->DecodeRgbScaled(jpeg, h, 1, h.width, h.height, out.data());
 }
 
 Status JpegDecoder::DecodeIntoOnce(std::span<const uint8_t> jpeg, const ImageSpec& spec, uint64_t sample_seed,

@@ -1,6 +1,7 @@
 // codecs/jpeg.h — JPEG decode (and encode, for `stoker synth`) through
-// libjpeg-turbo (its libjpeg API for region decode, TurboJPEG otherwise), with
-// resize, crop, flip and normalize.
+// libjpeg-turbo (its libjpeg API for region decode and for sampling layouts
+// TurboJPEG cannot name, TurboJPEG otherwise), with resize, crop, flip and
+// normalize.
 //
 // Decode path: read the header; pick the largest DCT scale among 1/8, 1/4, 1/2
 // that still leaves the region to resize at least as large as the output (only
@@ -56,10 +57,18 @@ class JpegDecoder {
   // Full-size RGB (HWC uint8), no transform: the reference path for tests.
   Status DecodeRgb(std::span<const uint8_t> jpeg, std::vector<uint8_t>* rgb, int* width, int* height);
 
+  // The same pixels as DecodeRgb, written into the caller's buffer, which
+  // must hold exactly width * height * 3 bytes (ReadInfo gives the size):
+  // no allocation per image, so a decode-only benchmark measures the decode.
+  // *width and *height are set once the header is read, also when `out` has
+  // the wrong size (then InvalidArgument, and nothing is written).
+  Status DecodeRgbInto(std::span<const uint8_t> jpeg, std::span<uint8_t> out, int* width, int* height);
+
  private:
   Status DecodeIntoOnce(std::span<const uint8_t> jpeg, const ImageSpec& spec, uint64_t sample_seed,
                         std::span<uint8_t> out);
   Status DecodeRgbOnce(std::span<const uint8_t> jpeg, std::vector<uint8_t>* rgb, int* width, int* height);
+  Status DecodeRgbIntoOnce(std::span<const uint8_t> jpeg, std::span<uint8_t> out, int* width, int* height);
   Status RenewOnError(Status status);
   struct Impl;
   std::unique_ptr<Impl> impl_;

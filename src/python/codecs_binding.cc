@@ -1,8 +1,13 @@
 // python/codecs_binding.cc — single-image decode, for tests and for users who
-// want stoker's decoder outside a Loader. Copies into a fresh numpy array.
+// want stoker's decoder outside a Loader. Returns a fresh numpy array, or, for
+// decode_jpeg_rgb(out=...), decodes into the caller's array (no allocation:
+// what a decode-only benchmark should measure). The GIL is released while
+// decoding.
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/string.h>
+
+#include <string>
 
 #include "codecs/jpeg.h"
 #include "python/status_binding.h"
@@ -32,12 +37,46 @@ JpegDecoder& ThreadDecoder() {
   return decoder;
 }
 
+std::string RgbShape(const JpegInfo& info) {
+  return "(" + std::to_string(info.height) + ", " + std::to_string(info.width) + ", 3)";
+}
+
+// `out` as a writable, C-contiguous, CPU uint8 array of shape (h, w, 3), or a
+// ValueError naming that shape. Read-only arrays fail the cast itself.
+nb::ndarray<> RgbOutArray(nb::handle out, const JpegInfo& info) {
+  nb::ndarray<> arr;
+  const std::string want = "out must be a writable C-contiguous uint8 numpy array of shape " + RgbShape(info);
+  if (!nb::try_cast(out, arr, /*convert=*/false)) throw nb::value_error(want.c_str());
+  const bool ok = arr.device_type() == nb::device::cpu::value && arr.dtype() == nb::dtype<uint8_t>() &&
+                  arr.ndim() == 3 && arr.shape(0) == size_t(info.height) && arr.shape(1) == size_t(info.width) &&
+                  arr.shape(2) == 3 && arr.stride(2) == 1 && arr.stride(1) == 3 &&
+                  arr.stride(0) == int64_t(info.width) * 3;
+  if (!ok) throw nb::value_error(want.c_str());
+  return arr;
+}
+
 }  // namespace
 
 void RegisterCodecs(nb::module_& m) {
   m.def(
       "decode_jpeg_rgb",
-      [](nb::bytes jpeg) {
+      [](nb::bytes jpeg, nb::object out) -> nb::object {
+        if (!out.is_none()) {
+          const JpegInfo info = ValueOrRaise([&] {
+            nb::gil_scoped_release release;
+            return ThreadDecoder().ReadInfo(AsSpan(jpeg));
+          }());
+          nb::ndarray<> arr = RgbOutArray(out, info);
+          std::span<uint8_t> dst(static_cast<uint8_t*>(arr.data()), arr.size());
+          int w = 0, h = 0;
+          Status st;
+          {
+            nb::gil_scoped_release release;
+            st = ThreadDecoder().DecodeRgbInto(AsSpan(jpeg), dst, &w, &h);
+          }
+          OkOrRaise(st);
+          return out;
+        }
         std::vector<uint8_t> rgb;
         int w = 0, h = 0;
         Status st;
@@ -48,7 +87,9 @@ void RegisterCodecs(nb::module_& m) {
         OkOrRaise(st);
         return NewArray(std::move(rgb), {size_t(h), size_t(w), 3});
       },
-      "jpeg"_a, "Full-size RGB decode (HWC uint8).");
+      "jpeg"_a, "out"_a = nb::none(),
+      "Full-size RGB decode (HWC uint8). With out= (a C-contiguous uint8 array of shape (h, w, 3)), "
+      "decodes into it and returns it; a wrong shape or dtype raises ValueError.");
   m.def(
       "decode_jpeg",
       [](nb::bytes jpeg, const ImageSpec& spec, uint64_t seed) -> nb::object {

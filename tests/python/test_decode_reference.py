@@ -47,6 +47,33 @@ def test_full_decode_equals_pillow_exactly(case):
     np.testing.assert_array_equal(got, ref)
 
 
+@pytest.mark.parametrize("case", ["420", "gray", "cmyk", "cmyk420"])
+def test_decode_into_out_equals_fresh_array(case):
+    rng = np.random.default_rng(6)
+    data = pillow_jpeg(natural_image(rng, 131, 97), **CASES[case])
+    want = stoker.decode_jpeg_rgb(data)
+    out = np.full((97, 131, 3), 7, np.uint8)
+    got = stoker.decode_jpeg_rgb(data, out=out)
+    assert got is out
+    np.testing.assert_array_equal(out, want)
+
+
+def test_decode_into_wrong_out_raises_value_error_naming_the_shape():
+    rng = np.random.default_rng(7)
+    data = pillow_jpeg(natural_image(rng, 131, 97))
+    read_only = np.empty((97, 131, 3), np.uint8)
+    read_only.setflags(write=False)
+    bad = [np.empty((131, 97, 3), np.uint8), np.empty((97, 131, 4), np.uint8), np.empty((3, 97, 131), np.uint8),
+           np.empty((97, 131, 3), np.float32), np.empty((97, 131, 3), np.int8),
+           np.asfortranarray(np.empty((97, 131, 3), np.uint8)), np.empty((97, 262, 3), np.uint8)[:, ::2],
+           read_only, [[0] * 3] * 4]
+    for out in bad:
+        with pytest.raises(ValueError, match=r"\(97, 131, 3\)"):
+            stoker.decode_jpeg_rgb(data, out=out)
+    with pytest.raises(stoker.StokerError):  # a broken file is still the decoder's error
+        stoker.decode_jpeg_rgb(data[:100], out=np.empty((97, 131, 3), np.uint8))
+
+
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_loader_field_without_resize_equals_pillow(tmp_path, case):
     import webdataset as wds

@@ -14,7 +14,8 @@
 // (make them with tests/cpp/codecs/make_pillow_fixtures.py); PillowFixtures
 // compares DecodeRgb byte for byte. Last run: Pillow 13.0 (libjpeg-turbo
 // 3.2.0) vs stoker on libturbojpeg 2.1.5: 4:2:0, 4:2:2, 4:4:4, progressive,
-// gray and Adobe CMYK files all identical (max |diff| 0).
+// gray and Adobe CMYK files (4:4:4, and 4:2:0/4:2:2 through the libjpeg
+// fallback) all identical (max |diff| 0).
 //
 // Region decode (libjpeg, only the crop's iMCU rows/columns get an IDCT) vs
 // the TurboJPEG full-plane path (SetRegionDecode(false)): exactly equal for
@@ -730,6 +731,46 @@ TEST(JpegTest, LayoutsTurboJpegRefusesDecodeThroughLibjpeg) {
   EXPECT_EQ(dec.DecodeInto(cut, spec, 0, out).code(), StatusCode::kDataLoss);
   EXPECT_TRUE(dec.DecodeRgb(jpeg, &rgb, &dw, &dh).ok());
   EXPECT_TRUE(dec.DecodeInto(Encode(64, 48, 3, 420, 5), spec, 0, out).ok());
+}
+
+TEST(JpegTest, DecodeRgbIntoEqualsDecodeRgbWithoutAllocating) {
+  const int w = 131, h = 97;
+  auto rgb_src = SmoothImage(w, h, 3, 31);
+  std::vector<uint8_t> src(static_cast<size_t>(w) * h * 4);
+  for (size_t i = 0; i < static_cast<size_t>(w) * h; ++i) {
+    for (int c = 0; c < 3; ++c) src[4 * i + c] = 255 - rgb_src[3 * i + c] / 2;
+    src[4 * i + 3] = 230;
+  }
+  const std::vector<std::vector<uint8_t>> files = {
+      Encode(w, h, 3, 420, 1), Encode(w, h, 1, 444, 2),
+      EncodeWithFactors(src, w, h, JCS_CMYK, JCS_CMYK, {{2, 2}, {1, 1}, {1, 1}, {1, 1}})};
+  JpegDecoder dec;
+  for (const auto& jpeg : files) {
+    std::vector<uint8_t> want;
+    int ww, wh;
+    ASSERT_TRUE(dec.DecodeRgb(jpeg, &want, &ww, &wh).ok());
+    auto info = dec.ReadInfo(jpeg);
+    ASSERT_TRUE(info.ok());
+    std::vector<uint8_t> out(static_cast<size_t>(info->width) * info->height * 3, 0xAB);
+    int dw = 0, dh = 0;
+    Status st = dec.DecodeRgbInto(jpeg, out, &dw, &dh);
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    EXPECT_EQ(dw, w);
+    EXPECT_EQ(dh, h);
+    EXPECT_EQ(out, want);
+    // One byte short or long: InvalidArgument, the size still reported, nothing written.
+    for (size_t n : {out.size() - 1, out.size() + 1}) {
+      std::vector<uint8_t> wrong(n, 0xCD);
+      dw = dh = 0;
+      EXPECT_EQ(dec.DecodeRgbInto(jpeg, wrong, &dw, &dh).code(), StatusCode::kInvalidArgument);
+      EXPECT_EQ(dw, w);
+      EXPECT_EQ(dh, h);
+      EXPECT_TRUE(std::all_of(wrong.begin(), wrong.end(), [](uint8_t v) { return v == 0xCD; }));
+    }
+  }
+  std::vector<uint8_t> garbage(1000, 0x5A), out(16);
+  int dw, dh;
+  EXPECT_EQ(dec.DecodeRgbInto(garbage, out, &dw, &dh).code(), StatusCode::kDataLoss);
 }
 
 TEST(JpegTest, EncodeRejectsBadArguments) {
