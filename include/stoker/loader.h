@@ -22,10 +22,10 @@
 #include <string>
 #include <vector>
 
-#include "codecs/image_spec.h"
-#include "formats/npy.h"
-#include "formats/sample_index.h"
-#include "observe/recorder.h"
+#include "stoker/dtype.h"
+#include "stoker/image_spec.h"
+#include "stoker/key_rule.h"
+#include "stoker/stats.h"
 #include "stoker/status.h"
 
 namespace stoker {

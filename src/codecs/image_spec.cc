@@ -1,6 +1,6 @@
 // codecs/image_spec.cc — parsing and validation of ImageSpec.
 // Thread-safety: pure functions on values.
-#include "codecs/image_spec.h"
+#include "stoker/image_spec.h"
 
 #include <cmath>
 

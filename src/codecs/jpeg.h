@@ -24,7 +24,7 @@
 #include <span>
 #include <vector>
 
-#include "codecs/image_spec.h"
+#include "stoker/image_spec.h"
 #include "stoker/status.h"
 
 namespace stoker {

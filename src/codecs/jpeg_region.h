@@ -12,7 +12,7 @@
 #include <cstdint>
 #include <span>
 
-#include "codecs/image_spec.h"
+#include "stoker/image_spec.h"
 #include "stoker/status.h"
 
 namespace stoker {

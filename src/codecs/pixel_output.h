@@ -11,7 +11,7 @@
 #include <cstdint>
 #include <span>
 
-#include "codecs/image_spec.h"
+#include "stoker/image_spec.h"
 #include "codecs/scaled_crop.h"
 
 namespace stoker {

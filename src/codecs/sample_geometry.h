@@ -11,7 +11,7 @@
 
 #include <cstdint>
 
-#include "codecs/image_spec.h"
+#include "stoker/image_spec.h"
 #include "core/random.h"
 #include "stoker/status.h"
 

@@ -9,7 +9,7 @@
 
 #include <cstdint>
 
-#include "codecs/image_spec.h"
+#include "stoker/image_spec.h"
 #include "codecs/sample_geometry.h"
 
 namespace stoker {

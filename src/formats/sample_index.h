@@ -24,13 +24,11 @@
 #include <vector>
 
 #include "formats/tar.h"
+#include "stoker/key_rule.h"
 #include "stoker/status.h"
 
 namespace stoker {
 
-enum class KeyRule { kWebDataset, kUnderscoreSuffix };
-Result<KeyRule> ParseKeyRule(std::string_view name);  // "webdataset" | "underscore"
-const char* KeyRuleName(KeyRule rule);
 
 struct MemberRef {
   std::string field;     // "jpg", "features.npz", "cls"

@@ -23,6 +23,7 @@
 
 #include "observe/clock.h"
 #include "observe/histogram.h"
+#include "stoker/stats.h"
 
 namespace stoker {
 
@@ -54,30 +55,6 @@ struct Span {
   uint64_t end_ns;
   int64_t batch;
   int32_t slot;
-};
-
-struct StageSnapshot {
-  uint64_t items = 0, bytes = 0;
-  double busy_s = 0;
-};
-
-// A point-in-time copy of every counter and gauge; plain values.
-struct RecorderSnapshot {
-  double time_s = 0;                // since the recorder started
-  StageSnapshot read, decode;
-  double read_queue_put_wait_s = 0, read_queue_get_wait_s = 0;
-  double decode_queue_put_wait_s = 0, decode_queue_get_wait_s = 0;
-  double pool_wait_s = 0;           // the scheduler waited for a free batch buffer (consumer is slower)
-  double consumer_wait_s = 0;       // Next() waited for its batch
-  uint64_t batches_delivered = 0;
-  int64_t reads_in_flight = 0;      // preads under way now
-  int64_t decodes_in_flight = 0;    // samples being decoded now
-  int64_t decode_queue_depth = 0;   // samples read, waiting for a decoder
-  int64_t batches_ready = 0;        // complete, waiting for Next()
-  int64_t batches_in_progress = 0;  // buffer taken, samples still missing
-  int io_depth = 0, decode_threads = 0;
-  std::vector<uint64_t> read_latency;  // LatencyHistogram buckets
-  uint64_t spans_dropped = 0;
 };
 
 class Recorder {

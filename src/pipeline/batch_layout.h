@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "formats/sample_index.h"
 #include "stoker/loader.h"
 
 namespace stoker {

@@ -32,6 +32,7 @@
 #include "pipeline/batch_layout.h"
 #include "pipeline/planner.h"
 #include "pipeline/shard_files.h"
+#include "formats/sample_index.h"
 #include "stoker/loader.h"
 
 namespace stoker {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "codecs/jpeg.h"
+#include "formats/sample_index.h"
 #include "pipeline/batch_layout.h"
 
 namespace stoker {

@@ -4,7 +4,7 @@
 
 #include <cmath>
 
-#include "codecs/image_spec.h"
+#include "stoker/image_spec.h"
 #include "codecs/sample_geometry.h"
 
 namespace stoker {

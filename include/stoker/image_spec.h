@@ -1,4 +1,4 @@
-// codecs/image_spec.h — what an image field turns into: output geometry,
+// stoker/image_spec.h — what an image field turns into: output geometry,
 // augmentation and element type. A value; the pipeline shares one per field.
 #pragma once
 

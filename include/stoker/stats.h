@@ -1,0 +1,35 @@
+// stoker/stats.h — what a loader's stages did, as plain values
+// (Loader::Stats()). The difference of two snapshots describes what happened
+// between them; src/observe/recorder.h keeps the counters behind them.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace stoker {
+
+struct StageSnapshot {
+  uint64_t items = 0, bytes = 0;
+  double busy_s = 0;
+};
+
+// A point-in-time copy of every counter and gauge; plain values.
+struct RecorderSnapshot {
+  double time_s = 0;                // since the recorder started
+  StageSnapshot read, decode;
+  double read_queue_put_wait_s = 0, read_queue_get_wait_s = 0;
+  double decode_queue_put_wait_s = 0, decode_queue_get_wait_s = 0;
+  double pool_wait_s = 0;           // the scheduler waited for a free batch buffer (consumer is slower)
+  double consumer_wait_s = 0;       // Next() waited for its batch
+  uint64_t batches_delivered = 0;
+  int64_t reads_in_flight = 0;      // preads under way now
+  int64_t decodes_in_flight = 0;    // samples being decoded now
+  int64_t decode_queue_depth = 0;   // samples read, waiting for a decoder
+  int64_t batches_ready = 0;        // complete, waiting for Next()
+  int64_t batches_in_progress = 0;  // buffer taken, samples still missing
+  int io_depth = 0, decode_threads = 0;
+  std::vector<uint64_t> read_latency;  // LatencyHistogram buckets
+  uint64_t spans_dropped = 0;
+};
+
+}  // namespace stoker
