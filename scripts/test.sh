@@ -8,7 +8,16 @@ bash scripts/setup.sh
 jobs=$(nproc)
 cmake -S . -B build/test -G Ninja -DCMAKE_BUILD_TYPE=Release -DSTOKER_BUILD_TESTS=ON -DSTOKER_BUILD_CLI=ON
 cmake --build build/test -j "$jobs"
-ctest --test-dir build/test --output-on-failure -j "$jobs"
+
+# Interop fixtures written by the peers themselves (Python's tarfile, numpy,
+# Pillow) for the C++ tests to read; then Python reads back what C++ wrote.
+fixtures=build/test/fixtures
+rm -rf "$fixtures" && mkdir -p "$fixtures/formats" "$fixtures/pillow"
+python3 tests/cpp/formats/make_fixtures.py generate "$fixtures/formats"
+python3 tests/cpp/codecs/make_pillow_fixtures.py "$fixtures/pillow"
+STOKER_FIXTURES="$PWD/$fixtures/formats" STOKER_PILLOW_FIXTURE_DIR="$PWD/$fixtures/pillow" \
+  ctest --test-dir build/test --output-on-failure -j "$jobs"
+python3 tests/cpp/formats/make_fixtures.py verify "$fixtures/formats"
 
 # The tests import the installed package, not the source tree.
 STOKER_BIN="$(python3 -c 'import stoker._cli as c; print(c.binary())')" \
