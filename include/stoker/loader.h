@@ -82,6 +82,7 @@ struct LoaderOptions {
   int io_depth = 4;                // concurrent reads, apart from decode threads
   uint64_t max_read_bytes_per_s = 0;  // 0: unlimited; else readers share this bandwidth
   int prefetch_batches = 2;        // whole batches decoded ahead of the consumer
+  int timeout_ms = 0;              // >0: Next() fails (DeadlineExceeded) after waiting this long
   bool include_keys = true;        // Batch::keys() filled
 
   bool record_stats = true;        // stage counters for Stats() (relaxed atomics; cheap)

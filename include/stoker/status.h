@@ -21,6 +21,7 @@ enum class StatusCode {
   kDataLoss,          // bytes are there but malformed: truncated tar, corrupt JPEG
   kCancelled,         // the loader is shutting down
   kFailedPrecondition,// the call is valid but not in this state
+  kDeadlineExceeded,  // a wait ran past its timeout
   kInternal,
 };
 
@@ -57,6 +58,7 @@ inline Status IoError(std::string m) { return {StatusCode::kIoError, std::move(m
 inline Status DataLoss(std::string m) { return {StatusCode::kDataLoss, std::move(m)}; }
 inline Status Cancelled(std::string m) { return {StatusCode::kCancelled, std::move(m)}; }
 inline Status FailedPrecondition(std::string m) { return {StatusCode::kFailedPrecondition, std::move(m)}; }
+inline Status DeadlineExceeded(std::string m) { return {StatusCode::kDeadlineExceeded, std::move(m)}; }
 inline Status Internal(std::string m) { return {StatusCode::kInternal, std::move(m)}; }
 
 // A value or the Status that explains its absence.

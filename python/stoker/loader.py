@@ -78,6 +78,7 @@ class Loader:
         io_depth: int = 4,
         max_read_bytes_per_s: int = 0,
         prefetch: int = 2,
+        timeout: float | None = None,
         key_rule: str = "webdataset",
         output: str = "torch",
         keys: bool = True,
@@ -120,6 +121,7 @@ class Loader:
         opt.io_depth = io_depth
         opt.max_read_bytes_per_s = max_read_bytes_per_s
         opt.prefetch_batches = prefetch
+        opt.timeout_ms = 0 if timeout is None else max(1, int(timeout * 1000))
         opt.key_rule = _KEY_RULE[key_rule]
         opt.include_keys = keys
         opt.trace_spans = int(trace_spans)

@@ -11,6 +11,7 @@ const char* StatusCodeName(StatusCode code) {
     case StatusCode::kDataLoss: return "DataLoss";
     case StatusCode::kCancelled: return "Cancelled";
     case StatusCode::kFailedPrecondition: return "FailedPrecondition";
+    case StatusCode::kDeadlineExceeded: return "DeadlineExceeded";
     case StatusCode::kInternal: return "Internal";
   }
   return "Unknown";

@@ -63,7 +63,9 @@ EpochRun::~EpochRun() {
   // in_flight_ destroys its BatchWork here: their leases go back to the pool.
 }
 
-std::unique_ptr<BatchWork> EpochRun::NextReady() {
+Result<std::unique_ptr<BatchWork>> EpochRun::NextReady() {
+  const auto begin = std::chrono::steady_clock::now();
+  const int timeout_ms = data_->options.timeout_ms;
   std::unique_lock lock(mu_);
   while (true) {
     auto it = in_flight_.find(next_deliver_);
@@ -77,7 +79,10 @@ std::unique_ptr<BatchWork> EpochRun::NextReady() {
       }
       return work;
     }
-    if (cancelled_) return nullptr;
+    if (cancelled_) return Cancelled("the loader was shut down");
+    if (timeout_ms > 0 && std::chrono::steady_clock::now() - begin > std::chrono::milliseconds(timeout_ms)) {
+      return TimeoutError(next_deliver_, timeout_ms, it == in_flight_.end() ? -1 : it->second->pending.load());
+    }
     // The caller holds every buffer and waits for a batch not yet begun:
     // lend one past capacity rather than wait forever.
     if (scheduler_blocked_ && it == in_flight_.end() && granted_for_ != next_deliver_) {
@@ -86,6 +91,18 @@ std::unique_ptr<BatchWork> EpochRun::NextReady() {
     }
     ready_.wait_for(lock, std::chrono::milliseconds(50));
   }
+}
+
+Status EpochRun::TimeoutError(int64_t batch, int timeout_ms, int missing) const {
+  std::string what = missing < 0 ? "not begun (no free batch buffer)"
+                                  : std::to_string(missing) + " of its samples still missing";
+  std::string where;
+  if (rec_) {
+    where = "; now " + std::to_string(rec_->reads_in_flight.load()) + " reads and " +
+            std::to_string(rec_->decodes_in_flight.load()) + " decodes in flight";
+  }
+  return DeadlineExceeded("batch " + std::to_string(batch) + " not ready after " + std::to_string(timeout_ms) +
+                          " ms: " + what + where + " (storage hung? raise timeout_ms if this is expected)");
 }
 
 void EpochRun::Schedule(int64_t first_batch) {

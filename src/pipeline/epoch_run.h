@@ -93,7 +93,8 @@ class EpochRun {
   // The next batch in plan order, once all its samples are written; nullptr
   // once cancelled. If the caller holds every buffer and waits for a batch not
   // yet begun, the pool lends one past capacity rather than wait forever.
-  std::unique_ptr<BatchWork> NextReady();
+  // Cancelled once torn down; DeadlineExceeded after options.timeout_ms.
+  Result<std::unique_ptr<BatchWork>> NextReady();
 
  private:
   void Schedule(int64_t first_batch);
@@ -105,6 +106,7 @@ class EpochRun {
   // queue, the decoders), so the spare list never exceeds that many.
   Bytes TakeBuffer();
   void GiveBuffer(Bytes b);
+  Status TimeoutError(int64_t batch, int timeout_ms, int missing) const;  // REQUIRES mu_
 
   const Dataset* data_;
   ShardFiles* files_;

@@ -71,13 +71,14 @@ class LoaderImpl : public Loader {
     if (next_batch_ >= plan_.info.batches) return std::shared_ptr<Batch>();
     if (!run_) Start();
     const uint64_t begin = NowNs();
-    std::unique_ptr<BatchWork> work = run_->NextReady();
+    Result<std::unique_ptr<BatchWork>> ready = run_->NextReady();
     if (recorder_) {
       const uint64_t end = NowNs();
       recorder_->consumer_wait_ns.fetch_add(end - begin, std::memory_order_relaxed);
       recorder_->AddSpan({SpanKind::kWait, kConsumerThread, begin, end, next_batch_, -1});
     }
-    if (!work) return Cancelled("the loader was shut down");
+    if (!ready.ok()) return ready.status();
+    std::unique_ptr<BatchWork> work = std::move(ready).value();
     ++next_batch_;
     if (work->error_slot >= 0) return work->error;
     return std::shared_ptr<Batch>(std::make_shared<BatchImpl>(std::move(work), data_.layout));

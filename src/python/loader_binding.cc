@@ -130,6 +130,7 @@ void RegisterLoader(nb::module_& m) {
       .def_rw("io_depth", &LoaderOptions::io_depth)
       .def_rw("max_read_bytes_per_s", &LoaderOptions::max_read_bytes_per_s)
       .def_rw("prefetch_batches", &LoaderOptions::prefetch_batches)
+      .def_rw("timeout_ms", &LoaderOptions::timeout_ms)
       .def_rw("include_keys", &LoaderOptions::include_keys)
       .def_rw("record_stats", &LoaderOptions::record_stats)
       .def_rw("trace_spans", &LoaderOptions::trace_spans);

@@ -223,3 +223,17 @@ def test_gil_is_released_while_waiting_and_creating(vision_dir):
     # A held GIL would freeze the spinner for the whole throttled epoch.
     assert elapsed > 0.5
     assert ticks[0] - start_ticks > 0.3 * elapsed / 0.001 * 0.5, (ticks[0] - start_ticks, elapsed)
+
+
+def test_timeout_names_the_batch_and_what_is_in_flight(vision_dir):
+    """A wait longer than `timeout` fails with DeadlineExceeded instead of hanging
+    (storage made very slow on purpose); the loader stays usable."""
+    loader = make(vision_dir, max_read_bytes_per_s=20_000, timeout=0.3)
+    it = iter(loader)
+    with pytest.raises(stoker.StokerError) as e:
+        next(it)
+    assert e.value.code == "DeadlineExceeded"
+    assert "batch 0 not ready after 300 ms" in str(e.value)
+    del it
+    fast = make(vision_dir, timeout=30)
+    assert sum(1 for _ in fast) == len(fast)
