@@ -82,6 +82,17 @@ def vision_dir(tmp_path_factory) -> tuple[Path, dict]:
     return d, write_vision_shards(d, shards=3, per_shard=20)
 
 
+def stoker_env() -> dict:
+    """The environment for a child Python that must import the same stoker as
+    this process (the installed package in CI, the source tree in development)."""
+    import stoker
+
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(Path(stoker.__file__).resolve().parents[1]),
+                                         env.get("PYTHONPATH", "")])
+    return env
+
+
 def stoker_bin() -> str | None:
     """The native `stoker` command: $STOKER_BIN, the installed package's, or a build tree's."""
     if os.environ.get("STOKER_BIN"):

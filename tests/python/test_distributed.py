@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from conftest import stoker_env
+
 pytest.importorskip("torch.distributed")
 
 RANK_SCRIPT = textwrap.dedent(
@@ -45,12 +47,7 @@ def run_ranks(tmp_path: Path, shards: str, epoch: int) -> list[dict]:
     script.write_text(RANK_SCRIPT)
     out = tmp_path / f"out{epoch}"
     out.mkdir()
-    import stoker
-
-    # The ranks import the same stoker as this process, installed or in-tree.
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(Path(stoker.__file__).resolve().parents[1]),
-                                         env.get("PYTHONPATH", "")])
+    env = stoker_env()  # the ranks import the same stoker as this process
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=3",
            str(script), shards, str(out), str(epoch)]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=240)

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import stoker
-from conftest import ROOT, write_vision_shards
+from conftest import stoker_env, write_vision_shards
 from stoker import report as report_mod
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -62,8 +62,8 @@ def loader_run(tmp_path_factory) -> Path:
 
 
 def run_cli(jsonl: Path, out: Path) -> subprocess.CompletedProcess:
-    """The `stoker` entry point, as pip installs it, from the source tree."""
-    env = dict(os.environ, PYTHONPATH=str(ROOT / "python") + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    """The `stoker` entry point as pip installs it, with the stoker this test imports."""
+    env = stoker_env()
     return subprocess.run([sys.executable, "-c", "from stoker._cli import main; main()", "report", str(jsonl),
                            "-o", str(out)], capture_output=True, text=True, env=env, timeout=60)
 
