@@ -16,6 +16,7 @@
 #include <numeric>
 
 #include "core/file.h"
+#include "core/random.h"
 #include "observe/histogram.h"
 
 namespace stoker::probes {
@@ -42,13 +43,23 @@ class Mapping {
   size_t size_;
 };
 
-// splitmix64, as cli/common.h's Rng: the probe's offsets are the same for a seed.
-uint64_t Mix(uint64_t& state) {
-  uint64_t z = (state += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
+// A permutation of [0, n) without a table, fixed by the seed: i -> (a*i + b)
+// mod n with a coprime to n visits each index once.
+class AffinePermutation {
+ public:
+  AffinePermutation(uint64_t n, uint64_t seed) : n_(n) {
+    SplitMix64 rng(seed);
+    a_ = rng.Below(n) | 1;
+    while (std::gcd(a_, n_) != 1) ++a_;
+    b_ = rng.Below(n);
+  }
+  uint64_t operator()(uint64_t i) const {
+    return static_cast<uint64_t>((static_cast<unsigned __int128>(a_) * i + b_) % n_);
+  }
+
+ private:
+  uint64_t n_, a_ = 1, b_ = 0;
+};
 
 struct OpenFile {
   File file;
@@ -157,18 +168,13 @@ Result<ReadProbe> RandomRead(const std::vector<std::string>& paths, size_t read_
   // Readahead would turn one random read into a 128 KiB one and flatter (or
   // wreck) the figure; a shuffled loader's reads get none of it either.
   for (const OpenFile& f : files) (void)::posix_fadvise(f.file.fd(), 0, 0, POSIX_FADV_RANDOM);
-  // A permutation of the slots without a table: i -> (a*i + b) mod slots
-  // with a coprime to slots visits each slot once.
-  uint64_t state = seed;
-  uint64_t a = (Mix(state) % slots) | 1;
-  while (std::gcd(a, slots) != 1) ++a;
-  const uint64_t b = Mix(state) % slots;
+  const AffinePermutation order(slots, seed);
   std::vector<uint8_t> buf(read_size);
   LatencyHistogram hist;
   const auto start = Clock::now();
   for (uint64_t i = 0; i < slots; ++i) {
     if (probe.bytes >= limits.max_bytes || Since(start) >= limits.max_seconds) break;
-    const uint64_t slot = static_cast<uint64_t>((static_cast<unsigned __int128>(a) * i + b) % slots);
+    const uint64_t slot = order(i);
     const size_t k = static_cast<size_t>(std::upper_bound(ends.begin(), ends.end(), slot) - ends.begin());
     const OpenFile& f = files[k];
     const uint64_t off = (slot - (k == 0 ? 0 : ends[k - 1])) * stride;
@@ -188,16 +194,13 @@ Result<ReadProbe> WholeFileReads(const std::vector<std::string>& paths, const Re
   ReadProbe probe;
   if (paths.empty()) return probe;
   const uint64_t n = paths.size();
-  uint64_t state = seed;
-  uint64_t a = (Mix(state) % n) | 1;
-  while (std::gcd(a, n) != 1) ++a;
-  const uint64_t b = Mix(state) % n;
+  const AffinePermutation order(n, seed);
   std::vector<uint8_t> buf;
   LatencyHistogram hist;
   const auto start = Clock::now();
   for (uint64_t i = 0; i < n; ++i) {
     if (probe.bytes >= limits.max_bytes || Since(start) >= limits.max_seconds) break;
-    const std::string& path = paths[static_cast<size_t>((static_cast<unsigned __int128>(a) * i + b) % n)];
+    const std::string& path = paths[static_cast<size_t>(order(i))];
     const auto t = Clock::now();
     // open + size + read + close: what a loader over loose files pays per sample.
     STOKER_ASSIGN_OR_RETURN(File f, File::OpenRead(path));
