@@ -2,7 +2,9 @@
 // built-in dataset for tests and demos, identical for a given seed everywhere.
 //
 // Images are real JPEGs (quality 90, 4:2:0) of natural-looking content:
-// smooth gradients, soft-edged ellipses and rectangles, mild noise. Pure
+// smooth gradients, soft-edged ellipses and rectangles, fine value-noise
+// texture (tuned so q90 files weigh what real ones do: ~55 KB at 500x375,
+// ~490 KB at 1500x1000), mild noise. Pure
 // noise would be a poor stand-in: it compresses badly and makes resize
 // quality meaningless. sa1b: ~1500x1000 images "sa_<n>.jpg" plus
 // "sa_<n>_features.npz" (float16 "embeddings" (64,16,16) and "iou" (4,)).
@@ -33,6 +35,11 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr int kImagenetClasses = 10;
+// Peak amplitude (levels) of each texture octave where the texture is at full
+// strength: set so that quality-90 JPEGs weigh what real photos do (~50-60 KB
+// at 500x375 like ImageNet, ~400-600 KB at 1500x1000 like SA-1B).
+constexpr float kTextureLevels = 34.f;
+constexpr float kSa1bDetail = 1.35f;
 
 struct SynthOptions {
   std::string out_dir;
@@ -47,9 +54,52 @@ struct SynthOptions {
   bool quiet = false;
 };
 
+// Band-limited value noise: random values on a grid of `cell` pixels,
+// interpolated with a smoothstep; zero mean, about unit amplitude. Several
+// octaves summed give the fine texture of real photos (foliage, fabric,
+// gravel, skin pores) that JPEG must spend bits on: without it the images
+// compress 2-3x smaller than real ones and decode unrealistically cheaply.
+void AddValueNoise(std::vector<float>& tex, int w, int h, int cell, float amp, Rng& rng) {
+  const int gw = w / cell + 2, gh = h / cell + 2;
+  std::vector<float> grid(size_t(gw) * gh);
+  uint64_t state = rng.Next() | 1;
+  for (float& g : grid) {
+    state ^= state << 13, state ^= state >> 7, state ^= state << 17;
+    g = float(state & 0xFFFF) / 32767.5f - 1.f;
+  }
+  // Per-column cell index and smoothstep weight, computed once.
+  std::vector<int> gx(w);
+  std::vector<float> fx(w);
+  const float inv = 1.f / float(cell);
+  for (int x = 0; x < w; ++x) {
+    const float u = x * inv;
+    gx[x] = int(u);
+    const float t = u - gx[x];
+    fx[x] = t * t * (3 - 2 * t);
+  }
+  for (int y = 0; y < h; ++y) {
+    const float v = y * inv;
+    const int gy = int(v);
+    float ty = v - gy;
+    ty = ty * ty * (3 - 2 * ty);
+    const float* r0 = &grid[size_t(gy) * gw];
+    const float* r1 = r0 + gw;
+    float* out = &tex[size_t(y) * w];
+    for (int x = 0; x < w; ++x) {
+      const int i = gx[x];
+      const float a = r0[i] + (r0[i + 1] - r0[i]) * fx[x];
+      const float b = r1[i] + (r1[i + 1] - r1[i]) * fx[x];
+      out[x] += amp * (a + (b - a) * ty);
+    }
+  }
+}
+
 // HWC RGB (or gray) pixels of one picture drawn from rng.
-std::vector<uint8_t> RenderImage(int w, int h, bool gray, Rng& rng) {
+std::vector<uint8_t> RenderImage(int w, int h, bool gray, float detail, Rng& rng) {
   std::vector<float> px(size_t(w) * h * 3);
+  // How strongly the fine texture shows at each pixel: the background and
+  // each object get their own (some objects smooth, like sky or a wall).
+  std::vector<float> tex_amp(size_t(w) * h, detail * float(rng.Uniform(0.5, 1.3)));
   // Background: a linear blend between two colours along a random direction,
   // plus a gentle wave (separable through sin(a+b) to avoid a sin per pixel).
   float c0[3], c1[3];
@@ -82,6 +132,7 @@ std::vector<uint8_t> RenderImage(int w, int h, bool gray, Rng& rng) {
     const double opacity = rng.Uniform(0.55, 0.95);
     float color[3];
     for (float& c : color) c = float(rng.Uniform(0, 255));
+    const float texture = detail * (rng.Int(0, 4) == 0 ? float(rng.Uniform(0.0, 0.3)) : float(rng.Uniform(0.6, 1.6)));
     const double reach = std::hypot(a, b) + 2 * soft;  // covers a rotated rectangle's corners
     const int x0 = std::max(0, int(ox - reach)), x1 = std::min(w, int(ox + reach) + 1);
     const int y0 = std::max(0, int(oy - reach)), y1 = std::min(h, int(oy + reach) + 1);
@@ -96,8 +147,23 @@ std::vector<uint8_t> RenderImage(int w, int h, bool gray, Rng& rng) {
         const float shade = float(1 + 0.2 * u / a), fa = float(alpha);
         float* p = &px[(size_t(y) * w + x) * 3];
         for (int c = 0; c < 3; ++c) p[c] += fa * (std::min(255.f, color[c] * shade) - p[c]);
+        float& ta = tex_amp[size_t(y) * w + x];
+        ta += fa * (texture - ta);
       }
     }
+  }
+  // Fine texture: octaves of value noise at 2-16 pixel scales (the same
+  // field on all channels, i.e. mostly luminance detail, as in photos),
+  // scaled by the local texture amplitude.
+  std::vector<float> tex(size_t(w) * h, 0.f);
+  AddValueNoise(tex, w, h, 2, kTextureLevels * 0.55f, rng);
+  AddValueNoise(tex, w, h, 4, kTextureLevels * 0.7f, rng);
+  AddValueNoise(tex, w, h, 8, kTextureLevels * 0.8f, rng);
+  AddValueNoise(tex, w, h, 16, kTextureLevels * 0.8f, rng);
+  for (size_t i = 0; i < size_t(w) * h; ++i) {
+    const float t = tex[i] * tex_amp[i];
+    float* p = &px[i * 3];
+    p[0] += t, p[1] += t * 0.95f, p[2] += t * 0.9f;
   }
   // Mild sensor-like noise, about +-3 levels, then quantize.
   const int channels = gray ? 1 : 3;
@@ -177,7 +243,8 @@ Result<uint64_t> MakeOne(const SynthOptions& opt, const std::string& dir, int ba
     std::swap(w, h);  // portrait
   }
   const bool gray = !sa1b && i % 20 == 7;  // a few, and one already in a dozen
-  const std::vector<uint8_t> pixels = RenderImage(w, h, gray, rng);
+  // SA-1B's photos come from high-resolution cameras: more fine detail per pixel.
+  const std::vector<uint8_t> pixels = RenderImage(w, h, gray, sa1b ? kSa1bDetail : 1.f, rng);
   STOKER_ASSIGN_OR_RETURN(std::vector<uint8_t> jpeg, EncodeJpeg(pixels.data(), w, h, gray ? 1 : 3, 90, 420));
   if (!sa1b) {
     const std::string cls = ClassName(i % kImagenetClasses);
