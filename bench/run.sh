@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# The benchmark suite in one command (see bench/README.md, /work/shared/BENCHMARKS.md):
+#   bash bench/run.sh            # V, S, A against the peers and the limits: < 15 min on 2 cores
+#   bash bench/run.sh --quick    # V and A, small data, fixed settings: < 2 min
+# Installs the peers from requirements-bench.txt (torch stays pinned), builds the stoker
+# command if needed, makes the data once under bench/data/, writes bench/results/<UTC>.{json,md,png}.
+# Exits 0 whatever the speed; non-zero only if something crashes.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+export PYTHONPATH="$ROOT/python${PYTHONPATH:+:$PYTHONPATH}"
+PY=${PYTHON:-python3}
+
+if [[ "${STOKER_BENCH_SKIP_INSTALL:-0}" != 1 ]]; then
+  # torch must not move: pin it to what is installed through a constraint file.
+  cons=$(mktemp)
+  trap 'rm -f "$cons"' EXIT
+  "$PY" -c 'import torch; print("torch==" + torch.__version__.split("+")[0])' > "$cons" 2>/dev/null || echo "torch==2.13.0" > "$cons"
+  if ! "$PY" - <<'PYEOF' 2>/dev/null
+import importlib.util as u, sys
+sys.exit(0 if all(u.find_spec(m) for m in ("webdataset", "PIL", "matplotlib", "spdl", "nvidia.dali", "psutil")) else 1)
+PYEOF
+  then
+    echo "bench/run.sh: installing the peers (requirements-bench.txt)"
+    "$PY" -m pip install -q -r requirements-bench.txt -c "$cons" || echo "bench/run.sh: some peers did not install; the suite reports which cannot run"
+  fi
+  # SPDL's own image decode needs FFmpeg's shared libraries; Debian 12 has FFmpeg 5.
+  if ! "$PY" -c 'import spdl.io.lib as l; l._import_libspdl()' >/dev/null 2>&1; then
+    if [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null; then
+      echo "bench/run.sh: installing FFmpeg libraries for spdl.io (apt)"
+      apt-get install -y -qq --no-install-recommends libavfilter8 libavformat59 libavcodec59 libavutil57 \
+        libswscale6 libswresample4 libavdevice59 >/dev/null 2>&1 || echo "bench/run.sh: FFmpeg libraries unavailable: SPDL decodes with Pillow"
+    fi
+  fi
+fi
+
+# the native module and the stoker command
+if [[ ! -x python/stoker/bin/stoker ]] || ! "$PY" -c 'import stoker' >/dev/null 2>&1; then
+  if [[ -d build/py ]]; then cmake --build build/py; else echo "bench/run.sh: build stoker first (README)"; exit 1; fi
+fi
+
+exec "$PY" bench/suite.py "$@"
