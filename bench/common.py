@@ -249,7 +249,9 @@ def machine_info(packages: Sequence[str] = ()) -> dict:
     }
     for name in packages:
         try:
-            mod = __import__(name)
+            import importlib
+
+            mod = importlib.import_module(name)
             info["versions"][name] = getattr(mod, "__version__", "?")
         except Exception as e:  # noqa: BLE001
             info["versions"][name] = f"unavailable: {e}"

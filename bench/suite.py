@@ -561,6 +561,8 @@ def bench_workload(wname: str, args, cores: int) -> dict:
     kinds = [k for k in kinds if k in res["best"]]
     res["runs"] = {k: [] for k in kinds}
 
+    for _, _, fn in paths:  # warm-up pass of each limit path (discarded)
+        fn()
     # measured rounds: limits and loaders alternated
     for r in range(1, reps + 1):
         for key, _, fn in paths:
@@ -847,7 +849,7 @@ def plot(payload: dict, path: Path) -> None:
                     fontsize=6)
         for i, k in enumerate(names):
             if "stoker_x" in rows[k]:
-                ax.text(i, med[i], f"stoker {rows[k]['stoker_x']['median']:.1f}×", ha="center", va="bottom",
+                ax.text(i, med[i] + hi[i], f"stoker {rows[k]['stoker_x']['median']:.1f}×", ha="center", va="bottom",
                         fontsize=7)
         ax.set_title(wl["label"].split(",")[0] if len(wl["label"]) > 40 else wl["label"], fontsize=8)
         ax.set_ylabel("samples/s (median, min–max)")
