@@ -35,11 +35,17 @@ ScaledPlan PlanScale(const ImageSpec& spec, const SampleGeometry& g, int width, 
 }
 
 PlaneWindow PlaneCrop(const ScaledPlan& p, int pw, int ph) {
+  // A plane is the image at 1/1 (luma, 4:4:4 chroma) or 1/2 (subsampled
+  // chroma) per axis, padded to whole MCUs. The factor must come from the
+  // subsampling, not from pw / sw: a luma plane padded from 375 to 376 rows
+  // would otherwise make a 376-row window, resized onto 375 rows, and drift
+  // the picture by up to a row from top to bottom.
+  const int dx = (p.sw + pw - 1) / pw, dy = (p.sh + ph - 1) / ph;
   PlaneWindow win;
-  win.x0 = static_cast<int>(static_cast<int64_t>(p.cx0) * pw / p.sw);
-  win.y0 = static_cast<int>(static_cast<int64_t>(p.cy0) * ph / p.sh);
-  const int x1 = std::min<int>(pw, static_cast<int>((static_cast<int64_t>(p.cx0 + p.cw) * pw + p.sw - 1) / p.sw));
-  const int y1 = std::min<int>(ph, static_cast<int>((static_cast<int64_t>(p.cy0 + p.ch) * ph + p.sh - 1) / p.sh));
+  win.x0 = p.cx0 / dx;
+  win.y0 = p.cy0 / dy;
+  const int x1 = std::min(pw, (p.cx0 + p.cw + dx - 1) / dx);
+  const int y1 = std::min(ph, (p.cy0 + p.ch + dy - 1) / dy);
   win.w = std::max(1, x1 - win.x0);
   win.h = std::max(1, y1 - win.y0);
   return win;
