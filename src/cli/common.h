@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/random.h"
 #include "formats/sample_index.h"
 #include "stoker/status.h"
 
@@ -22,23 +23,9 @@ std::string FormatBytes(double bytes);
 // Orders "sa_2" before "sa_10": digit runs compare by value.
 bool NaturalLess(std::string_view a, std::string_view b);
 
-// splitmix64: a fixed, portable stream (std:: distributions are not portable,
-// and synth's output must be identical everywhere for a given seed).
-class Rng {
- public:
-  explicit Rng(uint64_t seed) : state_(seed) {}
-  uint64_t Next() {
-    uint64_t z = (state_ += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  }
-  double Uniform(double lo, double hi) { return lo + (hi - lo) * (Next() >> 11) * 0x1.0p-53; }
-  int Int(int lo, int hi_inclusive) { return lo + static_cast<int>(Next() % uint64_t(hi_inclusive - lo + 1)); }
-
- private:
-  uint64_t state_;
-};
+// synth's and pack's seeded choices: the shared SplitMix64 (output must be
+// identical everywhere for a given seed).
+using Rng = SplitMix64;
 
 // Groups a shard's members by a key rule named "webdataset", "underscore" or
 // "auto" (underscore when it joins members that webdataset would split, and

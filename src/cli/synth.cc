@@ -122,9 +122,9 @@ std::vector<uint8_t> RenderImage(int w, int h, bool gray, float detail, Rng& rng
   // Objects: ellipses and rotated rectangles with antialiased, soft edges and
   // a little shading, alpha-blended over what is there.
   const double unit = std::min(w, h);
-  const int shapes = rng.Int(6, 12);
+  const int shapes = rng.RandInt(6, 12);
   for (int s = 0; s < shapes; ++s) {
-    const bool ellipse = rng.Int(0, 1) == 0;
+    const bool ellipse = rng.RandInt(0, 1) == 0;
     const double ox = rng.Uniform(0, w), oy = rng.Uniform(0, h);
     const double a = rng.Uniform(0.04, 0.25) * unit, b = a * rng.Uniform(0.4, 1.6);
     const double rot = rng.Uniform(0, M_PI), cr = std::cos(rot), sr = std::sin(rot);
@@ -132,7 +132,7 @@ std::vector<uint8_t> RenderImage(int w, int h, bool gray, float detail, Rng& rng
     const double opacity = rng.Uniform(0.55, 0.95);
     float color[3];
     for (float& c : color) c = float(rng.Uniform(0, 255));
-    const float texture = detail * (rng.Int(0, 4) == 0 ? float(rng.Uniform(0.0, 0.3)) : float(rng.Uniform(0.6, 1.6)));
+    const float texture = detail * (rng.RandInt(0, 4) == 0 ? float(rng.Uniform(0.0, 0.3)) : float(rng.Uniform(0.6, 1.6)));
     const double reach = std::hypot(a, b) + 2 * soft;  // covers a rotated rectangle's corners
     const int x0 = std::max(0, int(ox - reach)), x1 = std::min(w, int(ox + reach) + 1);
     const int y0 = std::max(0, int(oy - reach)), y1 = std::min(h, int(oy + reach) + 1);
@@ -236,7 +236,7 @@ Result<uint64_t> MakeOne(const SynthOptions& opt, const std::string& dir, int ba
   Rng rng(Rng(opt.seed ^ kind_salt ^ (uint64_t(i + 1) * 0xD1B54A32D192ED03ull)).Next());
   const bool sa1b = opt.kind == "sa1b";
   int w = base_w, h = base_h;
-  const int shape = rng.Int(0, 9);
+  const int shape = rng.RandInt(0, 9);
   if (sa1b && shape >= 8) {
     w = base_w * 14 / 15, h = base_h * 21 / 20;  // 1500x1000 -> 1400x1050
   } else if (shape >= (sa1b ? 6 : 8)) {
