@@ -82,6 +82,7 @@ class Loader:
         key_rule: str = "webdataset",
         output: str = "torch",
         keys: bool = True,
+        record_stats: bool = True,
         observe: bool = True,
         log_every: int | None = None,
         window: int = 50,
@@ -102,13 +103,10 @@ class Loader:
             world_size = env_world if world_size is None else world_size
 
         opt = _stoker.LoaderOptions()
-        opt.sources = [sources] if isinstance(sources, (str, os.PathLike)) else [str(s) for s in sources]
-        opt.sources = [str(s) for s in opt.sources]
-        specs = []
-        for name, spec in fields.items():
-            spec.field = name
-            specs.append(spec)
-        opt.fields = specs
+        single = isinstance(sources, (str, os.PathLike))
+        opt.sources = [str(sources)] if single else [str(s) for s in sources]
+        # Copies: one spec object may serve several fields.
+        opt.fields = [spec.named(name) for name, spec in fields.items()]
         opt.batch_size = batch_size
         opt.shuffle = shuffle
         opt.seed = seed
@@ -124,6 +122,7 @@ class Loader:
         opt.timeout_ms = 0 if timeout is None else max(1, int(timeout * 1000))
         opt.key_rule = _KEY_RULE[key_rule]
         opt.include_keys = keys
+        opt.record_stats = record_stats
         opt.trace_spans = int(trace_spans)
 
         self._native = _stoker.NativeLoader.create(opt)

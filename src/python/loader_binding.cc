@@ -111,7 +111,14 @@ void RegisterLoader(nb::module_& m) {
       .def_prop_rw(
           "dtype", [](const FieldSpec& f) { return std::string(DTypeName(f.dtype)); },
           [](FieldSpec& f, const std::string& name) { f.dtype = ValueOrRaise(ParseDTypeName(name)); })
-      .def_rw("max_bytes", &FieldSpec::max_bytes);
+      .def_rw("max_bytes", &FieldSpec::max_bytes)
+      .def(
+          "named",
+          [](FieldSpec spec, std::string field) {
+            spec.field = std::move(field);
+            return spec;
+          },
+          "field"_a, "A copy of this spec reading member `field`.");
 
   nb::class_<LoaderOptions>(m, "LoaderOptions")
       .def(nb::init<>())

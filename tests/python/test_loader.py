@@ -237,3 +237,15 @@ def test_timeout_names_the_batch_and_what_is_in_flight(vision_dir):
     del it
     fast = make(vision_dir, timeout=30)
     assert sum(1 for _ in fast) == len(fast)
+
+
+def test_one_spec_object_may_serve_two_fields(tmp_path):
+    import webdataset as wds
+
+    with wds.TarWriter(str(tmp_path / "two.tar")) as sink:
+        for i in range(4):
+            sink.write({"__key__": f"k{i}", "a.cls": str(i).encode(), "b.cls": str(10 + i).encode()})
+    label = stoker.scalar("int64")
+    loader = stoker.Loader(str(tmp_path / "two.tar"), {"a.cls": label, "b.cls": label}, batch_size=4, output="numpy")
+    batch = next(iter(loader))
+    assert list(batch["a.cls"]) == [0, 1, 2, 3] and list(batch["b.cls"]) == [10, 11, 12, 13]
