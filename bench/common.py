@@ -1,4 +1,4 @@
-"""Shared pieces of stoker's side-by-side benchmarks (see /work/shared/BENCHMARKS.md).
+"""Shared pieces of stoker's side-by-side benchmarks (see ../shared/BENCHMARKS.md).
 
 - ``TreeSampler``: peak RSS and PSS summed over this process and all its
   descendants (DataLoader workers), read from /proc/<pid>/smaps_rollup by a

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The benchmark suite in one command (see bench/README.md, /work/shared/BENCHMARKS.md):
+# The benchmark suite in one command (see bench/README.md, ../shared/BENCHMARKS.md):
 #   bash bench/run.sh            # V, S, A against the peers and the limits: < 15 min on 2 cores
 #   bash bench/run.sh --quick    # V and A, small data, fixed settings: < 2 min
 # Installs the peers from requirements-bench.txt (torch stays pinned), builds the stoker

@@ -4,7 +4,7 @@
     bash bench/run.sh            # installs the peers (requirements-bench.txt), then this; < 15 min on 2 cores
     bash bench/run.sh --quick    # V and A, small data, no tuning grid: < 2 min
 
-Protocol: /work/shared/BENCHMARKS.md. Per workload, in ONE process, on the SAME files
+Protocol: ../shared/BENCHMARKS.md. Per workload, in ONE process, on the SAME files
 (bench/data/, made once with fixed seeds by `stoker synth`, hot page cache):
 
   limits   decode: single-thread TurboJPEG full decode x cores (the ceiling), beside

@@ -2,7 +2,7 @@
 """Vision benchmark: stoker.Loader vs torch.utils.data.DataLoader, side by side in one run.
 
 Measures, in ONE process over the SAME tar shards (hot page cache), following
-/work/shared/BENCHMARKS.md:
+../shared/BENCHMARKS.md:
 
   limits   single-thread TurboJPEG full-RGB decode (stoker.decode_jpeg_rgb) x cores,
            plus single-thread decode+resize (stoker.decode_jpeg), Pillow decode+resize,
