@@ -8,8 +8,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
-export PYTHONPATH="$ROOT/python${PYTHONPATH:+:$PYTHONPATH}"
 PY=${PYTHON:-python3}
+# A development tree (native module linked into python/stoker) wins over the
+# installed package; a clean checkout uses what scripts/setup.sh installed.
+if compgen -G "python/stoker/_stoker*.so" >/dev/null; then
+  export PYTHONPATH="$ROOT/python${PYTHONPATH:+:$PYTHONPATH}"
+fi
 
 if [[ "${STOKER_BENCH_SKIP_INSTALL:-0}" != 1 ]]; then
   # torch must not move: pin it to what is installed through a constraint file.
@@ -35,8 +39,8 @@ PYEOF
 fi
 
 # the native module and the stoker command
-if [[ ! -x python/stoker/bin/stoker ]] || ! "$PY" -c 'import stoker' >/dev/null 2>&1; then
-  if [[ -d build/py ]]; then cmake --build build/py; else echo "bench/run.sh: build stoker first (README)"; exit 1; fi
+if ! "$PY" -c 'import stoker, os, stoker._cli as c; assert os.path.exists(c.binary())' >/dev/null 2>&1; then
+  if [[ -d build/py ]] && [[ -n "${PYTHONPATH:-}" ]]; then cmake --build build/py; else bash scripts/setup.sh; fi
 fi
 
 exec "$PY" bench/suite.py "$@"

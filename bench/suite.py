@@ -458,12 +458,20 @@ def twait_epoch(w, data, kind, setting, step_s: float) -> dict:
             "efficiency": win.get("efficiency"), "stoker_observer": own}
 
 
+def stoker_child_env() -> dict:
+    """A child process imports the same stoker as this one (installed or in-tree)."""
+    import stoker
+
+    here = str(Path(stoker.__file__).resolve().parents[1])
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (here, os.environ.get("PYTHONPATH")) if p)}
+
+
 def memory_child(wname: str, count: int, kind: str, setting) -> dict:
     """One epoch in a fresh process: the whole tree's peak RSS/PSS, no other peer loaded."""
     cmd = [sys.executable, str(Path(__file__).resolve()), "--child",
            json.dumps({"w": wname, "count": count, "kind": kind, "setting": setting})]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=600,
-                       env={**os.environ, "PYTHONPATH": os.environ.get("PYTHONPATH", str(common.ROOT / "python"))})
+                       env=stoker_child_env())
     if r.returncode != 0:
         return {"error": r.stderr.strip()[-400:]}
     return json.loads(r.stdout.strip().splitlines()[-1])
