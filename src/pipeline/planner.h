@@ -29,7 +29,6 @@ struct SampleRef {
 struct EpochPlan {
   PlanInfo info;
   std::vector<SampleRef> samples;  // this rank's samples in delivery order
-  int64_t BatchBegin(int64_t batch, int batch_size) const { return batch * batch_size; }
 };
 
 Result<EpochPlan> PlanEpoch(const std::vector<uint32_t>& samples_per_shard, const LoaderOptions& options,
