@@ -885,7 +885,8 @@ def to_jsonable(x):
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="V and A, small data, fixed settings: < 2 min")
-    ap.add_argument("--workloads", default=None, help="comma list of V,S,A (default all; --quick V,A)")
+    ap.add_argument("--workloads", default=None,
+                    help="comma list of V,S,A (default all; --quick V,A); T alone runs the token workload (bench/tokens.py)")
     ap.add_argument("--out", default=None, help="output stem (default bench/results/<UTC stamp>)")
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -893,6 +894,12 @@ def main(argv=None) -> int:
         return child_main(args.child)
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     workloads = (args.workloads or ("V,A" if args.quick else "V,S,A")).split(",")
+    if "T" in workloads:
+        import tokens
+
+        if workloads != ["T"]:
+            print("T runs on its own: bench/run.sh --workloads T", flush=True)
+        return tokens.main(["--out", args.out] if args.out else [])
     import torch
 
     info = common.machine_info(["stoker", "torch", "webdataset", "PIL", "numpy", "spdl.io", "nvidia.dali"])

@@ -30,4 +30,8 @@ fi
 PY=${PYTHON:-python3}
 # torch is pinned: 2.13.0 is the CPU build this project is tested against.
 $PY -m pip install -q -r requirements-dev.txt
+# megatron-core is the reference of the token tests and bench: 0.16.1 is the
+# newest for Python 3.11 and its wheel carries the compiled helpers_cpp;
+# --no-deps keeps torch at its pin (its dataset code needs numpy, torch, packaging).
+$PY -m pip install -q --no-deps megatron-core==0.16.1 packaging
 $PY -m pip install -q --no-build-isolation .

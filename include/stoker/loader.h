@@ -58,7 +58,27 @@ enum class PartitionPolicy : uint8_t {
   kPadRepeat,      // every rank gets ceil(N / world); the shortfall repeats the first samples
 };
 
+// Token windows from Megatron indexed datasets (prefix.bin + prefix.idx),
+// sample for sample the order of megatron-core 0.16.1's GPTDataset (one path,
+// no weights) or BlendedDataset (weights). With paths set, the loader yields
+// one int64 array "tokens" [B, seq_len + 1] per batch (labels are its columns
+// 1..seq_len) instead of fields; batch_size is megatron's micro batch size and
+// ranks split each global batch (batch_size * world_size) as megatron's
+// pretraining sampler does. seed, rank and world_size come from LoaderOptions.
+struct TokenOptions {
+  std::vector<std::string> paths;  // prefixes, without .bin/.idx
+  std::vector<double> weights;     // empty: one path, a plain GPTDataset; else a blend
+  int seq_len = 2048;
+  int64_t num_samples = -1;        // <0: one epoch (blends need a number)
+  std::string split = "100,0,0";   // megatron's split string
+  int split_index = 0;             // 0 train, 1 valid, 2 test
+  bool add_extra_token = true;     // add_extra_token_to_sequence
+  std::string cache_dir;           // empty: <dir of each path>/cache/stoker_indices
+  int64_t consumed_samples = 0;    // start here (megatron's consumed_samples)
+};
+
 struct LoaderOptions {
+  TokenOptions tokens;             // paths set: a token loader; sources/fields unused
   // Shards: paths, brace ranges "a-{000..031}.tar", globs "dir/*.tar", or a
   // text file (".txt") listing one shard per line.
   std::vector<std::string> sources;

@@ -10,9 +10,12 @@ from ._stoker import StokerError, decode_jpeg, decode_jpeg_rgb, expand_sources
 from .fields import image, image_spec, npy, npz, raw, scalar
 from .loader import Loader
 from .observe import Observer, profile, to_device
+from .tokens import MegatronDataset, TokenLoader, write_megatron
 
 __all__ = [
     "Loader",
+    "MegatronDataset",
+    "TokenLoader",
     "Observer",
     "StokerError",
     "decode_jpeg",
@@ -26,5 +29,6 @@ __all__ = [
     "raw",
     "scalar",
     "to_device",
+    "write_megatron",
 ]
 __version__ = "0.1.0"

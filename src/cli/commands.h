@@ -34,5 +34,8 @@ void RegisterIndex(CLI::App& app, Status* status);
 void RegisterInspect(CLI::App& app, Status* status);
 void RegisterBench(CLI::App& app, Status* status);
 void RegisterDoctor(CLI::App& app, Status* status);
+void RegisterPackTokens(CLI::App& app, Status* status);
+// `stoker inspect X.idx`: documents, tokens, dtype and length stats.
+Status InspectTokens(const std::string& path, bool json);
 
 }  // namespace stoker::cli

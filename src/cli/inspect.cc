@@ -27,6 +27,7 @@ struct FieldStats {
 };
 
 Status RunInspect(const InspectOptions& opt) {
+  if (opt.shard.ends_with(".idx") || opt.shard.ends_with(".bin")) return InspectTokens(opt.shard, opt.json);
   STOKER_ASSIGN_OR_RETURN(File file, File::OpenRead(opt.shard));
   STOKER_ASSIGN_OR_RETURN(uint64_t shard_size, file.Size());
   STOKER_ASSIGN_OR_RETURN(std::vector<TarMember> members, ScanTar(file, shard_size));
@@ -85,7 +86,7 @@ Status RunInspect(const InspectOptions& opt) {
 
 void RegisterInspect(CLI::App& app, Status* status) {
   auto opt = std::make_shared<InspectOptions>();
-  CLI::App* cmd = app.add_subcommand("inspect", "Show the samples and fields of a tar shard");
+  CLI::App* cmd = app.add_subcommand("inspect", "Show the samples and fields of a tar shard, or a Megatron .idx");
   cmd->add_option("SHARD", opt->shard, "tar shard")->required();
   cmd->add_option("-n,--samples", opt->samples, "how many samples to list")->capture_default_str();
   cmd->add_option("--key-rule", opt->key_rule, "how members group into samples")

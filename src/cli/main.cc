@@ -19,6 +19,7 @@ int main(int argc, char** argv) {
   stoker::cli::RegisterInspect(app, &status);
   stoker::cli::RegisterBench(app, &status);
   stoker::cli::RegisterDoctor(app, &status);
+  stoker::cli::RegisterPackTokens(app, &status);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -33,6 +33,30 @@ Result<ArrayInfo> ProbeNpy(std::span<const uint8_t> npy, const std::string& wher
 
 }  // namespace
 
+namespace {
+
+void AssignOffsets(BatchLayout& layout, int batch_size) {
+  size_t offset = 0;
+  for (ArraySlot& a : layout.arrays) {
+    a.offset = offset;
+    offset += a.sample_bytes * static_cast<size_t>(batch_size);
+    offset = (offset + kRegionAlignment - 1) / kRegionAlignment * kRegionAlignment;
+  }
+  layout.buffer_bytes = offset;
+}
+
+}  // namespace
+
+BatchLayout MakeTokenLayout(int sample_tokens, int batch_size) {
+  BatchLayout layout;
+  layout.batch_size = batch_size;
+  AddArray(layout, nullptr, "tokens", DType::kI64, {sample_tokens});
+  AddArray(layout, nullptr, "__index__", DType::kI64, {});
+  layout.index_array = 1;
+  AssignOffsets(layout, batch_size);
+  return layout;
+}
+
 Result<BatchLayout> MakeBatchLayout(const std::vector<FieldSpec>& fields, int batch_size, const SampleEntry& entry,
                                     std::span<const uint8_t> probe, const std::string& where) {
   if (fields.empty()) return InvalidArgument("no fields requested");

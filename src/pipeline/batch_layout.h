@@ -47,4 +47,7 @@ struct BatchLayout {
 Result<BatchLayout> MakeBatchLayout(const std::vector<FieldSpec>& fields, int batch_size, const SampleEntry& entry,
                                     std::span<const uint8_t> probe, const std::string& where);
 
+// A token batch: "tokens" int64 [batch_size, sample_tokens] (then "__index__").
+BatchLayout MakeTokenLayout(int sample_tokens, int batch_size);
+
 }  // namespace stoker

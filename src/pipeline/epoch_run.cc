@@ -26,7 +26,9 @@ EpochRun::EpochRun(const Dataset* data, ShardFiles* files, std::shared_ptr<Buffe
                     rec_ ? &rec_->decode_queue.get_wait_ns : nullptr) {
   const LoaderOptions& o = data_->options;
   const int readers = std::max(1, o.io_depth);
-  const int decoders = o.decode_threads > 0 ? o.decode_threads : std::max(1u, std::thread::hardware_concurrency());
+  const int decoders = data_->tokens ? 0
+                       : o.decode_threads > 0 ? o.decode_threads
+                                              : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   if (rec_) {
     rec_->io_depth = readers;
     rec_->decode_threads = decoders;
@@ -107,7 +109,10 @@ Status EpochRun::TimeoutError(int64_t batch, int timeout_ms, int missing) const 
 
 void EpochRun::Schedule(int64_t first_batch) {
   const int bs = data_->options.batch_size;
-  const int64_t total = static_cast<int64_t>(plan_->samples.size());
+  const int64_t total = plan_->info.rank_samples;
+  // Token windows are small and cheap: one task per run of slots (~256 KiB of
+  // output) keeps queue traffic off the per-sample path.
+  const int run = data_->tokens ? std::max(1, (256 << 10) / (data_->tokens->sample_tokens() * 8)) : 1;
   for (int64_t b = first_batch; b < plan_->info.batches; ++b) {
     {
       std::lock_guard lock(mu_);
@@ -134,14 +139,19 @@ void EpochRun::Schedule(int64_t first_batch) {
       in_flight_[b] = std::move(work);
       if (rec_) rec_->batches_in_progress++;
     }
-    for (int slot = 0; slot < raw->size; ++slot) {
-      if (!read_queue_.Push(ReadTask{raw, slot, plan_->samples[b * bs + slot]})) return;
+    for (int slot = 0; slot < raw->size; slot += run) {
+      const int count = std::min(run, raw->size - slot);
+      if (!read_queue_.Push(ReadTask{raw, slot, plan_->At(b * bs + slot), count})) return;
     }
   }
 }
 
 void EpochRun::ReadLoop(uint32_t thread) {
   while (std::optional<ReadTask> task = read_queue_.Pop()) {
+    if (data_->tokens) {
+      ReadTokens(*task, thread);
+      continue;
+    }
     const SampleEntry& entry = data_->indexes[task->ref.shard].samples[task->ref.sample];
     Bytes bytes = TakeBuffer();
     bytes->resize(entry.end - entry.begin);
@@ -198,9 +208,35 @@ void EpochRun::DecodeLoop(uint32_t thread) {
   }
 }
 
+void EpochRun::ReadTokens(const ReadTask& task, uint32_t thread) {
+  const TokenSource& tokens = *data_->tokens;
+  const BatchLayout& layout = data_->layout;
+  uint8_t* base = task.batch->lease->data();
+  const ArraySlot& out = layout.arrays[0];
+  const ArraySlot& index = layout.arrays[layout.index_array];
+  const int bs = data_->options.batch_size;
+  const uint64_t begin = NowNs();
+  if (rec_) rec_->reads_in_flight++;
+  for (int k = 0; k < task.count; ++k) {
+    const int slot = task.slot + k;
+    const int64_t global = static_cast<int64_t>(plan_->At(task.batch->index * bs + slot).global);
+    tokens.Fill(global, reinterpret_cast<int64_t*>(base + out.offset + out.sample_bytes * slot));
+    std::memcpy(base + index.offset + index.sample_bytes * slot, &global, sizeof(global));
+    if (!task.batch->keys.empty()) task.batch->keys[slot] = std::to_string(global);
+  }
+  if (rec_) {
+    const uint64_t end = NowNs();
+    rec_->reads_in_flight--;
+    rec_->read.Add(out.sample_bytes * static_cast<size_t>(task.count), end - begin);
+    rec_->read_latency.Record(end - begin);
+    rec_->AddSpan({SpanKind::kRead, thread, begin, end, task.batch->index, task.slot});
+  }
+  Finish(task, Status::Ok());
+}
+
 void EpochRun::Finish(const ReadTask& task, Status st) {
   if (!st.ok()) task.batch->RecordError(task.slot, std::move(st));
-  if (task.batch->pending.fetch_sub(1) == 1) {
+  if (task.batch->pending.fetch_sub(task.count) == task.count) {
     std::lock_guard lock(mu_);
     task.batch->done = true;
     if (rec_) {

@@ -3,6 +3,10 @@
 //   scheduler ──ReadTask──▶ read_queue ──▶ readers (io_depth) ──DecodeTask──▶
 //   decode_queue ──▶ decoders (decode_threads) ──▶ slot of a pooled batch ──▶ NextReady()
 //
+// Token runs (Dataset::tokens set) use the same scheduler, pool, read queue
+// and ordered delivery; a reader fills a run of slots from the memory map
+// (ReadTokens) and there is no decode stage.
+//
 // The scheduler walks the epoch plan one batch at a time: it takes a buffer
 // from the pool (the pool's capacity is the prefetch bound), then queues one
 // read per sample. Readers pread a sample's whole byte range; decoders write
@@ -32,6 +36,7 @@
 #include "pipeline/batch_layout.h"
 #include "pipeline/planner.h"
 #include "pipeline/shard_files.h"
+#include "pipeline/token_source.h"
 #include "formats/sample_index.h"
 #include "stoker/loader.h"
 
@@ -63,6 +68,7 @@ struct ReadTask {
   BatchWork* batch;
   int slot;
   SampleRef ref;
+  int count = 1;  // token runs: slots [slot, slot + count), samples ref.global.. in plan order
 };
 
 using Bytes = std::unique_ptr<std::vector<uint8_t>>;
@@ -79,6 +85,10 @@ struct Dataset {
   std::vector<std::string> shards;
   std::vector<ShardIndex> indexes;
   BatchLayout layout;
+  // Set for a token loader: readers copy each sample's token window from the
+  // mmap'd .bin straight into its slot (read and assembly are one copy), so
+  // no decoder threads run and tasks cover several slots.
+  std::shared_ptr<const TokenSource> tokens;
 };
 
 class EpochRun {
@@ -100,6 +110,7 @@ class EpochRun {
   void Schedule(int64_t first_batch);
   void ReadLoop(uint32_t thread);
   void DecodeLoop(uint32_t thread);
+  void ReadTokens(const ReadTask& task, uint32_t thread);
   // Counts a sample done (with its error, if any); the last one readies the batch.
   void Finish(const ReadTask& task, Status st);
   // Read buffers are bounded by the queues (io_depth readers, the decode

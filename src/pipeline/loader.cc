@@ -12,6 +12,7 @@
 #include "pipeline/batch_layout.h"
 #include "pipeline/epoch_run.h"
 #include "pipeline/planner.h"
+#include "pipeline/token_source.h"
 #include "stoker/loader.h"
 
 namespace stoker {
@@ -54,6 +55,7 @@ class LoaderImpl : public Loader {
   ~LoaderImpl() override { run_.reset(); }
 
   Status Init() {
+    token_consumed_ = data_.options.tokens.consumed_samples;
     counts_.reserve(data_.indexes.size());
     for (const ShardIndex& index : data_.indexes) counts_.push_back(static_cast<uint32_t>(index.samples.size()));
     return Plan(0);
@@ -95,6 +97,17 @@ class LoaderImpl : public Loader {
   const LoaderOptions& options() const override { return data_.options; }
 
   std::string State() const override {
+    if (data_.tokens) {
+      // Megatron's own resume point: global samples consumed by all ranks.
+      const int64_t consumed = token_consumed_ + next_batch_ * data_.options.batch_size * data_.options.world_size;
+      return nlohmann::json({{"consumed_samples", consumed},
+                             {"seed", data_.options.seed},
+                             {"rank", data_.options.rank},
+                             {"world_size", data_.options.world_size},
+                             {"batch_size", data_.options.batch_size},
+                             {"dataset_samples", plan_.info.dataset_samples}})
+          .dump();
+    }
     nlohmann::json j = {{"epoch", epoch_},
                         {"next_batch", next_batch_},
                         {"seed", data_.options.seed},
@@ -127,6 +140,10 @@ class LoaderImpl : public Loader {
                                ", this loader has " + std::to_string(mine));
       }
     }
+    if (data_.tokens) {
+      STOKER_ASSIGN_OR_RETURN(int64_t consumed, field("consumed_samples"));
+      return RestoreConsumed(consumed);
+    }
     STOKER_ASSIGN_OR_RETURN(int64_t epoch, field("epoch"));
     STOKER_ASSIGN_OR_RETURN(int64_t next, field("next_batch"));
     run_.reset();
@@ -138,7 +155,28 @@ class LoaderImpl : public Loader {
   }
 
  private:
+  Status RestoreConsumed(int64_t consumed) {
+    run_.reset();
+    const int64_t saved = token_consumed_;
+    token_consumed_ = consumed;
+    Status st = Plan(0);
+    if (!st.ok()) {
+      token_consumed_ = saved;
+      return st;
+    }
+    next_batch_ = 0;
+    Start();
+    return Status::Ok();
+  }
+
   Status Plan(uint64_t epoch) {
+    if (data_.tokens) {
+      // One pass over the token dataset's samples (megatron's epochs are
+      // inside its indices); a new epoch starts again at consumed_samples.
+      STOKER_ASSIGN_OR_RETURN(plan_, PlanTokenRun(data_.tokens->size(), token_consumed_, data_.options));
+      epoch_ = epoch;
+      return Status::Ok();
+    }
     STOKER_ASSIGN_OR_RETURN(plan_, PlanEpoch(counts_, data_.options, epoch));
     epoch_ = epoch;
     return Status::Ok();
@@ -159,6 +197,7 @@ class LoaderImpl : public Loader {
   EpochPlan plan_;
   uint64_t epoch_ = 0;
   int64_t next_batch_ = 0;
+  int64_t token_consumed_ = 0;  // token runs: the plan starts at this global sample
   std::unique_ptr<EpochRun> run_;  // last member: torn down first
 };
 
@@ -168,6 +207,16 @@ Result<std::unique_ptr<Loader>> Loader::Create(LoaderOptions options) {
   if (options.batch_size < 1) return InvalidArgument("batch_size must be at least 1");
   if (options.prefetch_batches < 1) return InvalidArgument("prefetch_batches must be at least 1");
   Dataset data;
+  if (!options.tokens.paths.empty()) {
+    STOKER_ASSIGN_OR_RETURN(std::unique_ptr<TokenSource> tokens, TokenSource::Open(options.tokens, options.seed));
+    data.layout = MakeTokenLayout(tokens->sample_tokens(), options.batch_size);
+    data.tokens = std::move(tokens);
+    data.options = std::move(options);
+    auto pool = BufferPool::Create(data.layout.buffer_bytes, static_cast<size_t>(data.options.prefetch_batches) + 1);
+    auto loader = std::make_unique<LoaderImpl>(std::move(data), std::move(pool));
+    STOKER_RETURN_IF_ERROR(loader->Init());
+    return std::unique_ptr<Loader>(std::move(loader));
+  }
   STOKER_ASSIGN_OR_RETURN(data.shards, ExpandSources(options.sources));
   for (const std::string& shard : data.shards) {
     STOKER_ASSIGN_OR_RETURN(ShardIndex index, LoadOrBuildShardIndex(shard, options.key_rule));

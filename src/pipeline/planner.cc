@@ -104,4 +104,31 @@ Result<EpochPlan> PlanEpoch(const std::vector<uint32_t>& samples_per_shard, cons
   return plan;
 }
 
+Result<EpochPlan> PlanTokenRun(int64_t total, int64_t consumed, const LoaderOptions& options) {
+  if (options.world_size < 1 || options.rank < 0 || options.rank >= options.world_size) {
+    return InvalidArgument("rank " + std::to_string(options.rank) + " is outside world_size " +
+                           std::to_string(options.world_size));
+  }
+  if (options.batch_size < 1) return InvalidArgument("batch_size must be at least 1");
+  if (consumed < 0 || consumed > total) {
+    return InvalidArgument("consumed_samples " + std::to_string(consumed) + " is outside the dataset's " +
+                           std::to_string(total) + " samples");
+  }
+  const uint64_t micro = static_cast<uint64_t>(options.batch_size);
+  const uint64_t global = micro * static_cast<uint64_t>(options.world_size);
+  EpochPlan plan;
+  plan.strided = true;
+  plan.first = static_cast<uint64_t>(consumed);
+  plan.global_batch = global;
+  plan.micro = micro;
+  plan.rank_offset = micro * static_cast<uint64_t>(options.rank);
+  const uint64_t batches = static_cast<uint64_t>(total - consumed) / global;
+  plan.info.dataset_samples = total;
+  plan.info.batches = static_cast<int64_t>(batches);
+  plan.info.rank_samples = static_cast<int64_t>(batches * micro);
+  plan.info.dropped_samples = static_cast<int64_t>(static_cast<uint64_t>(total - consumed) - batches * global);
+  plan.info.num_shards = 1;
+  return plan;
+}
+
 }  // namespace stoker

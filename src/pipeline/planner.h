@@ -28,11 +28,27 @@ struct SampleRef {
 
 struct EpochPlan {
   PlanInfo info;
-  std::vector<SampleRef> samples;  // this rank's samples in delivery order
+  std::vector<SampleRef> samples;  // this rank's samples in delivery order (shards)
+  // Token runs keep no list: sample i of this rank is global sample
+  // first + (i / micro) * global_batch + rank_offset + i % micro.
+  bool strided = false;
+  uint64_t first = 0, global_batch = 0, rank_offset = 0, micro = 1;
+
+  SampleRef At(int64_t i) const {
+    if (!strided) return samples[static_cast<size_t>(i)];
+    const uint64_t u = static_cast<uint64_t>(i);
+    return SampleRef{0, 0, first + (u / micro) * global_batch + rank_offset + u % micro};
+  }
 };
 
 Result<EpochPlan> PlanEpoch(const std::vector<uint32_t>& samples_per_shard, const LoaderOptions& options,
                             uint64_t epoch);
+
+// Megatron's pretraining sampler over `total` samples from `consumed`: each
+// global batch of batch_size * world_size consecutive samples gives rank r its
+// [r * batch_size, (r + 1) * batch_size) part; a partial last global batch is
+// dropped (drop_last, as megatron trains). O(1): no list is built.
+Result<EpochPlan> PlanTokenRun(int64_t total, int64_t consumed, const LoaderOptions& options);
 
 // A 64-bit mix of its arguments (splitmix64); seeds of shuffles and of
 // per-sample augmentation derive from it.

@@ -122,6 +122,7 @@ void RegisterLoader(nb::module_& m) {
 
   nb::class_<LoaderOptions>(m, "LoaderOptions")
       .def(nb::init<>())
+      .def_rw("tokens", &LoaderOptions::tokens)
       .def_rw("sources", &LoaderOptions::sources)
       .def_rw("fields", &LoaderOptions::fields)
       .def_rw("key_rule", &LoaderOptions::key_rule)

@@ -1,0 +1,218 @@
+"""Token datasets: Megatron ``.bin``/``.idx`` pairs, batched by the one engine.
+
+Sample ``i`` of a :class:`TokenLoader` is ``GPTDataset[i]`` of megatron-core
+0.16.1 for the same files, seed, ``seq_len``, split, ``num_samples`` and
+``add_extra_token`` (or ``BlendedDataset[i]`` when ``weights`` are given);
+ranks take their micro-batches of each global batch as megatron's pretraining
+sampler hands them out. Everything per sample runs in C++ (index build,
+window copy into a pooled ``[B, seq_len + 1]`` int64 buffer); ``tokens`` and
+``labels`` are two views of that buffer.
+"""
+from __future__ import annotations
+
+import json
+import os
+import time
+from typing import Any, Iterator, Mapping, Sequence
+
+from . import _stoker
+from .loader import Loader, _EpochIterator, _distributed_rank_world
+from .observe import Observer
+
+MegatronDataset = _stoker.MegatronDataset
+
+
+def write_megatron(prefix: str | os.PathLike, documents, dtype: str | None = None) -> str:
+    """Writes documents (sequences of token ids) as ``prefix.bin``/``prefix.idx``.
+
+    ``dtype`` defaults to megatron's choice for the largest id: uint16 below
+    65500, else int32. Returns the dtype written."""
+    import numpy as np
+
+    docs = [np.ascontiguousarray(d, dtype=np.int64) for d in documents]
+    if dtype is None:
+        top = max((int(d.max()) for d in docs if d.size), default=0)
+        dtype = "uint16" if top + 1 < 65500 else "int32"
+    writer = _stoker.MegatronWriter.create(str(prefix), dtype)
+    for d in docs:
+        writer.add(d)
+    writer.finish()
+    return dtype
+
+
+class TokenLoader(Loader):
+    """Batches of token windows from Megatron indexed datasets.
+
+    >>> loader = stoker.TokenLoader("data/corpus_text_document", seq_len=2048,
+    ...     batch_size=8, seed=1234, num_samples=100_000)
+    >>> for batch in loader:          # {"tokens": int64 [8, 2048], "labels": int64 [8, 2048]}
+    ...     train(batch)
+    >>> loader.state_dict()            # {"stoker": {"consumed_samples": ..., ...}}
+
+    ``paths`` is one prefix (a plain GPTDataset) or several with ``weights``
+    (a BlendedDataset of ``num_samples``). ``batch_size`` is megatron's micro
+    batch; rank r of world_size gets its part of each global batch of
+    ``batch_size * world_size`` samples. ``consumed_samples`` starts there (the
+    number megatron checkpoints); ``state_dict()`` / ``load_state_dict()``
+    carry it. ``extras`` may hold "loss_mask" and "position_ids" (as
+    megatron's GPTDataset makes them without reset_* or eod_mask_loss).
+    One pass over the samples per iteration sequence: iterating again after the
+    end yields nothing until ``set_epoch`` restarts at ``consumed_samples``.
+    """
+
+    def __init__(
+        self,
+        paths: str | os.PathLike | Sequence[str | os.PathLike],
+        *,
+        seq_len: int,
+        batch_size: int,
+        weights: Sequence[float] | None = None,
+        seed: int = 1234,
+        num_samples: int | None = None,
+        split: str = "100,0,0",
+        split_index: int = 0,
+        add_extra_token: bool = True,
+        consumed_samples: int = 0,
+        cache_dir: str | os.PathLike | None = None,
+        extras: Sequence[str] = (),
+        rank: int | None = None,
+        world_size: int | None = None,
+        io_depth: int = 2,
+        prefetch: int = 4,
+        timeout: float | None = None,
+        output: str = "torch",
+        record_stats: bool = True,
+        observe: bool = True,
+        log_every: int | None = None,
+        window: int = 50,
+        slow_factor: float = 5.0,
+        slow_floor_s: float = 0.05,
+        jsonl: str | os.PathLike | None = None,
+        trace_spans: int = 0,
+    ) -> None:
+        if output not in ("torch", "numpy"):
+            raise ValueError(f"output must be 'torch' or 'numpy', not {output!r}")
+        unknown = set(extras) - {"loss_mask", "position_ids"}
+        if unknown:
+            raise ValueError(f"unknown extras {sorted(unknown)}; choose from loss_mask, position_ids")
+        if rank is None or world_size is None:
+            env_rank, env_world = _distributed_rank_world()
+            rank = env_rank if rank is None else rank
+            world_size = env_world if world_size is None else world_size
+        single = isinstance(paths, (str, os.PathLike))
+        topt = _stoker.TokenOptions()
+        topt.paths = [str(paths)] if single else [str(p) for p in paths]
+        topt.weights = [] if weights is None else [float(w) for w in weights]
+        topt.seq_len = int(seq_len)
+        topt.num_samples = -1 if num_samples is None else int(num_samples)
+        topt.split = split
+        topt.split_index = int(split_index)
+        topt.add_extra_token = bool(add_extra_token)
+        topt.cache_dir = "" if cache_dir is None else str(cache_dir)
+        topt.consumed_samples = int(consumed_samples)
+
+        opt = _stoker.LoaderOptions()
+        opt.tokens = topt
+        opt.batch_size = batch_size
+        opt.seed = seed
+        opt.rank = rank
+        opt.world_size = world_size
+        opt.io_depth = io_depth
+        opt.prefetch_batches = prefetch
+        opt.timeout_ms = 0 if timeout is None else max(1, int(timeout * 1000))
+        opt.include_keys = False
+        opt.record_stats = record_stats
+        opt.trace_spans = int(trace_spans)
+
+        self._native = _stoker.NativeLoader.create(opt)
+        self._npz_fields = set()
+        self._epoch = 0
+        self._resuming = True  # iteration continues from the current position
+        self._generation = 0
+        self._observer = None
+        self._engine_origin = 0.0
+        self._seq_len = int(seq_len)
+        self._extra_token = bool(add_extra_token)
+        self._extras = tuple(extras)
+        self._cached: dict[str, Any] = {}
+        if observe:
+            self._observer = Observer(
+                window=window, log_every=log_every, slow_factor=slow_factor, slow_floor_s=slow_floor_s,
+                jsonl=jsonl, trace_events=trace_spans, source="stoker.TokenLoader",
+                config={"batch_size": batch_size, "io_depth": io_depth, "prefetch": prefetch,
+                        "seq_len": seq_len, "batches": self._native.plan.batches})
+            t0 = time.perf_counter()
+            since_start = _stoker.stage_snapshot(self._native).time_s
+            self._engine_origin = (t0 + time.perf_counter()) / 2 - since_start
+        elif jsonl is not None or trace_spans:
+            raise ValueError("jsonl and trace_spans need observe=True")
+        self._torch = None
+        if output == "torch":
+            import torch
+
+            self._torch = torch
+
+    def set_epoch(self, epoch: int) -> None:
+        """Restart at ``consumed_samples`` (the token order spans megatron's
+        epochs already; this only rewinds)."""
+        self._epoch = int(epoch)
+        self._resuming = False
+
+    def __iter__(self) -> Iterator[dict]:
+        if not self._resuming:
+            self._native.set_epoch(self._epoch)
+        self._resuming = True
+        self._generation += 1
+        return _EpochIterator(self, self._generation)
+
+    def _extra(self, name: str, batch_size: int):
+        key = (name, batch_size)
+        if key not in self._cached:
+            import numpy as np
+
+            if name == "loss_mask":
+                value = np.ones((batch_size, self._seq_len), dtype=np.float32)
+            else:
+                value = np.broadcast_to(np.arange(self._seq_len, dtype=np.int64), (batch_size, self._seq_len))
+            self._cached[key] = self._torch.from_numpy(value) if self._torch is not None else value
+        value = self._cached[key]
+        return value.clone() if name == "loss_mask" and self._torch is not None else value
+
+    def _to_dict(self, item) -> dict:
+        _, arrays, _ = item
+        convert = self._torch.from_numpy if self._torch is not None else (lambda a: a)
+        window = None
+        index = None
+        for name, array in arrays:
+            if name == "tokens":
+                window = convert(array)
+            elif name == "__index__":
+                index = convert(array)
+        if self._extra_token:
+            batch = {"tokens": window[:, :-1], "labels": window[:, 1:]}
+        else:
+            tokens = window
+            if self._torch is not None:
+                labels = self._torch.roll(tokens, -1, dims=1)
+            else:
+                import numpy as np
+
+                labels = np.roll(tokens, -1, axis=1)
+            labels[:, -1] = 0  # megatron: the pad id, then pad ids become 0
+            batch = {"tokens": tokens, "labels": labels}
+        for name in self._extras:
+            batch[name] = self._extra(name, window.shape[0])
+        if not self._extra_token and "loss_mask" in batch:
+            batch["loss_mask"][:, -1] = 0
+        batch["__index__"] = index
+        return batch
+
+    @property
+    def consumed_samples(self) -> int:
+        """Global samples consumed by all ranks so far (megatron's count)."""
+        return int(json.loads(self._native.state())["consumed_samples"])
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Continue at the state's ``consumed_samples``."""
+        self._native.restore(json.dumps(state["stoker"]))
+        self._resuming = True

@@ -1,0 +1,53 @@
+// pipeline/token_source.h — the sample space of a token loader: the
+// memory-mapped Megatron datasets, megatron-core's GPT indices for each (built
+// in C++ by gpt_indices.h, cached on disk and reused) and, for a weighted
+// blend, the blending index. Fill(i) writes sample i of the top-level dataset
+// (GPTDataset[i] or BlendedDataset[i]) straight into its batch slot as int64.
+// Cache files: <cache_dir>/<fnv64 of the description>-gpt.idx.bin; the
+// description (dataset path, .idx size and mtime, seed, seq_len, num_samples,
+// split, extra token) is stored inside and compared before reuse.
+// Thread-safety: immutable after Open; Fill from any number of threads.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "formats/megatron_index.h"
+#include "pipeline/gpt_indices.h"
+#include "stoker/loader.h"
+
+namespace stoker {
+
+class TokenSource {
+ public:
+  static Result<std::unique_ptr<TokenSource>> Open(const TokenOptions& options, uint64_t seed);
+
+  int64_t size() const { return size_; }                  // len() of the top-level dataset
+  int sample_tokens() const { return sample_tokens_; }    // seq_len + add_extra_token
+  // Sample i, as GPTDataset[i]["tokens"] followed by its last label.
+  void Fill(int64_t i, int64_t* out) const;
+  // Where an index came from: "built" or "cached", per dataset, and build seconds.
+  const std::vector<std::string>& index_origin() const { return origin_; }
+  double index_seconds() const { return index_seconds_; }
+
+ private:
+  struct Part {
+    const MegatronDataset* data;
+    GptIndices indices;
+  };
+  void FillGpt(const Part& part, int64_t i, int64_t* out) const;
+
+  std::vector<std::unique_ptr<MegatronDataset>> files_;
+  std::vector<Part> parts_;
+  std::vector<int16_t> dataset_index_;         // blend only
+  std::vector<int64_t> dataset_sample_index_;  // blend only
+  int64_t size_ = 0;
+  int sample_tokens_ = 0;
+  bool extra_token_ = true;
+  std::vector<std::string> origin_;
+  double index_seconds_ = 0;
+};
+
+}  // namespace stoker

@@ -1,0 +1,159 @@
+// python/token_binding.cc — Megatron token datasets for Python: the reader
+// and writer (formats/megatron_index.h), TokenOptions for the loader, and the
+// index builders (pipeline/gpt_indices.h) exposed so tests can hold them
+// against megatron-core and numpy. Thin: each call forwards to C++ with the
+// GIL released where it computes; arrays come back as owned numpy copies.
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/unique_ptr.h>
+#include <nanobind/stl/vector.h>
+
+#include "core/numpy_random.h"
+#include "formats/megatron_index.h"
+#include "pipeline/gpt_indices.h"
+#include "python/status_binding.h"
+#include "stoker/loader.h"
+
+namespace nb = nanobind;
+using namespace nb::literals;
+
+namespace stoker::python {
+
+namespace {
+
+template <typename T>
+nb::object ToNumpy(std::vector<T> v, std::vector<size_t> shape = {}) {
+  if (shape.empty()) shape = {v.size()};
+  auto* owned = new std::vector<T>(std::move(v));
+  nb::capsule base(owned, [](void* p) noexcept { delete static_cast<std::vector<T>*>(p); });
+  nb::ndarray<nb::numpy, T> array(owned->data(), shape.size(), shape.data(), base);
+  return nb::cast(array, nb::rv_policy::reference);
+}
+
+using I64Array = nb::ndarray<const int64_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
+using I32Array = nb::ndarray<const int32_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
+
+}  // namespace
+
+void RegisterTokens(nb::module_& m) {
+  nb::class_<TokenOptions>(m, "TokenOptions")
+      .def(nb::init<>())
+      .def_rw("paths", &TokenOptions::paths)
+      .def_rw("weights", &TokenOptions::weights)
+      .def_rw("seq_len", &TokenOptions::seq_len)
+      .def_rw("num_samples", &TokenOptions::num_samples)
+      .def_rw("split", &TokenOptions::split)
+      .def_rw("split_index", &TokenOptions::split_index)
+      .def_rw("add_extra_token", &TokenOptions::add_extra_token)
+      .def_rw("cache_dir", &TokenOptions::cache_dir)
+      .def_rw("consumed_samples", &TokenOptions::consumed_samples);
+
+  nb::class_<MegatronDataset>(m, "MegatronDataset")
+      .def_static(
+          "open",
+          [](const std::string& prefix) {
+            Result<std::unique_ptr<MegatronDataset>> r = [&] {
+              nb::gil_scoped_release release;
+              return MegatronDataset::Open(prefix);
+            }();
+            return ValueOrRaise(std::move(r));
+          },
+          "prefix"_a)
+      .def_prop_ro("dtype", [](const MegatronDataset& d) { return std::string(DTypeName(d.dtype())); })
+      .def_prop_ro("dtype_code", &MegatronDataset::dtype_code)
+      .def_prop_ro("bin_bytes", &MegatronDataset::bin_bytes)
+      .def("__len__", &MegatronDataset::num_sequences)
+      .def_prop_ro("sequence_lengths", [](const MegatronDataset& d) { return ToNumpy(d.sequence_lengths()); })
+      .def_prop_ro("sequence_pointers", [](const MegatronDataset& d) { return ToNumpy(d.sequence_pointers()); })
+      .def_prop_ro("document_indices", [](const MegatronDataset& d) { return ToNumpy(d.document_indices()); })
+      .def(
+          "get",
+          [](const MegatronDataset& d, size_t i) {
+            if (i >= d.num_sequences()) Raise(InvalidArgument("sequence " + std::to_string(i) + " out of range"));
+            std::vector<int64_t> out(static_cast<size_t>(d.sequence_lengths()[i]));
+            d.CopyTokens(i, 0, static_cast<int64_t>(out.size()), out.data());
+            return ToNumpy(std::move(out));
+          },
+          "i"_a, "Sequence i as int64.");
+
+  nb::class_<MegatronWriter>(m, "MegatronWriter")
+      .def_static(
+          "create",
+          [](const std::string& prefix, const std::string& dtype) {
+            return ValueOrRaise(MegatronWriter::Create(prefix, ValueOrRaise(ParseDTypeName(dtype))));
+          },
+          "prefix"_a, "dtype"_a)
+      .def("add",
+           [](MegatronWriter& w, I64Array tokens) {
+             Status st = [&] {
+               nb::gil_scoped_release release;
+               return w.AddDocument(std::span<const int64_t>(tokens.data(), tokens.shape(0)));
+             }();
+             OkOrRaise(st);
+           })
+      .def("finish", [](MegatronWriter& w) {
+        Status st = [&] {
+          nb::gil_scoped_release release;
+          return w.Finish();
+        }();
+        OkOrRaise(st);
+      });
+
+  m.def(
+      "gpt_indices",
+      [](I32Array lengths, int64_t begin, int64_t end, int32_t seq_len, int64_t num_samples, uint32_t seed,
+         bool add_extra_token) {
+        GptIndexOptions o;
+        o.seq_len = seq_len;
+        o.num_samples = num_samples;
+        o.seed = seed;
+        o.add_extra_token = add_extra_token;
+        Result<GptIndices> r = [&] {
+          nb::gil_scoped_release release;
+          return BuildGptIndices(std::span<const int32_t>(lengths.data(), lengths.shape(0)), begin, end, o);
+        }();
+        GptIndices g = ValueOrRaise(std::move(r));
+        const size_t rows = g.sample_index.size() / 2;
+        return nb::make_tuple(ToNumpy(std::move(g.document_index)), ToNumpy(std::move(g.sample_index), {rows, 2}),
+                              ToNumpy(std::move(g.shuffle_index)));
+      },
+      "sequence_lengths"_a, "begin"_a, "end"_a, "seq_len"_a, "num_samples"_a, "seed"_a, "add_extra_token"_a = true,
+      "(document_index, sample_index, shuffle_index) as megatron-core's GPTDataset builds them.");
+  m.def(
+      "blending_indices",
+      [](const std::vector<double>& weights, int64_t size) {
+        std::vector<int16_t> di;
+        std::vector<int64_t> dsi;
+        {
+          nb::gil_scoped_release release;
+          BuildBlendingIndices(weights, size, &di, &dsi);
+        }
+        return nb::make_tuple(ToNumpy(std::move(di)), ToNumpy(std::move(dsi)));
+      },
+      "weights"_a, "size"_a);
+  m.def(
+      "blend_sizes",
+      [](const std::vector<double>& weights, int64_t size) {
+        BlendSizes b = PlanBlendSizes(weights, size);
+        return nb::make_tuple(b.weights, b.target, b.build, b.size);
+      },
+      "weights"_a, "size"_a);
+  m.def(
+      "numpy_shuffled_arange",
+      [](int64_t n, uint32_t seed) {
+        std::vector<int64_t> v(static_cast<size_t>(n));
+        for (int64_t i = 0; i < n; ++i) v[i] = i;
+        NumpyRandomState rng(seed);
+        rng.Shuffle(std::span<int64_t>(v));
+        return ToNumpy(std::move(v));
+      },
+      "n"_a, "seed"_a, "numpy.random.RandomState(seed).shuffle(numpy.arange(n)), computed in C++.");
+  m.def(
+      "split_range",
+      [](const std::string& split, int which, int64_t n) { return ValueOrRaise(SplitRange(split, which, n)); },
+      "split"_a, "which"_a, "num_elements"_a);
+}
+
+}  // namespace stoker::python
