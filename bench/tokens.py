@@ -80,13 +80,24 @@ def megatron_dataset(prefix: Path, num_samples: int, cache: Path):
     return BlendedMegatronDatasetBuilder(GPTDataset, [num_samples, None, None], lambda: True, config).build()[0]
 
 
-def rate(it, batches: int, seconds: float) -> dict:
-    """Steady tokens/s over up to `batches` batches or `seconds`, after 5 warm-up batches."""
+def rate(make_iter, batches: int, seconds: float) -> dict:
+    """Steady tokens/s over up to `batches` batches or `seconds`, after 5 warm-up batches;
+    a loader that runs out starts over (make_iter), the restart counted in the time."""
+    it = make_iter()
+
+    def step():
+        nonlocal it
+        try:
+            next(it)
+        except StopIteration:
+            it = make_iter()
+            next(it)
+
     for _ in range(5):
-        next(it)
+        step()
     n, t0 = 0, time.perf_counter()
     while n < batches and time.perf_counter() - t0 < seconds:
-        next(it)
+        step()
         n += 1
     dt = time.perf_counter() - t0
     return {"batches": n, "seconds": dt, "tokens_per_s": n * BATCH * SEQ_LEN / dt,
@@ -145,14 +156,20 @@ def run(tokens: float, seconds: float) -> dict:
                                         torch.equal(first["labels"], ref_batch["labels"]))
 
         # steady throughput, side by side
-        res["stoker"] = rate(it, 20000, seconds)
+        del it
+
+        def stoker_iter():
+            loader.set_epoch(0)
+            return iter(loader)
+
+        res["stoker"] = rate(stoker_iter, 10**9, seconds)
         res["stoker"]["report_t_wait_mean_s"] = loader.report().get("t_wait", {}).get("mean")
         print(f"T: stoker {res['stoker']['tokens_per_s'] / 1e6:.1f} M tokens/s", flush=True)
         runs = {}
         for workers in (0, 1, 2):
             dl = torch.utils.data.DataLoader(ref, batch_size=BATCH, shuffle=False, num_workers=workers,
                                              persistent_workers=False, prefetch_factor=4 if workers else None)
-            runs[workers] = rate(iter(dl), 20000, seconds)
+            runs[workers] = rate(lambda: iter(dl), 10**9, seconds)
             print(f"T: megatron-core DataLoader num_workers={workers}: "
                   f"{runs[workers]['tokens_per_s'] / 1e6:.2f} M tokens/s", flush=True)
             del dl

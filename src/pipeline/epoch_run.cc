@@ -139,8 +139,11 @@ void EpochRun::Schedule(int64_t first_batch) {
       in_flight_[b] = std::move(work);
       if (rec_) rec_->batches_in_progress++;
     }
-    for (int slot = 0; slot < raw->size; slot += run) {
-      const int count = std::min(run, raw->size - slot);
+    // raw may be delivered and freed as soon as its last task is pushed:
+    // read nothing through it after that.
+    const int size = raw->size;
+    for (int slot = 0; slot < size; slot += run) {
+      const int count = std::min(run, size - slot);
       if (!read_queue_.Push(ReadTask{raw, slot, plan_->At(b * bs + slot), count})) return;
     }
   }
