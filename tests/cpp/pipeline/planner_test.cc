@@ -129,5 +129,23 @@ TEST(PlannerTest, RejectsImpossibleRequests) {
   EXPECT_EQ(PlanEpoch({}, Options(false, 0), 0).status().code(), StatusCode::kInvalidArgument);
 }
 
+// Megatron's pretraining sampler: global batches of micro * world, rank r's slice.
+TEST(PlanTokenRun, FollowsMegatronsSampler) {
+  for (int rank = 0; rank < 3; ++rank) {
+    LoaderOptions o;
+    o.batch_size = 4;
+    o.rank = rank;
+    o.world_size = 3;
+    auto plan = PlanTokenRun(100, 24, o);
+    ASSERT_TRUE(plan.ok());
+    EXPECT_EQ(plan->info.batches, 6);  // (100 - 24) / 12
+    EXPECT_EQ(plan->info.dropped_samples, 4);
+    for (int64_t b = 0; b < plan->info.batches; ++b)
+      for (int s = 0; s < 4; ++s) EXPECT_EQ(plan->At(b * 4 + s).global, uint64_t(24 + b * 12 + rank * 4 + s));
+  }
+  LoaderOptions o;
+  EXPECT_FALSE(PlanTokenRun(10, 11, o).ok());
+}
+
 }  // namespace
 }  // namespace stoker
