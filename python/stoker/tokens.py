@@ -173,7 +173,7 @@ class TokenLoader(Loader):
             if name == "loss_mask":
                 value = np.ones((batch_size, self._seq_len), dtype=np.float32)
             else:
-                value = np.broadcast_to(np.arange(self._seq_len, dtype=np.int64), (batch_size, self._seq_len))
+                value = np.tile(np.arange(self._seq_len, dtype=np.int64), (batch_size, 1))
             self._cached[key] = self._torch.from_numpy(value) if self._torch is not None else value
         value = self._cached[key]
         return value.clone() if name == "loss_mask" and self._torch is not None else value
