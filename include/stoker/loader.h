@@ -58,6 +58,12 @@ enum class PartitionPolicy : uint8_t {
   kPadRepeat,      // every rank gets ceil(N / world); the shortfall repeats the first samples
 };
 
+// What a sample that cannot be read or decoded does to the stream.
+enum class OnError : uint8_t {
+  kRaise,  // Next() returns the error (naming shard, member, offset, cause); the batch is lost
+  kSkip,   // the sample is dropped, logged and counted; its slot is refilled (see README "Long runs")
+};
+
 struct LoaderOptions {
   // Shards: paths, brace ranges "a-{000..031}.tar", globs "dir/*.tar", or a
   // text file (".txt") listing one shard per line.
@@ -87,6 +93,17 @@ struct LoaderOptions {
 
   bool record_stats = true;        // stage counters for Stats() (relaxed atomics; cheap)
   size_t trace_spans = 0;          // >0: keep the last N stage spans for TraceJson()
+
+  // Long runs. on_error=kSkip refills a bad sample's slot from the rank's own
+  // partition, read from its start (a repeat, counted as refilled), so batches
+  // stay full and batch counts equal. The budget turns a systemic fault into an
+  // error: more than max_skips skipped samples (0: no count limit), or a skipped
+  // fraction above max_skip_fraction (0: none) once skip_probation samples were seen.
+  OnError on_error = OnError::kRaise;
+  int64_t max_skips = 0;
+  double max_skip_fraction = 0;
+  int64_t skip_probation = 1000;
+  size_t max_open_files = 0;       // shards kept open at once; 0: from RLIMIT_NOFILE (a quarter, in [4, 1024])
 };
 
 struct ArrayView {
@@ -116,6 +133,22 @@ struct PlanInfo {
   int64_t num_shards = 0;
 };
 
+// One skipped sample: where it was in the stream and why.
+struct SkipRecord {
+  uint64_t epoch = 0;
+  int64_t batch = 0;     // the batch whose slot it would have filled
+  int slot = 0;
+  uint64_t sample = 0;   // index within the dataset
+  std::string key;       // "shard.tar:key"
+  std::string cause;     // the error: shard, member, byte offset, cause
+};
+
+struct SkipCounts {
+  int64_t skipped = 0;   // distinct bad samples met, over the loader's life
+  int64_t refilled = 0;  // slots filled from the reserve (repeats of good samples)
+  int64_t seen = 0;      // samples tried: delivered plus skipped
+};
+
 class Loader {
  public:
   static Result<std::unique_ptr<Loader>> Create(LoaderOptions options);
@@ -142,6 +175,13 @@ class Loader {
   // batches not yet delivered, in the same order.
   virtual std::string State() const = 0;
   virtual Status Restore(const std::string& state) = 0;
+
+  // on_error=kSkip: totals, and the records of skips not yet taken (each skip
+  // appears once; the Python package logs them).
+  virtual SkipCounts Skips() const = 0;
+  virtual std::vector<SkipRecord> TakeSkipLog() = 0;
+  // Shards whose descriptors are cached open now (at most max_open_files).
+  virtual size_t OpenShardFiles() const = 0;
 };
 
 // Expands sources (brace ranges, globs, list files) into existing shard paths.

@@ -23,6 +23,7 @@
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "core/bounded_queue.h"
@@ -48,10 +49,14 @@ struct BatchWork {
   std::mutex error_mu;
   int error_slot = -1;  // guarded by error_mu
   Status error;         // guarded by error_mu
+  // Every failed slot with its error, in completion order (on_error=skip
+  // sorts them by slot before refilling). Guarded by error_mu.
+  std::vector<std::pair<int, Status>> failures;
   bool done = false;    // guarded by EpochRun::mu_
 
   void RecordError(int slot, Status st) {
     std::lock_guard lock(error_mu);
+    failures.emplace_back(slot, st);
     if (error_slot < 0 || slot < error_slot) {
       error_slot = slot;
       error = std::move(st);

@@ -12,6 +12,7 @@
 #include "pipeline/batch_layout.h"
 #include "pipeline/epoch_run.h"
 #include "pipeline/planner.h"
+#include "pipeline/skip_refill.h"
 #include "stoker/loader.h"
 
 namespace stoker {
@@ -46,7 +47,8 @@ class LoaderImpl : public Loader {
  public:
   LoaderImpl(Dataset data, std::shared_ptr<BufferPool> pool)
       : data_(std::move(data)),
-        files_(&data_.shards),
+        files_(&data_.shards, data_.options.max_open_files),
+        refill_(&data_, &files_),
         pool_(std::move(pool)),
         recorder_(data_.options.record_stats ? std::make_unique<Recorder>(data_.options.trace_spans) : nullptr) {
     data_.recorder = recorder_.get();
@@ -56,6 +58,7 @@ class LoaderImpl : public Loader {
   Status Init() {
     counts_.reserve(data_.indexes.size());
     for (const ShardIndex& index : data_.indexes) counts_.push_back(static_cast<uint32_t>(index.samples.size()));
+    fingerprint_ = DatasetFingerprint(data_);
     return Plan(0);
   }
 
@@ -80,7 +83,11 @@ class LoaderImpl : public Loader {
     if (!ready.ok()) return ready.status();
     std::unique_ptr<BatchWork> work = std::move(ready).value();
     ++next_batch_;
-    if (work->error_slot >= 0) return work->error;
+    if (data_.options.on_error == OnError::kSkip) {
+      STOKER_RETURN_IF_ERROR(refill_.Resolve(*work, plan_));  // refills failed slots, keeps the budget
+    } else if (work->error_slot >= 0) {
+      return work->error;
+    }
     return std::shared_ptr<Batch>(std::make_shared<BatchImpl>(std::move(work), data_.layout));
   }
 
@@ -101,7 +108,10 @@ class LoaderImpl : public Loader {
                         {"rank", data_.options.rank},
                         {"world_size", data_.options.world_size},
                         {"batch_size", data_.options.batch_size},
-                        {"dataset_samples", plan_.info.dataset_samples}};
+                        {"dataset_samples", plan_.info.dataset_samples},
+                        {"dataset", fingerprint_},
+                        {"on_error", data_.options.on_error == OnError::kSkip ? "skip" : "raise"},
+                        {"skip", refill_.ToJson()}};
     return j.dump();
   }
 
@@ -127,20 +137,37 @@ class LoaderImpl : public Loader {
                                ", this loader has " + std::to_string(mine));
       }
     }
+    if (j.contains("dataset") && j["dataset"] != fingerprint_) {
+      return InvalidArgument("loader state was saved for a different dataset (fingerprint " +
+                             j["dataset"].dump() + ", this loader's " + std::to_string(data_.shards.size()) +
+                             " shards have \"" + fingerprint_ + "\"): the shard list, a shard's size or its "
+                             "sample count changed");
+    }
+    const char* on_error = data_.options.on_error == OnError::kSkip ? "skip" : "raise";
+    if (j.contains("on_error") && j["on_error"] != on_error) {
+      return InvalidArgument("loader state was saved with on_error=" + j["on_error"].dump() +
+                             ", this loader has \"" + on_error + "\"");
+    }
     STOKER_ASSIGN_OR_RETURN(int64_t epoch, field("epoch"));
     STOKER_ASSIGN_OR_RETURN(int64_t next, field("next_batch"));
     run_.reset();
     STOKER_RETURN_IF_ERROR(Plan(static_cast<uint64_t>(epoch)));
     if (next < 0 || next > plan_.info.batches) return InvalidArgument("loader state next_batch is out of range");
+    if (j.contains("skip")) STOKER_RETURN_IF_ERROR(refill_.FromJson(j["skip"]));
     next_batch_ = next;
     Start();
     return Status::Ok();
   }
 
+  SkipCounts Skips() const override { return refill_.counts(); }
+  std::vector<SkipRecord> TakeSkipLog() override { return refill_.TakeLog(); }
+  size_t OpenShardFiles() const override { return files_.open_count(); }
+
  private:
   Status Plan(uint64_t epoch) {
     STOKER_ASSIGN_OR_RETURN(plan_, PlanEpoch(counts_, data_.options, epoch));
     epoch_ = epoch;
+    refill_.StartEpoch(epoch);
     return Status::Ok();
   }
   void Start() {
@@ -153,6 +180,8 @@ class LoaderImpl : public Loader {
 
   Dataset data_;
   ShardFiles files_;
+  SkipRefiller refill_;  // after data_ and files_, which it uses
+  std::string fingerprint_;
   std::shared_ptr<BufferPool> pool_;
   std::unique_ptr<Recorder> recorder_;  // outlives run_, whose threads record into it
   std::vector<uint32_t> counts_;
