@@ -186,7 +186,7 @@ FD_SCRIPT = textwrap.dedent(
     import stoker
     fds = lambda: len(os.listdir("/proc/self/fd"))
     loader = stoker.Loader(sys.argv[1], {"cls": stoker.scalar()}, batch_size=8, shuffle=True, seed=1,
-                           output="numpy", io_depth=4, decode_threads=2)
+                           output="numpy", io_depth=4, decode_threads=2, rank=0, world_size=1)
     base = fds()
     out = {"base": base, "epochs": [], "peak": base, "bound": None}
     for epoch in range(2):
@@ -264,7 +264,7 @@ CHILD_HELPERS = textwrap.dedent(
     def make(shards, settings):
         return stoker.Loader(shards, {"jpg": stoker.image(16), "features.npz": stoker.npz(), "cls": stoker.scalar()},
                              batch_size=4, shuffle=True, seed=21, on_error="skip", output="numpy", observe=False,
-                             **settings)
+                             rank=0, world_size=1, **settings)  # rank given: no torch import in the children
     """
 )
 
