@@ -104,6 +104,9 @@ struct LoaderOptions {
   double max_skip_fraction = 0;
   int64_t skip_probation = 1000;
   size_t max_open_files = 0;       // shards kept open at once; 0: from RLIMIT_NOFILE (a quarter, in [4, 1024])
+  // >0: bytes for batch buffers, read buffers and decode scratch together;
+  // Create refuses, naming what it would need, a configuration above it.
+  uint64_t memory_budget = 0;
 };
 
 struct ArrayView {
@@ -159,6 +162,10 @@ class Loader {
   // The next batch in plan order; nullptr at the end of the epoch. Blocks
   // while the batch is being made. Errors name shard, member, offset, cause.
   virtual Result<std::shared_ptr<Batch>> Next() = 0;
+  // As Next, waiting at most wait_ms: if the batch is not ready by then,
+  // *waiting is set and nullptr returned, and the position is kept. Bindings
+  // poll with it so that an interrupt (Ctrl-C) is seen while a batch is made.
+  virtual Result<std::shared_ptr<Batch>> NextWithin(int wait_ms, bool* waiting) = 0;
   // Stops every thread (e.g. the caller broke out of its loop) and keeps the
   // position: a later Next() resumes with the next undelivered batch.
   virtual void Stop() = 0;

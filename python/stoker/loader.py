@@ -65,7 +65,9 @@ class Loader:
     ``max_skips`` / ``max_skip_fraction`` (after ``skip_probation`` samples)
     turn too many skips into an error. ``loader.skips`` counts them.
     ``max_open_files`` bounds the shard descriptors kept open (default: a
-    quarter of RLIMIT_NOFILE).
+    quarter of RLIMIT_NOFILE). ``memory_budget`` (bytes) bounds batch buffers,
+    read buffers and decode scratch together: a configuration that cannot fit
+    is refused at construction with the number it would need.
 
     ``observe=False`` turns it off; ``jsonl=path`` writes one record per batch
     (``stoker report path -o report.html``); ``trace_spans=N`` keeps the last N
@@ -106,6 +108,7 @@ class Loader:
         max_skip_fraction: float | None = None,
         skip_probation: int = 1000,
         max_open_files: int | None = None,
+        memory_budget: int | None = None,
     ) -> None:
         if output not in ("torch", "numpy"):
             raise ValueError(f"output must be 'torch' or 'numpy', not {output!r}")
@@ -147,6 +150,7 @@ class Loader:
         opt.max_skip_fraction = float(max_skip_fraction or 0.0)
         opt.skip_probation = int(skip_probation)
         opt.max_open_files = int(max_open_files or 0)
+        opt.memory_budget = int(memory_budget or 0)
         self._skip = on_error == "skip"
 
         self._native = _stoker.NativeLoader.create(opt)

@@ -63,8 +63,9 @@ EpochRun::~EpochRun() {
   // in_flight_ destroys its BatchWork here: their leases go back to the pool.
 }
 
-Result<std::unique_ptr<BatchWork>> EpochRun::NextReady() {
-  const auto begin = std::chrono::steady_clock::now();
+Result<std::unique_ptr<BatchWork>> EpochRun::NextReady(int wait_ms, std::chrono::steady_clock::time_point since) {
+  const auto poll_begin = std::chrono::steady_clock::now();
+  const auto begin = since == std::chrono::steady_clock::time_point::min() ? poll_begin : since;
   const int timeout_ms = data_->options.timeout_ms;
   std::unique_lock lock(mu_);
   while (true) {
@@ -80,6 +81,9 @@ Result<std::unique_ptr<BatchWork>> EpochRun::NextReady() {
       return work;
     }
     if (cancelled_) return Cancelled("the loader was shut down");
+    if (wait_ms > 0 && std::chrono::steady_clock::now() - poll_begin >= std::chrono::milliseconds(wait_ms)) {
+      return std::unique_ptr<BatchWork>();
+    }
     if (timeout_ms > 0 && std::chrono::steady_clock::now() - begin > std::chrono::milliseconds(timeout_ms)) {
       return TimeoutError(next_deliver_, timeout_ms, it == in_flight_.end() ? -1 : it->second->pending.load());
     }
@@ -89,7 +93,7 @@ Result<std::unique_ptr<BatchWork>> EpochRun::NextReady() {
       granted_for_ = next_deliver_;
       pool_->GrantOverflow();
     }
-    ready_.wait_for(lock, std::chrono::milliseconds(50));
+    ready_.wait_for(lock, std::chrono::milliseconds(wait_ms > 0 ? std::min(50, wait_ms) : 50));
   }
 }
 
@@ -213,7 +217,7 @@ void EpochRun::Finish(const ReadTask& task, Status st) {
 
 Bytes EpochRun::TakeBuffer() {
   std::lock_guard lock(buffers_mu_);
-  if (spare_.empty()) return std::make_unique<std::vector<uint8_t>>();
+  if (spare_.empty()) return std::make_unique<Bytes::element_type>();
   Bytes b = std::move(spare_.back());
   spare_.pop_back();
   return b;

@@ -18,6 +18,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <map>
 #include <memory>
@@ -28,6 +29,7 @@
 
 #include "core/bounded_queue.h"
 #include "core/buffer_pool.h"
+#include "core/page_allocator.h"
 #include "core/rate_limiter.h"
 #include "observe/recorder.h"
 #include "pipeline/batch_layout.h"
@@ -70,7 +72,9 @@ struct ReadTask {
   SampleRef ref;
 };
 
-using Bytes = std::unique_ptr<std::vector<uint8_t>>;
+// Read buffers map their pages directly (see core/page_allocator.h): freed at
+// an epoch's end, they go back to the kernel instead of lingering in arenas.
+using Bytes = std::unique_ptr<std::vector<uint8_t, PageAllocator<uint8_t>>>;
 
 struct DecodeTask {
   ReadTask read;
@@ -99,7 +103,11 @@ class EpochRun {
   // once cancelled. If the caller holds every buffer and waits for a batch not
   // yet begun, the pool lends one past capacity rather than wait forever.
   // Cancelled once torn down; DeadlineExceeded after options.timeout_ms.
-  Result<std::unique_ptr<BatchWork>> NextReady();
+  // wait_ms > 0: a null BatchWork once that long passed without the batch
+  // (nothing consumed), so a caller can poll for interrupts; `since` is when
+  // the caller began waiting for this batch (for timeout_ms across polls).
+  Result<std::unique_ptr<BatchWork>> NextReady(
+      int wait_ms = 0, std::chrono::steady_clock::time_point since = std::chrono::steady_clock::time_point::min());
 
  private:
   void Schedule(int64_t first_batch);

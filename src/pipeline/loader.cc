@@ -6,11 +6,15 @@
 // Thread-safety: Loader methods from one consumer thread; see loader.h.
 #include <nlohmann/json.hpp>
 
+#include <chrono>
+#include <optional>
+
 #include "core/buffer_pool.h"
 #include "core/file.h"
 #include "observe/clock.h"
 #include "pipeline/batch_layout.h"
 #include "pipeline/epoch_run.h"
+#include "pipeline/memory_budget.h"
 #include "pipeline/planner.h"
 #include "pipeline/skip_refill.h"
 #include "stoker/loader.h"
@@ -71,17 +75,29 @@ class LoaderImpl : public Loader {
   }
 
   Result<std::shared_ptr<Batch>> Next() override {
+    bool waiting = false;
+    return NextWithin(0, &waiting);
+  }
+
+  Result<std::shared_ptr<Batch>> NextWithin(int wait_ms, bool* waiting) override {
+    *waiting = false;
     if (next_batch_ >= plan_.info.batches) return std::shared_ptr<Batch>();
     if (!run_) Start();
     const uint64_t begin = NowNs();
-    Result<std::unique_ptr<BatchWork>> ready = run_->NextReady();
+    if (!waiting_since_) waiting_since_ = std::chrono::steady_clock::now();
+    Result<std::unique_ptr<BatchWork>> ready = run_->NextReady(wait_ms, *waiting_since_);
     if (recorder_) {
       const uint64_t end = NowNs();
       recorder_->consumer_wait_ns.fetch_add(end - begin, std::memory_order_relaxed);
       recorder_->AddSpan({SpanKind::kWait, kConsumerThread, begin, end, next_batch_, -1});
     }
+    std::unique_ptr<BatchWork> work = ready.ok() ? std::move(ready).value() : nullptr;
+    if (ready.ok() && !work) {  // not ready within wait_ms: keep waiting_since_ for timeout_ms
+      *waiting = true;
+      return std::shared_ptr<Batch>();
+    }
+    waiting_since_.reset();
     if (!ready.ok()) return ready.status();
-    std::unique_ptr<BatchWork> work = std::move(ready).value();
     ++next_batch_;
     if (data_.options.on_error == OnError::kSkip) {
       STOKER_RETURN_IF_ERROR(refill_.Resolve(*work, plan_));  // refills failed slots, keeps the budget
@@ -171,6 +187,7 @@ class LoaderImpl : public Loader {
     return Status::Ok();
   }
   void Start() {
+    waiting_since_.reset();
     if (next_batch_ < plan_.info.batches) {
       run_ = std::make_unique<EpochRun>(&data_, &files_, pool_, &plan_, epoch_, next_batch_);
     }
@@ -181,6 +198,8 @@ class LoaderImpl : public Loader {
   Dataset data_;
   ShardFiles files_;
   SkipRefiller refill_;  // after data_ and files_, which it uses
+  // When the consumer began waiting for the next batch, across NextWithin polls.
+  std::optional<std::chrono::steady_clock::time_point> waiting_since_;
   std::string fingerprint_;
   std::shared_ptr<BufferPool> pool_;
   std::unique_ptr<Recorder> recorder_;  // outlives run_, whose threads record into it
@@ -216,6 +235,7 @@ Result<std::unique_ptr<Loader>> Loader::Create(LoaderOptions options) {
   STOKER_RETURN_IF_ERROR(file.PRead(probe_entry.begin, probe));
   STOKER_ASSIGN_OR_RETURN(data.layout, MakeBatchLayout(options.fields, options.batch_size, probe_entry, probe,
                                                        first->shard_path));
+  STOKER_RETURN_IF_ERROR(CheckMemoryBudget(options, EstimateMemory(options, data.layout, data.indexes)));
   data.options = std::move(options);
   auto pool = BufferPool::Create(data.layout.buffer_bytes, static_cast<size_t>(data.options.prefetch_batches) + 1);
   auto loader = std::make_unique<LoaderImpl>(std::move(data), std::move(pool));

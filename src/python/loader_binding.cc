@@ -146,7 +146,8 @@ void RegisterLoader(nb::module_& m) {
       .def_rw("max_skips", &LoaderOptions::max_skips)
       .def_rw("max_skip_fraction", &LoaderOptions::max_skip_fraction)
       .def_rw("skip_probation", &LoaderOptions::skip_probation)
-      .def_rw("max_open_files", &LoaderOptions::max_open_files);
+      .def_rw("max_open_files", &LoaderOptions::max_open_files)
+      .def_rw("memory_budget", &LoaderOptions::memory_budget);
 
   nb::class_<PlanInfo>(m, "PlanInfo")
       .def_ro("dataset_samples", &PlanInfo::dataset_samples)
@@ -177,13 +178,22 @@ void RegisterLoader(nb::module_& m) {
            })
       .def("next",
            [](Loader& l) -> nb::object {
-             Result<std::shared_ptr<Batch>> batch = [&] {
-               nb::gil_scoped_release release;
-               return l.Next();
-             }();
-             std::shared_ptr<Batch> b = ValueOrRaise(std::move(batch));
-             if (!b) return nb::none();
-             return BatchToPython(std::move(b));
+             // Waits in slices of 100 ms, checking for signals between them:
+             // Ctrl-C raises KeyboardInterrupt promptly, the position is kept.
+             while (true) {
+               bool waiting = false;
+               Result<std::shared_ptr<Batch>> batch = [&] {
+                 nb::gil_scoped_release release;
+                 return l.NextWithin(100, &waiting);
+               }();
+               if (waiting) {
+                 if (PyErr_CheckSignals() != 0) throw nb::python_error();
+                 continue;
+               }
+               std::shared_ptr<Batch> b = ValueOrRaise(std::move(batch));
+               if (!b) return nb::none();
+               return BatchToPython(std::move(b));
+             }
            })
       .def_prop_ro("plan", [](const Loader& l) { return l.plan(); })
       .def("stats", [](const Loader& l) { return StatsToPython(l.Stats()); })
