@@ -132,13 +132,17 @@ void EpochRun::Schedule(int64_t first_batch) {
     work->keys.resize(data_->options.include_keys ? work->size : 0);
     work->lease = std::move(lease);
     BatchWork* raw = work.get();
+    // Read before publishing: once its last read is queued the batch may be
+    // finished, delivered and freed before the loop tests its bound again
+    // (a use-after-free that scripts/sanitize.sh found).
+    const int size = work->size;
     {
       std::lock_guard lock(mu_);
       if (cancelled_) return;
       in_flight_[b] = std::move(work);
       if (rec_) rec_->batches_in_progress++;
     }
-    for (int slot = 0; slot < raw->size; ++slot) {
+    for (int slot = 0; slot < size; ++slot) {
       if (!read_queue_.Push(ReadTask{raw, slot, plan_->samples[b * bs + slot]})) return;
     }
   }
