@@ -17,6 +17,7 @@ apt_packages=(
   nlohmann-json3-dev     # index files, --json output
   libgtest-dev           # C++ unit tests
   chromium               # headless: tests/python/test_report.py checks what `stoker report` renders
+  clang libclang-rt-14-dev llvm  # libFuzzer + ASan/UBSan/TSan: scripts/fuzz.sh (short run in test.sh), scripts/sanitize.sh
 )
 missing=()
 for p in "${apt_packages[@]}"; do

@@ -19,6 +19,10 @@ STOKER_FIXTURES="$PWD/$fixtures/formats" STOKER_PILLOW_FIXTURE_DIR="$PWD/$fixtur
   ctest --test-dir build/test --output-on-failure -j "$jobs"
 python3 tests/cpp/formats/make_fixtures.py verify "$fixtures/formats"
 
+# A short libFuzzer run per parser (ASan+UBSan, clang), replaying every kept
+# regression input first; the long run is `bash scripts/fuzz.sh 3600`.
+bash scripts/fuzz.sh "${STOKER_FUZZ_SECONDS:-10}"
+
 # The tests import the installed package, not the source tree.
 STOKER_BIN="$(python3 -c 'import stoker._cli as c; print(c.binary())')" \
   python3 -m pytest -q -p no:cacheprovider tests/python "$@"

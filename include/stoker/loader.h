@@ -77,6 +77,12 @@ struct TokenOptions {
   int64_t consumed_samples = 0;    // start here (megatron's consumed_samples)
 };
 
+// What a sample that cannot be read or decoded does to the stream.
+enum class OnError : uint8_t {
+  kRaise,  // Next() returns the error (naming shard, member, offset, cause); the batch is lost
+  kSkip,   // the sample is dropped, logged and counted; its slot is refilled (see README "Long runs")
+};
+
 struct LoaderOptions {
   TokenOptions tokens;             // paths set: a token loader; sources/fields unused
   // Shards: paths, brace ranges "a-{000..031}.tar", globs "dir/*.tar", or a
@@ -107,6 +113,20 @@ struct LoaderOptions {
 
   bool record_stats = true;        // stage counters for Stats() (relaxed atomics; cheap)
   size_t trace_spans = 0;          // >0: keep the last N stage spans for TraceJson()
+
+  // Long runs. on_error=kSkip refills a bad sample's slot from the rank's own
+  // partition, read from its start (a repeat, counted as refilled), so batches
+  // stay full and batch counts equal. The budget turns a systemic fault into an
+  // error: more than max_skips skipped samples (0: no count limit), or a skipped
+  // fraction above max_skip_fraction (0: none) once skip_probation samples were seen.
+  OnError on_error = OnError::kRaise;
+  int64_t max_skips = 0;
+  double max_skip_fraction = 0;
+  int64_t skip_probation = 1000;
+  size_t max_open_files = 0;       // shards kept open at once; 0: from RLIMIT_NOFILE (a quarter, in [4, 1024])
+  // >0: bytes for batch buffers, read buffers and decode scratch together;
+  // Create refuses, naming what it would need, a configuration above it.
+  uint64_t memory_budget = 0;
 };
 
 struct ArrayView {
@@ -136,6 +156,22 @@ struct PlanInfo {
   int64_t num_shards = 0;
 };
 
+// One skipped sample: where it was in the stream and why.
+struct SkipRecord {
+  uint64_t epoch = 0;
+  int64_t batch = 0;     // the batch whose slot it would have filled
+  int slot = 0;
+  uint64_t sample = 0;   // index within the dataset
+  std::string key;       // "shard.tar:key"
+  std::string cause;     // the error: shard, member, byte offset, cause
+};
+
+struct SkipCounts {
+  int64_t skipped = 0;   // distinct bad samples met, over the loader's life
+  int64_t refilled = 0;  // slots filled from the reserve (repeats of good samples)
+  int64_t seen = 0;      // samples tried: delivered plus skipped
+};
+
 class Loader {
  public:
   static Result<std::unique_ptr<Loader>> Create(LoaderOptions options);
@@ -146,6 +182,10 @@ class Loader {
   // The next batch in plan order; nullptr at the end of the epoch. Blocks
   // while the batch is being made. Errors name shard, member, offset, cause.
   virtual Result<std::shared_ptr<Batch>> Next() = 0;
+  // As Next, waiting at most wait_ms: if the batch is not ready by then,
+  // *waiting is set and nullptr returned, and the position is kept. Bindings
+  // poll with it so that an interrupt (Ctrl-C) is seen while a batch is made.
+  virtual Result<std::shared_ptr<Batch>> NextWithin(int wait_ms, bool* waiting) = 0;
   // Stops every thread (e.g. the caller broke out of its loop) and keeps the
   // position: a later Next() resumes with the next undelivered batch.
   virtual void Stop() = 0;
@@ -162,6 +202,13 @@ class Loader {
   // batches not yet delivered, in the same order.
   virtual std::string State() const = 0;
   virtual Status Restore(const std::string& state) = 0;
+
+  // on_error=kSkip: totals, and the records of skips not yet taken (each skip
+  // appears once; the Python package logs them).
+  virtual SkipCounts Skips() const = 0;
+  virtual std::vector<SkipRecord> TakeSkipLog() = 0;
+  // Shards whose descriptors are cached open now (at most max_open_files).
+  virtual size_t OpenShardFiles() const = 0;
 };
 
 // Expands sources (brace ranges, globs, list files) into existing shard paths.

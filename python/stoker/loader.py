@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import time
 from typing import Any, Iterator, Mapping, Sequence
@@ -17,6 +18,8 @@ from .observe import Observer, to_device
 
 _PARTITION = {"drop": _stoker.PartitionPolicy.drop, "pad": _stoker.PartitionPolicy.pad}
 _KEY_RULE = {"webdataset": _stoker.KeyRule.webdataset, "underscore": _stoker.KeyRule.underscore}
+_ON_ERROR = {"raise": _stoker.OnError.raise_, "skip": _stoker.OnError.skip}
+_log = logging.getLogger("stoker")
 
 
 def _distributed_rank_world() -> tuple[int, int]:
@@ -56,6 +59,16 @@ class Loader:
     ...         train(batch)
     >>> loader.report()["verdict"]                # bottleneck + recommendation
 
+    ``on_error="skip"`` drops a sample that cannot be read or decoded, logs it
+    once (WARNING: shard, member, offset, cause) and refills its slot from the
+    rank's partition (a repeat), so batches stay full and ranks equal;
+    ``max_skips`` / ``max_skip_fraction`` (after ``skip_probation`` samples)
+    turn too many skips into an error. ``loader.skips`` counts them.
+    ``max_open_files`` bounds the shard descriptors kept open (default: a
+    quarter of RLIMIT_NOFILE). ``memory_budget`` (bytes) bounds batch buffers,
+    read buffers and decode scratch together: a configuration that cannot fit
+    is refused at construction with the number it would need.
+
     ``observe=False`` turns it off; ``jsonl=path`` writes one record per batch
     (``stoker report path -o report.html``); ``trace_spans=N`` keeps the last N
     stage spans for ``save_trace(path)``.
@@ -90,11 +103,19 @@ class Loader:
         slow_floor_s: float = 0.05,
         jsonl: str | os.PathLike | None = None,
         trace_spans: int = 0,
+        on_error: str = "raise",
+        max_skips: int | None = None,
+        max_skip_fraction: float | None = None,
+        skip_probation: int = 1000,
+        max_open_files: int | None = None,
+        memory_budget: int | None = None,
     ) -> None:
         if output not in ("torch", "numpy"):
             raise ValueError(f"output must be 'torch' or 'numpy', not {output!r}")
         if partition not in _PARTITION:
             raise ValueError(f"partition must be one of {sorted(_PARTITION)}, not {partition!r}")
+        if on_error not in _ON_ERROR:
+            raise ValueError(f"on_error must be one of {sorted(_ON_ERROR)}, not {on_error!r}")
         if key_rule not in _KEY_RULE:
             raise ValueError(f"key_rule must be one of {sorted(_KEY_RULE)}, not {key_rule!r}")
         if rank is None or world_size is None:
@@ -124,11 +145,19 @@ class Loader:
         opt.include_keys = keys
         opt.record_stats = record_stats
         opt.trace_spans = int(trace_spans)
+        opt.on_error = _ON_ERROR[on_error]
+        opt.max_skips = int(max_skips or 0)
+        opt.max_skip_fraction = float(max_skip_fraction or 0.0)
+        opt.skip_probation = int(skip_probation)
+        opt.max_open_files = int(max_open_files or 0)
+        opt.memory_budget = int(memory_budget or 0)
+        self._skip = on_error == "skip"
 
         self._native = _stoker.NativeLoader.create(opt)
         self._npz_fields = {name for name, spec in fields.items() if spec.kind == _stoker.FieldKind.npz}
         self._epoch = 0
         self._resuming = False
+        self._pending_start = True  # set_epoch called, its iteration not begun
         self._generation = 0  # which iterator owns the native run
         self._observer: Observer | None = None
         self._engine_origin = 0.0
@@ -154,9 +183,15 @@ class Loader:
 
     # -- epochs and length -------------------------------------------------
     def set_epoch(self, epoch: int) -> None:
-        """Choose the epoch whose order the next iteration follows."""
+        """Choose the epoch whose order the next iteration follows. After
+        load_state_dict, set_epoch of the restored epoch keeps the resume, so
+        ``for e in range(loader.epoch, n): loader.set_epoch(e); for b in loader:``
+        continues exactly."""
+        if self._resuming and int(epoch) == self._epoch:
+            return
         self._epoch = int(epoch)
         self._resuming = False
+        self._pending_start = True
 
     @property
     def epoch(self) -> int:
@@ -176,6 +211,7 @@ class Loader:
         if not self._resuming:
             self._native.set_epoch(self._epoch)
         self._resuming = False
+        self._pending_start = False
         self._generation += 1
         return _EpochIterator(self, self._generation)
 
@@ -193,10 +229,27 @@ class Loader:
             batch["__key__"] = keys
         return batch
 
+    def _log_skips(self) -> None:
+        for r in self._native.take_skip_log():
+            _log.warning("skipped sample %s (epoch %d, batch %d, slot %d): %s",
+                         r["key"], r["epoch"], r["batch"], r["slot"], r["cause"])
+
+    @property
+    def skips(self) -> dict:
+        """on_error="skip": {"skipped", "refilled", "seen"} over the loader's life."""
+        return self._native.skips()
+
     # -- resumption ---------------------------------------------------------
     def state_dict(self) -> dict:
-        """Where this rank stands: restore it in a new process to continue."""
-        return {"stoker": json.loads(self._native.state())}
+        """Where this rank stands: restore it in a new process to continue.
+        Valid at any point: before the first batch, mid-epoch, at an epoch's end,
+        after set_epoch(e) (then it is the start of e)."""
+        native = json.loads(self._native.state())
+        if self._pending_start and not self._resuming:
+            native.update(epoch=self._epoch, next_batch=0)
+            if "skip" in native:
+                native["skip"].update(reserve_cursor=0, known_bad=[])
+        return {"stoker": native}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Continue with exactly the batches not yet delivered, in order."""
@@ -204,6 +257,7 @@ class Loader:
         self._native.restore(json.dumps(native))
         self._epoch = int(native["epoch"])
         self._resuming = True
+        self._pending_start = False
 
     # -- observing -------------------------------------------------------------
     @property
@@ -228,7 +282,9 @@ class Loader:
         recommended change, and the slow batches so far."""
         if self._observer is None:
             raise RuntimeError("this loader was created with observe=False")
-        return self._observer.report()
+        report = self._observer.report()
+        report["skips"] = self._native.skips()
+        return report
 
     summary = report
 
@@ -250,6 +306,15 @@ class Loader:
 _snapshot = _stoker.stage_snapshot
 
 
+def _native_next(loader: Loader):
+    if not loader._skip:
+        return loader._native.next()
+    try:
+        return loader._native.next()
+    finally:  # also when the budget raises: the skips that tripped it are logged
+        loader._log_skips()
+
+
 class _EpochIterator:
     """One pass over an epoch. A failed batch raises from __next__ and the
     iterator stays usable: the next call yields the batch after it. Dropping
@@ -268,7 +333,7 @@ class _EpochIterator:
             raise StopIteration
         obs = loader._observer
         if obs is None:
-            item = loader._native.next()
+            item = _native_next(loader)
             if item is None:
                 self._stop()
                 raise StopIteration
@@ -276,7 +341,7 @@ class _EpochIterator:
         native = loader._native
         before = _snapshot(native)
         t0 = obs.request()
-        item = native.next()
+        item = _native_next(loader)
         if item is None:
             self._stop()
             raise StopIteration

@@ -65,8 +65,9 @@ EpochRun::~EpochRun() {
   // in_flight_ destroys its BatchWork here: their leases go back to the pool.
 }
 
-Result<std::unique_ptr<BatchWork>> EpochRun::NextReady() {
-  const auto begin = std::chrono::steady_clock::now();
+Result<std::unique_ptr<BatchWork>> EpochRun::NextReady(int wait_ms, std::chrono::steady_clock::time_point since) {
+  const auto poll_begin = std::chrono::steady_clock::now();
+  const auto begin = since == std::chrono::steady_clock::time_point::min() ? poll_begin : since;
   const int timeout_ms = data_->options.timeout_ms;
   std::unique_lock lock(mu_);
   while (true) {
@@ -82,6 +83,9 @@ Result<std::unique_ptr<BatchWork>> EpochRun::NextReady() {
       return work;
     }
     if (cancelled_) return Cancelled("the loader was shut down");
+    if (wait_ms > 0 && std::chrono::steady_clock::now() - poll_begin >= std::chrono::milliseconds(wait_ms)) {
+      return std::unique_ptr<BatchWork>();
+    }
     if (timeout_ms > 0 && std::chrono::steady_clock::now() - begin > std::chrono::milliseconds(timeout_ms)) {
       return TimeoutError(next_deliver_, timeout_ms, it == in_flight_.end() ? -1 : it->second->pending.load());
     }
@@ -91,7 +95,7 @@ Result<std::unique_ptr<BatchWork>> EpochRun::NextReady() {
       granted_for_ = next_deliver_;
       pool_->GrantOverflow();
     }
-    ready_.wait_for(lock, std::chrono::milliseconds(50));
+    ready_.wait_for(lock, std::chrono::milliseconds(wait_ms > 0 ? std::min(50, wait_ms) : 50));
   }
 }
 
@@ -133,15 +137,16 @@ void EpochRun::Schedule(int64_t first_batch) {
     work->keys.resize(data_->options.include_keys ? work->size : 0);
     work->lease = std::move(lease);
     BatchWork* raw = work.get();
+    // Read before publishing: once its last read is queued the batch may be
+    // finished, delivered and freed before the loop tests its bound again
+    // (a use-after-free that scripts/sanitize.sh found).
+    const int size = work->size;
     {
       std::lock_guard lock(mu_);
       if (cancelled_) return;
       in_flight_[b] = std::move(work);
       if (rec_) rec_->batches_in_progress++;
     }
-    // raw may be delivered and freed as soon as its last task is pushed:
-    // read nothing through it after that.
-    const int size = raw->size;
     for (int slot = 0; slot < size; slot += run) {
       const int count = std::min(run, size - slot);
       if (!read_queue_.Push(ReadTask{raw, slot, plan_->At(b * bs + slot), count})) return;
@@ -161,7 +166,7 @@ void EpochRun::ReadLoop(uint32_t thread) {
     const uint64_t begin = NowNs();
     if (rec_) rec_->reads_in_flight++;
     if (!throttle_.Acquire(bytes->size())) return;  // cancelled
-    Result<const File*> file = files_->Get(task->ref.shard);
+    Result<std::shared_ptr<const File>> file = files_->Get(task->ref.shard);  // a lease: survives eviction
     Status st = file.ok() ? (*file)->PRead(entry.begin, *bytes) : file.status();
     if (rec_) {
       const uint64_t end = NowNs();
@@ -252,7 +257,7 @@ void EpochRun::Finish(const ReadTask& task, Status st) {
 
 Bytes EpochRun::TakeBuffer() {
   std::lock_guard lock(buffers_mu_);
-  if (spare_.empty()) return std::make_unique<std::vector<uint8_t>>();
+  if (spare_.empty()) return std::make_unique<Bytes::element_type>();
   Bytes b = std::move(spare_.back());
   spare_.pop_back();
   return b;

@@ -22,15 +22,18 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "core/bounded_queue.h"
 #include "core/buffer_pool.h"
+#include "core/page_allocator.h"
 #include "core/rate_limiter.h"
 #include "observe/recorder.h"
 #include "pipeline/batch_layout.h"
@@ -53,10 +56,14 @@ struct BatchWork {
   std::mutex error_mu;
   int error_slot = -1;  // guarded by error_mu
   Status error;         // guarded by error_mu
+  // Every failed slot with its error, in completion order (on_error=skip
+  // sorts them by slot before refilling). Guarded by error_mu.
+  std::vector<std::pair<int, Status>> failures;
   bool done = false;    // guarded by EpochRun::mu_
 
   void RecordError(int slot, Status st) {
     std::lock_guard lock(error_mu);
+    failures.emplace_back(slot, st);
     if (error_slot < 0 || slot < error_slot) {
       error_slot = slot;
       error = std::move(st);
@@ -71,7 +78,9 @@ struct ReadTask {
   int count = 1;  // token runs: slots [slot, slot + count), samples ref.global.. in plan order
 };
 
-using Bytes = std::unique_ptr<std::vector<uint8_t>>;
+// Read buffers map their pages directly (see core/page_allocator.h): freed at
+// an epoch's end, they go back to the kernel instead of lingering in arenas.
+using Bytes = std::unique_ptr<std::vector<uint8_t, PageAllocator<uint8_t>>>;
 
 struct DecodeTask {
   ReadTask read;
@@ -104,7 +113,11 @@ class EpochRun {
   // once cancelled. If the caller holds every buffer and waits for a batch not
   // yet begun, the pool lends one past capacity rather than wait forever.
   // Cancelled once torn down; DeadlineExceeded after options.timeout_ms.
-  Result<std::unique_ptr<BatchWork>> NextReady();
+  // wait_ms > 0: a null BatchWork once that long passed without the batch
+  // (nothing consumed), so a caller can poll for interrupts; `since` is when
+  // the caller began waiting for this batch (for timeout_ms across polls).
+  Result<std::unique_ptr<BatchWork>> NextReady(
+      int wait_ms = 0, std::chrono::steady_clock::time_point since = std::chrono::steady_clock::time_point::min());
 
  private:
   void Schedule(int64_t first_batch);

@@ -6,12 +6,17 @@
 // Thread-safety: Loader methods from one consumer thread; see loader.h.
 #include <nlohmann/json.hpp>
 
+#include <chrono>
+#include <optional>
+
 #include "core/buffer_pool.h"
 #include "core/file.h"
 #include "observe/clock.h"
 #include "pipeline/batch_layout.h"
 #include "pipeline/epoch_run.h"
+#include "pipeline/memory_budget.h"
 #include "pipeline/planner.h"
+#include "pipeline/skip_refill.h"
 #include "pipeline/token_source.h"
 #include "stoker/loader.h"
 
@@ -47,7 +52,8 @@ class LoaderImpl : public Loader {
  public:
   LoaderImpl(Dataset data, std::shared_ptr<BufferPool> pool)
       : data_(std::move(data)),
-        files_(&data_.shards),
+        files_(&data_.shards, data_.options.max_open_files),
+        refill_(&data_, &files_),
         pool_(std::move(pool)),
         recorder_(data_.options.record_stats ? std::make_unique<Recorder>(data_.options.trace_spans) : nullptr) {
     data_.recorder = recorder_.get();
@@ -58,6 +64,7 @@ class LoaderImpl : public Loader {
     token_consumed_ = data_.options.tokens.consumed_samples;
     counts_.reserve(data_.indexes.size());
     for (const ShardIndex& index : data_.indexes) counts_.push_back(static_cast<uint32_t>(index.samples.size()));
+    fingerprint_ = DatasetFingerprint(data_);
     return Plan(0);
   }
 
@@ -70,19 +77,35 @@ class LoaderImpl : public Loader {
   }
 
   Result<std::shared_ptr<Batch>> Next() override {
+    bool waiting = false;
+    return NextWithin(0, &waiting);
+  }
+
+  Result<std::shared_ptr<Batch>> NextWithin(int wait_ms, bool* waiting) override {
+    *waiting = false;
     if (next_batch_ >= plan_.info.batches) return std::shared_ptr<Batch>();
     if (!run_) Start();
     const uint64_t begin = NowNs();
-    Result<std::unique_ptr<BatchWork>> ready = run_->NextReady();
+    if (!waiting_since_) waiting_since_ = std::chrono::steady_clock::now();
+    Result<std::unique_ptr<BatchWork>> ready = run_->NextReady(wait_ms, *waiting_since_);
     if (recorder_) {
       const uint64_t end = NowNs();
       recorder_->consumer_wait_ns.fetch_add(end - begin, std::memory_order_relaxed);
       recorder_->AddSpan({SpanKind::kWait, kConsumerThread, begin, end, next_batch_, -1});
     }
+    std::unique_ptr<BatchWork> work = ready.ok() ? std::move(ready).value() : nullptr;
+    if (ready.ok() && !work) {  // not ready within wait_ms: keep waiting_since_ for timeout_ms
+      *waiting = true;
+      return std::shared_ptr<Batch>();
+    }
+    waiting_since_.reset();
     if (!ready.ok()) return ready.status();
-    std::unique_ptr<BatchWork> work = std::move(ready).value();
     ++next_batch_;
-    if (work->error_slot >= 0) return work->error;
+    if (data_.options.on_error == OnError::kSkip) {
+      STOKER_RETURN_IF_ERROR(refill_.Resolve(*work, plan_));  // refills failed slots, keeps the budget
+    } else if (work->error_slot >= 0) {
+      return work->error;
+    }
     return std::shared_ptr<Batch>(std::make_shared<BatchImpl>(std::move(work), data_.layout));
   }
 
@@ -114,7 +137,10 @@ class LoaderImpl : public Loader {
                         {"rank", data_.options.rank},
                         {"world_size", data_.options.world_size},
                         {"batch_size", data_.options.batch_size},
-                        {"dataset_samples", plan_.info.dataset_samples}};
+                        {"dataset_samples", plan_.info.dataset_samples},
+                        {"dataset", fingerprint_},
+                        {"on_error", data_.options.on_error == OnError::kSkip ? "skip" : "raise"},
+                        {"skip", refill_.ToJson()}};
     return j.dump();
   }
 
@@ -144,15 +170,31 @@ class LoaderImpl : public Loader {
       STOKER_ASSIGN_OR_RETURN(int64_t consumed, field("consumed_samples"));
       return RestoreConsumed(consumed);
     }
+    if (j.contains("dataset") && j["dataset"] != fingerprint_) {
+      return InvalidArgument("loader state was saved for a different dataset (fingerprint " +
+                             j["dataset"].dump() + ", this loader's " + std::to_string(data_.shards.size()) +
+                             " shards have \"" + fingerprint_ + "\"): the shard list, a shard's size or its "
+                             "sample count changed");
+    }
+    const char* on_error = data_.options.on_error == OnError::kSkip ? "skip" : "raise";
+    if (j.contains("on_error") && j["on_error"] != on_error) {
+      return InvalidArgument("loader state was saved with on_error=" + j["on_error"].dump() +
+                             ", this loader has \"" + on_error + "\"");
+    }
     STOKER_ASSIGN_OR_RETURN(int64_t epoch, field("epoch"));
     STOKER_ASSIGN_OR_RETURN(int64_t next, field("next_batch"));
     run_.reset();
     STOKER_RETURN_IF_ERROR(Plan(static_cast<uint64_t>(epoch)));
     if (next < 0 || next > plan_.info.batches) return InvalidArgument("loader state next_batch is out of range");
+    if (j.contains("skip")) STOKER_RETURN_IF_ERROR(refill_.FromJson(j["skip"]));
     next_batch_ = next;
     Start();
     return Status::Ok();
   }
+
+  SkipCounts Skips() const override { return refill_.counts(); }
+  std::vector<SkipRecord> TakeSkipLog() override { return refill_.TakeLog(); }
+  size_t OpenShardFiles() const override { return files_.open_count(); }
 
  private:
   Status RestoreConsumed(int64_t consumed) {
@@ -179,9 +221,11 @@ class LoaderImpl : public Loader {
     }
     STOKER_ASSIGN_OR_RETURN(plan_, PlanEpoch(counts_, data_.options, epoch));
     epoch_ = epoch;
+    refill_.StartEpoch(epoch);
     return Status::Ok();
   }
   void Start() {
+    waiting_since_.reset();
     if (next_batch_ < plan_.info.batches) {
       run_ = std::make_unique<EpochRun>(&data_, &files_, pool_, &plan_, epoch_, next_batch_);
     }
@@ -191,6 +235,10 @@ class LoaderImpl : public Loader {
 
   Dataset data_;
   ShardFiles files_;
+  SkipRefiller refill_;  // after data_ and files_, which it uses
+  // When the consumer began waiting for the next batch, across NextWithin polls.
+  std::optional<std::chrono::steady_clock::time_point> waiting_since_;
+  std::string fingerprint_;
   std::shared_ptr<BufferPool> pool_;
   std::unique_ptr<Recorder> recorder_;  // outlives run_, whose threads record into it
   std::vector<uint32_t> counts_;
@@ -236,6 +284,7 @@ Result<std::unique_ptr<Loader>> Loader::Create(LoaderOptions options) {
   STOKER_RETURN_IF_ERROR(file.PRead(probe_entry.begin, probe));
   STOKER_ASSIGN_OR_RETURN(data.layout, MakeBatchLayout(options.fields, options.batch_size, probe_entry, probe,
                                                        first->shard_path));
+  STOKER_RETURN_IF_ERROR(CheckMemoryBudget(options, EstimateMemory(options, data.layout, data.indexes)));
   data.options = std::move(options);
   auto pool = BufferPool::Create(data.layout.buffer_bytes, static_cast<size_t>(data.options.prefetch_batches) + 1);
   auto loader = std::make_unique<LoaderImpl>(std::move(data), std::move(pool));

@@ -87,6 +87,7 @@ void RegisterLoader(nb::module_& m) {
   nb::enum_<PartitionPolicy>(m, "PartitionPolicy")
       .value("drop", PartitionPolicy::kDropRemainder)
       .value("pad", PartitionPolicy::kPadRepeat);
+  nb::enum_<OnError>(m, "OnError").value("raise_", OnError::kRaise).value("skip", OnError::kSkip);
 
   nb::class_<ImageSpec>(m, "ImageSpec")
       .def(nb::init<>())
@@ -141,7 +142,13 @@ void RegisterLoader(nb::module_& m) {
       .def_rw("timeout_ms", &LoaderOptions::timeout_ms)
       .def_rw("include_keys", &LoaderOptions::include_keys)
       .def_rw("record_stats", &LoaderOptions::record_stats)
-      .def_rw("trace_spans", &LoaderOptions::trace_spans);
+      .def_rw("trace_spans", &LoaderOptions::trace_spans)
+      .def_rw("on_error", &LoaderOptions::on_error)
+      .def_rw("max_skips", &LoaderOptions::max_skips)
+      .def_rw("max_skip_fraction", &LoaderOptions::max_skip_fraction)
+      .def_rw("skip_probation", &LoaderOptions::skip_probation)
+      .def_rw("max_open_files", &LoaderOptions::max_open_files)
+      .def_rw("memory_budget", &LoaderOptions::memory_budget);
 
   nb::class_<PlanInfo>(m, "PlanInfo")
       .def_ro("dataset_samples", &PlanInfo::dataset_samples)
@@ -172,13 +179,22 @@ void RegisterLoader(nb::module_& m) {
            })
       .def("next",
            [](Loader& l) -> nb::object {
-             Result<std::shared_ptr<Batch>> batch = [&] {
-               nb::gil_scoped_release release;
-               return l.Next();
-             }();
-             std::shared_ptr<Batch> b = ValueOrRaise(std::move(batch));
-             if (!b) return nb::none();
-             return BatchToPython(std::move(b));
+             // Waits in slices of 100 ms, checking for signals between them:
+             // Ctrl-C raises KeyboardInterrupt promptly, the position is kept.
+             while (true) {
+               bool waiting = false;
+               Result<std::shared_ptr<Batch>> batch = [&] {
+                 nb::gil_scoped_release release;
+                 return l.NextWithin(100, &waiting);
+               }();
+               if (waiting) {
+                 if (PyErr_CheckSignals() != 0) throw nb::python_error();
+                 continue;
+               }
+               std::shared_ptr<Batch> b = ValueOrRaise(std::move(batch));
+               if (!b) return nb::none();
+               return BatchToPython(std::move(b));
+             }
            })
       .def_prop_ro("plan", [](const Loader& l) { return l.plan(); })
       .def("stats", [](const Loader& l) { return StatsToPython(l.Stats()); })
@@ -192,7 +208,32 @@ void RegisterLoader(nb::module_& m) {
              }();
              OkOrRaise(st);
            })
-      .def("stop", &Loader::Stop, nb::call_guard<nb::gil_scoped_release>());
+      .def("stop", &Loader::Stop, nb::call_guard<nb::gil_scoped_release>())
+      .def("skips",
+           [](const Loader& l) {
+             SkipCounts c = l.Skips();
+             nb::dict d;
+             d["skipped"] = c.skipped;
+             d["refilled"] = c.refilled;
+             d["seen"] = c.seen;
+             return d;
+           })
+      .def("take_skip_log",
+           [](Loader& l) {
+             nb::list out;
+             for (const SkipRecord& r : l.TakeSkipLog()) {
+               nb::dict d;
+               d["epoch"] = r.epoch;
+               d["batch"] = r.batch;
+               d["slot"] = r.slot;
+               d["sample"] = r.sample;
+               d["key"] = r.key;
+               d["cause"] = r.cause;
+               out.append(d);
+             }
+             return out;
+           })
+      .def("open_shard_files", &Loader::OpenShardFiles);
 
   m.def("expand_sources", [](const std::vector<std::string>& sources) {
     return ValueOrRaise(ExpandSources(sources));

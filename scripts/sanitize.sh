@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# The C++ suite under sanitizers (clang from Debian):
+#   build/asan: every GoogleTest binary with AddressSanitizer + UndefinedBehaviorSanitizer;
+#   build/tsan: the threaded tests (buffer pool, shard files, the loader's
+#               threads end to end) with ThreadSanitizer.
+# Any finding fails the run (halt_on_error).
+#   bash scripts/sanitize.sh          # both
+#   bash scripts/sanitize.sh asan     # one of them
+set -euo pipefail
+cd "$(dirname "$0")/.."
+modes=("$@")
+[ ${#modes[@]} -gt 0 ] || modes=(asan tsan)
+
+SUDO=""
+[ "$(id -u)" = 0 ] || SUDO="sudo"
+if ! command -v clang++ >/dev/null; then
+  $SUDO apt-get update -q
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends clang libclang-rt-14-dev llvm
+fi
+jobs=$(nproc)
+
+for mode in "${modes[@]}"; do
+  case "$mode" in
+    asan)
+      flags="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer -g"
+      targets=()    # all
+      select="."
+      ;;
+    tsan)
+      flags="-fsanitize=thread -fno-omit-frame-pointer -g"
+      targets=(test_core_buffer_pool_test test_pipeline_shard_files_test test_pipeline_loader_reliability_test)
+      select="BufferPool|ShardFiles|LoaderReliability"
+      ;;
+    *) echo "unknown mode $mode (asan, tsan)"; exit 2 ;;
+  esac
+  build=build/$mode
+  cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER=clang++ \
+    -DCMAKE_CXX_FLAGS="$flags" -DSTOKER_BUILD_TESTS=ON -DSTOKER_BUILD_CLI=OFF -DSTOKER_BUILD_PYTHON=OFF >/dev/null
+  if [ ${#targets[@]} -gt 0 ]; then
+    cmake --build "$build" -j "$jobs" --target "${targets[@]}"
+  else
+    cmake --build "$build" -j "$jobs"
+  fi
+  fixtures=$build/fixtures
+  rm -rf "$fixtures" && mkdir -p "$fixtures/formats" "$fixtures/pillow"
+  python3 tests/cpp/formats/make_fixtures.py generate "$fixtures/formats"
+  python3 tests/cpp/codecs/make_pillow_fixtures.py "$fixtures/pillow"
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+  TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+  STOKER_FIXTURES="$PWD/$fixtures/formats" STOKER_PILLOW_FIXTURE_DIR="$PWD/$fixtures/pillow" \
+    ctest --test-dir "$build" --output-on-failure -j "$jobs" -R "$select"
+  echo "sanitize: $mode clean"
+done

@@ -1,0 +1,47 @@
+// core/page_allocator.h — an allocator that maps large blocks straight from
+// the kernel (mmap/munmap) and leaves small ones to operator new.
+//
+// Why: glibc raises its mmap threshold to the size of the largest block freed,
+// after which multi-MiB read buffers come from per-thread arenas and are not
+// given back when freed; each epoch's threads then leave their buffers behind
+// and RSS creeps epoch after epoch. Blocks of at least kPageAllocatorMmapFrom
+// bytes bypass malloc: freeing one returns it to the kernel at once.
+// Thread-safety: stateless.
+#pragma once
+
+#include <sys/mman.h>
+
+#include <cstddef>
+#include <new>
+
+namespace stoker {
+
+inline constexpr size_t kPageAllocatorMmapFrom = size_t{256} << 10;
+
+template <typename T>
+struct PageAllocator {
+  using value_type = T;
+  PageAllocator() = default;
+  template <typename U>
+  PageAllocator(const PageAllocator<U>&) {}  // NOLINT: rebinding is implicit by design
+
+  T* allocate(size_t n) {
+    const size_t bytes = n * sizeof(T);
+    if (bytes < kPageAllocatorMmapFrom) return static_cast<T*>(::operator new(bytes));
+    void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) throw std::bad_alloc();
+    return static_cast<T*>(p);
+  }
+  void deallocate(T* p, size_t n) {
+    const size_t bytes = n * sizeof(T);
+    if (bytes < kPageAllocatorMmapFrom) {
+      ::operator delete(p);
+    } else {
+      munmap(p, bytes);
+    }
+  }
+  template <typename U>
+  bool operator==(const PageAllocator<U>&) const { return true; }
+};
+
+}  // namespace stoker

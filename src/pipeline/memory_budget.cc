@@ -1,0 +1,53 @@
+// pipeline/memory_budget.cc — the memory estimate and budget check; see memory_budget.h.
+#include "pipeline/memory_budget.h"
+
+#include <algorithm>
+#include <thread>
+
+namespace stoker {
+
+namespace {
+
+std::string MiB(uint64_t bytes) {
+  const uint64_t tenths = (bytes * 10 + (1 << 19)) >> 20;
+  return std::to_string(tenths / 10) + "." + std::to_string(tenths % 10) + " MiB";
+}
+
+}  // namespace
+
+std::string MemoryNeed::ToString() const {
+  return MiB(total()) + " (" + MiB(batch_buffers) + " batch buffers, " + MiB(read_buffers) + " read buffers, " +
+         MiB(decode_scratch) + " decode scratch, " + MiB(overhead) + " overhead)";
+}
+
+MemoryNeed EstimateMemory(const LoaderOptions& o, const BatchLayout& layout, const std::vector<ShardIndex>& indexes) {
+  uint64_t max_sample = 0;
+  for (const ShardIndex& index : indexes)
+    for (const SampleEntry& s : index.samples) max_sample = std::max<uint64_t>(max_sample, s.end - s.begin);
+  const uint64_t readers = static_cast<uint64_t>(std::max(1, o.io_depth));
+  const uint64_t decoders = o.decode_threads > 0 ? static_cast<uint64_t>(o.decode_threads)
+                                                 : std::max(1u, std::thread::hardware_concurrency());
+  const uint64_t queue = static_cast<uint64_t>(std::max(2, o.io_depth));
+  bool jpeg = false, npz = false;
+  for (const FieldSpec& f : o.fields) {
+    jpeg |= f.kind == FieldKind::kImage;
+    npz |= f.kind == FieldKind::kNpz;
+  }
+  MemoryNeed need;
+  need.batch_buffers = (static_cast<uint64_t>(std::max(1, o.prefetch_batches)) + 1) * layout.buffer_bytes;
+  need.read_buffers = (readers + queue + decoders + 1) * max_sample;
+  need.decode_scratch = decoders * ((jpeg ? 12 * max_sample : 0) + (npz ? max_sample : 0));
+  need.overhead = uint64_t{16} << 20;
+  return need;
+}
+
+Status CheckMemoryBudget(const LoaderOptions& o, const MemoryNeed& need) {
+  if (o.memory_budget == 0 || need.total() <= o.memory_budget) return Status::Ok();
+  return InvalidArgument("memory_budget=" + std::to_string(o.memory_budget) + " (" + MiB(o.memory_budget) +
+                         ") cannot fit this configuration: it needs " + std::to_string(need.total()) + " bytes, " +
+                         need.ToString() + " with prefetch=" + std::to_string(o.prefetch_batches) +
+                         ", io_depth=" + std::to_string(o.io_depth) + ", decode_threads=" +
+                         std::to_string(o.decode_threads) + "; lower those or raise the budget");
+}
+
+}  // namespace stoker

@@ -1,0 +1,45 @@
+// pipeline/memory_budget.h — what a loader configuration needs in memory, and
+// the check of LoaderOptions::memory_budget against it at construction.
+//
+// The need is the sum of what the engine keeps at its bounds:
+//  * batch buffers: (prefetch_batches + 1) pooled buffers of the layout's size;
+//  * read buffers: one per reader (io_depth), per decode-queue slot
+//    (max(2, io_depth)), per decoder and one for refills, each as large as the
+//    largest sample in the shard indexes;
+//  * decode scratch, per decoder: for JPEG fields a decoded plane estimated at
+//    12 bytes per compressed byte of the largest sample (about 4:1 compression of
+//    RGB, with DCT-scaled and resize planes beside it), for NPZ the largest
+//    sample again (a deflated member's output);
+//  * a fixed 16 MiB for what scales with neither: thread stacks in use,
+//    allocator slack, the consumer's Python objects.
+// The estimate errs high; the budget is the bound the user states, and the
+// loader refuses, naming the number it would need, a configuration above it.
+// Thread-safety: free functions on values.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "formats/sample_index.h"
+#include "pipeline/batch_layout.h"
+#include "stoker/loader.h"
+
+namespace stoker {
+
+struct MemoryNeed {
+  uint64_t batch_buffers = 0;
+  uint64_t read_buffers = 0;
+  uint64_t decode_scratch = 0;
+  uint64_t overhead = 0;
+  uint64_t total() const { return batch_buffers + read_buffers + decode_scratch + overhead; }
+  std::string ToString() const;
+};
+
+MemoryNeed EstimateMemory(const LoaderOptions& options, const BatchLayout& layout,
+                          const std::vector<ShardIndex>& indexes);
+
+// Ok when options.memory_budget is 0 (no budget) or the need fits in it.
+Status CheckMemoryBudget(const LoaderOptions& options, const MemoryNeed& need);
+
+}  // namespace stoker

@@ -1,0 +1,68 @@
+// pipeline/shard_files.cc — the bounded LRU of open shards; see shard_files.h.
+#include "pipeline/shard_files.h"
+
+#include <sys/resource.h>
+
+#include <algorithm>
+
+namespace stoker {
+
+ShardFiles::ShardFiles(const std::vector<std::string>* paths, size_t max_open)
+    : paths_(paths), max_open_(max_open > 0 ? max_open : DefaultMaxOpenFiles()), entries_(paths->size()) {}
+
+size_t ShardFiles::DefaultMaxOpenFiles() {
+  rlimit lim{};
+  if (getrlimit(RLIMIT_NOFILE, &lim) != 0 || lim.rlim_cur == RLIM_INFINITY) return 1024;
+  return std::clamp<size_t>(static_cast<size_t>(lim.rlim_cur) / 4, 4, 1024);
+}
+
+Result<std::shared_ptr<const File>> ShardFiles::Get(uint32_t shard) {
+  std::lock_guard lock(mu_);
+  Entry& e = entries_[shard];
+  if (e.file) {
+    lru_.splice(lru_.begin(), lru_, e.lru_pos);
+    return e.file;
+  }
+  while (lru_.size() >= max_open_) EvictOne();
+  Result<File> f = File::OpenRead((*paths_)[shard]);
+  if (!f.ok() && f.status().code() == StatusCode::kIoError && !lru_.empty()) {
+    EvictIdle();  // descriptors held elsewhere in the process: make room, retry once
+    f = File::OpenRead((*paths_)[shard]);
+  }
+  if (!f.ok()) return f.status();
+  ++opens_;
+  e.file = std::make_shared<const File>(std::move(f).value());
+  lru_.push_front(shard);
+  e.lru_pos = lru_.begin();
+  return e.file;
+}
+
+void ShardFiles::EvictOne() {
+  const uint32_t victim = lru_.back();
+  lru_.pop_back();
+  entries_[victim].file.reset();  // closes now, or when the last in-flight read releases it
+}
+
+void ShardFiles::EvictIdle() {
+  for (auto it = lru_.begin(); it != lru_.end();) {
+    Entry& e = entries_[*it];
+    if (e.file.use_count() == 1) {
+      e.file.reset();
+      it = lru_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+size_t ShardFiles::open_count() const {
+  std::lock_guard lock(mu_);
+  return lru_.size();
+}
+
+uint64_t ShardFiles::opens() const {
+  std::lock_guard lock(mu_);
+  return opens_;
+}
+
+}  // namespace stoker

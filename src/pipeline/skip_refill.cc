@@ -1,0 +1,163 @@
+// pipeline/skip_refill.cc — the skip policy's refills and budget; see skip_refill.h.
+#include "pipeline/skip_refill.h"
+
+#include <algorithm>
+#include <cinttypes>
+#include <cstdio>
+#include <cstring>
+
+namespace stoker {
+
+namespace {
+
+std::string Num(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+
+}  // namespace
+
+void SkipRefiller::StartEpoch(uint64_t epoch) {
+  epoch_ = epoch;
+  reserve_cursor_ = 0;
+  known_bad_.clear();
+}
+
+Status SkipRefiller::Resolve(BatchWork& work, const EpochPlan& plan) {
+  counts_.seen += work.size;
+  if (work.failures.empty()) return CheckBudget();
+  const int64_t bs = data_->options.batch_size;
+  // Slot order, not completion order: the refills must not depend on timing.
+  std::vector<std::pair<int, Status>> failures = std::move(work.failures);
+  std::sort(failures.begin(), failures.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  const uint64_t partition = plan.samples.size();
+  for (const auto& [slot, cause] : failures) {
+    NoteBad(work, slot, plan.samples[static_cast<size_t>(work.index * bs + slot)], cause);
+    uint64_t tries = 0;
+    while (true) {
+      STOKER_RETURN_IF_ERROR(CheckBudget());
+      if (++tries > partition) {
+        return DataLoss("on_error='skip': no good sample left in this rank's partition of " +
+                        std::to_string(partition) + " samples to refill batch " + std::to_string(work.index) +
+                        "; the last error: " + last_cause_);
+      }
+      const SampleRef cand = plan.samples[reserve_cursor_ % partition];
+      ++reserve_cursor_;
+      if (known_bad_.count(cand.global)) continue;
+      Status st = Fill(work, slot, cand);
+      if (st.ok()) {
+        ++counts_.refilled;
+        break;
+      }
+      NoteBad(work, slot, cand, st);
+    }
+  }
+  work.error_slot = -1;
+  work.error = Status::Ok();
+  return CheckBudget();
+}
+
+Status SkipRefiller::Fill(BatchWork& work, int slot, const SampleRef& ref) {
+  const SampleEntry& entry = data_->indexes[ref.shard].samples[ref.sample];
+  const std::string& shard = data_->shards[ref.shard];
+  bytes_.resize(entry.end - entry.begin);
+  Result<std::shared_ptr<const File>> file = files_->Get(ref.shard);
+  Status st = file.ok() ? (*file)->PRead(entry.begin, bytes_) : file.status();
+  if (!st.ok()) return st.WithContext("sample '" + entry.key + "'");
+  if (!decoder_) decoder_ = std::make_unique<SampleDecoder>(&data_->layout);
+  uint8_t* base = work.lease->data();
+  STOKER_RETURN_IF_ERROR(
+      decoder_->Decode(shard, entry, bytes_, base, slot, MixSeed(data_->options.seed, epoch_, ref.global)));
+  const BatchLayout& layout = data_->layout;
+  const ArraySlot& index = layout.arrays[layout.index_array];
+  const int64_t global = static_cast<int64_t>(ref.global);
+  std::memcpy(base + index.offset + index.sample_bytes * static_cast<size_t>(slot), &global, sizeof(global));
+  if (!work.keys.empty()) work.keys[static_cast<size_t>(slot)] = shard + ":" + entry.key;
+  return Status::Ok();
+}
+
+void SkipRefiller::NoteBad(const BatchWork& work, int slot, const SampleRef& ref, const Status& cause) {
+  if (!known_bad_.insert(ref.global).second) return;  // met before this epoch: counted and logged then
+  ++counts_.skipped;
+  ++counts_.seen;
+  last_cause_ = cause.ToString();
+  SkipRecord r;
+  r.epoch = epoch_;
+  r.batch = work.index;
+  r.slot = slot;
+  r.sample = ref.global;
+  r.key = data_->shards[ref.shard] + ":" + data_->indexes[ref.shard].samples[ref.sample].key;
+  r.cause = last_cause_;
+  log_.push_back(std::move(r));
+  if (log_.size() > 10000) log_.erase(log_.begin());  // nobody takes them: keep the newest
+}
+
+Status SkipRefiller::CheckBudget() const {
+  const LoaderOptions& o = data_->options;
+  if (o.max_skips > 0 && counts_.skipped > o.max_skips) {
+    return DataLoss("on_error='skip' budget exceeded: " + std::to_string(counts_.skipped) +
+                    " samples skipped, more than max_skips=" + std::to_string(o.max_skips) +
+                    "; the last: " + last_cause_);
+  }
+  if (o.max_skip_fraction > 0 && counts_.seen >= std::max<int64_t>(1, o.skip_probation) &&
+      static_cast<double>(counts_.skipped) > o.max_skip_fraction * static_cast<double>(counts_.seen)) {
+    return DataLoss("on_error='skip' budget exceeded: " + std::to_string(counts_.skipped) + " of " +
+                    std::to_string(counts_.seen) + " samples skipped, more than max_skip_fraction=" +
+                    Num(o.max_skip_fraction) + " (after skip_probation=" + std::to_string(o.skip_probation) +
+                    "); the last: " + last_cause_);
+  }
+  return Status::Ok();
+}
+
+std::vector<SkipRecord> SkipRefiller::TakeLog() {
+  std::vector<SkipRecord> out;
+  out.swap(log_);
+  return out;
+}
+
+nlohmann::json SkipRefiller::ToJson() const {
+  return {{"reserve_cursor", reserve_cursor_},
+          {"known_bad", std::vector<uint64_t>(known_bad_.begin(), known_bad_.end())},
+          {"skipped", counts_.skipped},
+          {"refilled", counts_.refilled},
+          {"seen", counts_.seen}};
+}
+
+Status SkipRefiller::FromJson(const nlohmann::json& j) {
+  if (!j.is_object()) return InvalidArgument("loader state 'skip' is not an object");
+  try {
+    if (j.contains("reserve_cursor")) reserve_cursor_ = j["reserve_cursor"].get<uint64_t>();
+    if (j.contains("known_bad")) {
+      known_bad_.clear();
+      for (const auto& v : j["known_bad"]) known_bad_.insert(v.get<uint64_t>());
+    }
+    if (j.contains("skipped")) counts_.skipped = j["skipped"].get<int64_t>();
+    if (j.contains("refilled")) counts_.refilled = j["refilled"].get<int64_t>();
+    if (j.contains("seen")) counts_.seen = j["seen"].get<int64_t>();
+  } catch (const nlohmann::json::exception& e) {
+    return InvalidArgument(std::string("loader state 'skip' is malformed: ") + e.what());
+  }
+  return Status::Ok();
+}
+
+std::string DatasetFingerprint(const Dataset& data) {
+  uint64_t h = 1469598103934665603ull;  // FNV-1a 64
+  auto mix = [&h](const void* p, size_t n) {
+    const auto* b = static_cast<const uint8_t*>(p);
+    for (size_t i = 0; i < n; ++i) h = (h ^ b[i]) * 1099511628211ull;
+  };
+  for (const ShardIndex& index : data.indexes) {
+    const std::string& path = index.shard_path;
+    const size_t slash = path.find_last_of('/');
+    const std::string base = slash == std::string::npos ? path : path.substr(slash + 1);
+    mix(base.data(), base.size() + 1);
+    const uint64_t words[2] = {index.shard_size, index.samples.size()};
+    mix(words, sizeof words);
+  }
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016" PRIx64, h);
+  return buf;
+}
+
+}  // namespace stoker
