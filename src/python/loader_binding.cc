@@ -88,6 +88,11 @@ void RegisterLoader(nb::module_& m) {
       .value("drop", PartitionPolicy::kDropRemainder)
       .value("pad", PartitionPolicy::kPadRepeat);
 
+  nb::enum_<Resample>(m, "Resample")
+      .value("bilinear", Resample::kBilinear)
+      .value("bicubic", Resample::kBicubic)
+      .value("box", Resample::kBox);
+
   nb::class_<ImageSpec>(m, "ImageSpec")
       .def(nb::init<>())
       .def_rw("height", &ImageSpec::height)
@@ -97,6 +102,8 @@ void RegisterLoader(nb::module_& m) {
       .def_rw("random_hflip", &ImageSpec::random_hflip)
       .def_rw("scale", &ImageSpec::scale)
       .def_rw("ratio", &ImageSpec::ratio)
+      .def_rw("resample", &ImageSpec::resample)
+      .def_rw("resize_to", &ImageSpec::resize_to)
       .def_rw("pixel", &ImageSpec::pixel)
       .def_rw("normalize", &ImageSpec::normalize)
       .def_rw("mean", &ImageSpec::mean)

@@ -172,11 +172,15 @@ Diff Compare(const uint8_t* a, const uint8_t* b, size_t n) {
   return {sum / n, mse == 0 ? 99.0 : 10 * std::log10(255.0 * 255.0 / mse), mx};
 }
 
-ImageSpec HwcU8(int h, int w, ResizeMode mode) {
+// Box by default: these tests are about the decode paths and the libyuv box
+// fast path; the Pillow-exact resample has resample_test.cc and
+// tests/python/test_torchvision_fidelity.py.
+ImageSpec HwcU8(int h, int w, ResizeMode mode, Resample resample = Resample::kBox) {
   ImageSpec s;
   s.height = h;
   s.width = w;
   s.mode = mode;
+  s.resample = resample;
   s.chw = false;
   return s;
 }
