@@ -9,6 +9,10 @@
 // Pillow's pixels at a fraction of the cost. Any decoder (JPEG now, PNG/WebP
 // later) that has RGB pixels calls PlanResampleAxis for x and y, decodes at
 // least the source span the axes report, then ResampleRgb.
+// Speed: the vertical pass runs 8 bytes at a time with AVX2 and the
+// horizontal pass one RGB pixel per SSE4.1 vector, chosen at run time
+// (__builtin_cpu_supports); other CPUs take the scalar loops. Same integers
+// either way, so the same pixels.
 // Arithmetic (Pillow's src/libImaging/Resample.c): coefficients in double
 // from the filter with support scaled by the reduction, normalized per
 // output, converted to fixed point with 22 fractional bits (round half away
@@ -32,6 +36,7 @@ namespace stoker {
 // pixels, over a source of in_size pixels (the filter is clamped to it).
 struct ResampleAxis {
   int first = 0, count = 0;
+  int in_size = 0;
   int ksize = 0;
   bool identity = false;       // source copied unchanged (Pillow skips the pass)
   std::vector<int32_t> start;  // per output: first source pixel

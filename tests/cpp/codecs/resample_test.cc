@@ -113,7 +113,9 @@ TEST(ResampleTest, AgreesWithDoublePrecisionPort) {
       }
       EXPECT_LE(worst, 1) << w << "x" << h << "->" << ow << "x" << oh;
       EXPECT_LE(off, got.size() / 100 + 1) << w << "x" << h << "->" << ow << "x" << oh;
-      if (w == ow && h == oh) EXPECT_EQ(got, src);  // identity: a copy
+      if (w == ow && h == oh) {
+        EXPECT_EQ(got, src);  // identity: a copy
+      }
     }
   }
 }
