@@ -28,6 +28,7 @@
 #include "codecs/decode_scratch.h"
 #include "codecs/jpeg_fallback.h"
 #include "codecs/jpeg_region.h"
+#include "codecs/jpeg_rgb_region.h"
 #include "codecs/libjpeg_decompressor.h"
 #include "codecs/pixel_output.h"
 #include "codecs/resample.h"
@@ -202,11 +203,22 @@ Status JpegDecoder::Impl::DecodeResampled(std::span<const uint8_t> jpeg, const I
   const int sw = TJSCALED(h.width, sf), sh = TJSCALED(h.height, sf);
   GeometryResample plan;
   PlanGeometryResample(g, spec.resample, denom, sw, sh, &plan);
-  uint8_t* decoded = Grow(scratch.planes, static_cast<size_t>(sw) * sh * 3);
-  STOKER_RETURN_IF_ERROR(DecodeRgbScaled(jpeg, h, denom, sw, sh, decoded));
   uint8_t* rgb = Grow(scratch.rgb, static_cast<size_t>(g.win_w) * g.win_h * 3);
-  ResampleRgb(plan.ax, plan.ay, decoded, static_cast<size_t>(sw) * 3, plan.src_x0, plan.src_y0, rgb,
-              static_cast<size_t>(g.win_w) * 3, &scratch.resample_tmp);
+  const bool cmyk = h.colorspace == TJCS_CMYK || h.colorspace == TJCS_YCCK;
+  if (region_decode && !cmyk && plan.ax.src_hi > plan.ax.src_lo && plan.ay.src_hi > plan.ay.src_lo) {
+    // Only the source rectangle the filter reaches (decoded-image pixels).
+    RgbRegion r;
+    STOKER_RETURN_IF_ERROR(DecodeRgbRegion(lj, jpeg, denom, plan.ax.src_lo - plan.src_x0,
+                                           plan.ax.src_hi - plan.src_x0, plan.ay.src_lo - plan.src_y0,
+                                           plan.ay.src_hi - plan.src_y0, scratch.planes, &r));
+    ResampleRgb(plan.ax, plan.ay, r.data, r.stride, plan.src_x0 + r.x0, plan.src_y0 + r.y0, rgb,
+                static_cast<size_t>(g.win_w) * 3, &scratch.resample_tmp);
+  } else {
+    uint8_t* decoded = Grow(scratch.planes, static_cast<size_t>(sw) * sh * 3 + 16);
+    STOKER_RETURN_IF_ERROR(DecodeRgbScaled(jpeg, h, denom, sw, sh, decoded));
+    ResampleRgb(plan.ax, plan.ay, decoded, static_cast<size_t>(sw) * 3, plan.src_x0, plan.src_y0, rgb,
+                static_cast<size_t>(g.win_w) * 3, &scratch.resample_tmp);
+  }
   WriteOutput(rgb, g.win_w, g.win_h, spec, g.hflip, out);
   return Status::Ok();
 }

@@ -134,10 +134,10 @@ void VerticalRowScalar(const uint8_t* const* rows, const int32_t* k, int n, size
 
 #if STOKER_RESAMPLE_X86
 // One pixel's R,G,B (and a 4th byte, ignored) per 128-bit vector.
-__attribute__((target("sse4.1"))) void HorizontalRowSse41(const ResampleAxis& ax, const uint8_t* s, int src_x0,
-                                                          uint8_t* d) {
+__attribute__((target("sse4.1"))) void HorizontalRowSse41From(const ResampleAxis& ax, int from, const uint8_t* s,
+                                                              int src_x0, uint8_t* d) {
   const int ks = ax.ksize;
-  for (int i = 0; i < ax.count; ++i) {
+  for (int i = from; i < ax.count; ++i) {
     const uint8_t* p = s + static_cast<size_t>(ax.start[i] - src_x0) * 3;
     const int32_t* k = &ax.coeff[static_cast<size_t>(i) * ks];
     int n = ax.taps[i];
@@ -160,6 +160,44 @@ __attribute__((target("sse4.1"))) void HorizontalRowSse41(const ResampleAxis& ax
     const __m128i v16 = _mm_packs_epi32(_mm_srai_epi32(acc, kPrecisionBits), acc);
     const int32_t v8 = _mm_cvtsi128_si32(_mm_packus_epi16(v16, v16));
     std::memcpy(d + 3 * i, &v8, 3);
+  }
+}
+
+// Two output pixels per 256-bit vector (R,G,B,- of pixel i | of pixel i+1),
+// over the longer of their two tap lists: the shorter one's extra
+// coefficients are Pillow's zero padding (ksize wide), so they add nothing.
+// A pair whose reads could pass the axis's last pixel goes to the SSE4.1 loop.
+__attribute__((target("avx2"))) void HorizontalRowAvx2(const ResampleAxis& ax, const uint8_t* s, int src_x0,
+                                                        uint8_t* d) {
+  const int ks = ax.ksize;
+  int i = 0;
+  for (; i + 1 < ax.count; i += 2) {
+    const int s0 = ax.start[i], s1 = ax.start[i + 1];
+    const int n = std::max(ax.taps[i], ax.taps[i + 1]);
+    if (n > ks || s0 + n >= ax.in_size || s1 + n >= ax.in_size) break;
+    const uint8_t* p0 = s + static_cast<size_t>(s0 - src_x0) * 3;
+    const uint8_t* p1 = s + static_cast<size_t>(s1 - src_x0) * 3;
+    const int32_t* k0 = &ax.coeff[static_cast<size_t>(i) * ks];
+    const int32_t* k1 = k0 + ks;
+    __m256i acc = _mm256_set1_epi32(kHalf);
+    for (int x = 0; x < n; ++x) {
+      int32_t a, b;
+      std::memcpy(&a, p0 + 3 * x, 4);
+      std::memcpy(&b, p1 + 3 * x, 4);
+      const __m256i px = _mm256_cvtepu8_epi32(_mm_set_epi32(0, 0, b, a));
+      const __m256i k = _mm256_set_m128i(_mm_set1_epi32(k1[x]), _mm_set1_epi32(k0[x]));
+      acc = _mm256_add_epi32(acc, _mm256_mullo_epi32(px, k));
+    }
+    acc = _mm256_srai_epi32(acc, kPrecisionBits);
+    const __m128i v16 = _mm_packs_epi32(_mm256_castsi256_si128(acc), _mm256_extracti128_si256(acc, 1));
+    const uint64_t v8 = static_cast<uint64_t>(_mm_cvtsi128_si64(_mm_packus_epi16(v16, v16)));
+    const uint32_t a8 = static_cast<uint32_t>(v8), b8 = static_cast<uint32_t>(v8 >> 32);
+    std::memcpy(d + 3 * i, &a8, 3);
+    std::memcpy(d + 3 * i + 3, &b8, 3);
+  }
+  if (i < ax.count) {
+    // The rest (near the row's end): one pixel at a time.
+    HorizontalRowSse41From(ax, i, s, src_x0, d);
   }
 }
 
@@ -194,7 +232,8 @@ void HorizontalRow(const ResampleAxis& ax, const uint8_t* s, int src_x0, uint8_t
     return;
   }
 #if STOKER_RESAMPLE_X86
-  if (kHaveSse41) return HorizontalRowSse41(ax, s, src_x0, d);
+  if (kHaveAvx2) return HorizontalRowAvx2(ax, s, src_x0, d);
+  if (kHaveSse41) return HorizontalRowSse41From(ax, 0, s, src_x0, d);
 #endif
   HorizontalRowScalar(ax, s, src_x0, d);
 }
