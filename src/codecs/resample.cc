@@ -100,6 +100,20 @@ void PlanResampleAxis(Resample filter, int in_size, double in0_d, double in1_d, 
     }
   }
   if (a->src_lo >= a->src_hi) a->src_lo = a->src_hi = 0;
+  a->pairs = (ksize + 1) / 2;
+  a->pair_hi.assign(static_cast<size_t>(count) * a->pairs, 0);
+  a->pair_lo.assign(static_cast<size_t>(count) * a->pairs, 0);
+  for (int i = 0; i < count; ++i) {
+    const int32_t* k = &a->coeff[static_cast<size_t>(i) * ksize];
+    for (int j = 0; j < a->pairs; ++j) {
+      const int32_t k0 = k[2 * j], k1 = 2 * j + 1 < ksize ? k[2 * j + 1] : 0;
+      // hi = k >> 11 (floor), lo = k & 2047: both fit int16.
+      const uint32_t h0 = static_cast<uint16_t>(k0 >> 11), h1 = static_cast<uint16_t>(k1 >> 11);
+      const uint32_t l0 = static_cast<uint32_t>(k0 & 2047), l1 = static_cast<uint32_t>(k1 & 2047);
+      a->pair_hi[static_cast<size_t>(i) * a->pairs + j] = static_cast<int32_t>(h0 | (h1 << 16));
+      a->pair_lo[static_cast<size_t>(i) * a->pairs + j] = static_cast<int32_t>(l0 | (l1 << 16));
+    }
+  }
 }
 
 namespace {
@@ -163,31 +177,40 @@ __attribute__((target("sse4.1"))) void HorizontalRowSse41From(const ResampleAxis
   }
 }
 
-// Two output pixels per 256-bit vector (R,G,B,- of pixel i | of pixel i+1),
-// over the longer of their two tap lists: the shorter one's extra
-// coefficients are Pillow's zero padding (ksize wide), so they add nothing.
-// A pair whose reads could pass the axis's last pixel goes to the SSE4.1 loop.
+// Two output pixels per 256-bit vector (one per 128-bit lane), two taps per
+// pmaddwd: the bytes of pixels x, x+1 are shuffled to 16-bit pairs
+// (R_x, R_x+1, G_x, G_x+1, B_x, B_x+1, 0, 0) and multiplied by the weights'
+// 11-bit halves; sum = (sum_hi << 11) + sum_lo is the exact 32-bit sum.
+// Taps past an output's own list have weight 0 (Pillow's padding). A pair
+// whose 8-byte loads could pass the axis's last pixel goes to the SSE4.1 loop.
 __attribute__((target("avx2"))) void HorizontalRowAvx2(const ResampleAxis& ax, const uint8_t* s, int src_x0,
                                                         uint8_t* d) {
-  const int ks = ax.ksize;
+  const int np = ax.pairs;
+  const __m256i shuf = _mm256_setr_epi8(0, -1, 3, -1, 1, -1, 4, -1, 2, -1, 5, -1, -1, -1, -1, -1,  //
+                                        0, -1, 3, -1, 1, -1, 4, -1, 2, -1, 5, -1, -1, -1, -1, -1);
   int i = 0;
   for (; i + 1 < ax.count; i += 2) {
     const int s0 = ax.start[i], s1 = ax.start[i + 1];
-    const int n = std::max(ax.taps[i], ax.taps[i + 1]);
-    if (n > ks || s0 + n >= ax.in_size || s1 + n >= ax.in_size) break;
+    const int n = (std::max(ax.taps[i], ax.taps[i + 1]) + 1) / 2;  // tap pairs
+    if (s0 + 2 * n >= ax.in_size || s1 + 2 * n >= ax.in_size) break;
     const uint8_t* p0 = s + static_cast<size_t>(s0 - src_x0) * 3;
     const uint8_t* p1 = s + static_cast<size_t>(s1 - src_x0) * 3;
-    const int32_t* k0 = &ax.coeff[static_cast<size_t>(i) * ks];
-    const int32_t* k1 = k0 + ks;
-    __m256i acc = _mm256_set1_epi32(kHalf);
-    for (int x = 0; x < n; ++x) {
-      int32_t a, b;
-      std::memcpy(&a, p0 + 3 * x, 4);
-      std::memcpy(&b, p1 + 3 * x, 4);
-      const __m256i px = _mm256_cvtepu8_epi32(_mm_set_epi32(0, 0, b, a));
-      const __m256i k = _mm256_set_m128i(_mm_set1_epi32(k1[x]), _mm_set1_epi32(k0[x]));
-      acc = _mm256_add_epi32(acc, _mm256_mullo_epi32(px, k));
+    const int32_t* h0 = &ax.pair_hi[static_cast<size_t>(i) * np];
+    const int32_t* l0 = &ax.pair_lo[static_cast<size_t>(i) * np];
+    const int32_t* h1 = h0 + np;
+    const int32_t* l1 = l0 + np;
+    __m256i acc_hi = _mm256_setzero_si256(), acc_lo = _mm256_setzero_si256();
+    for (int j = 0; j < n; ++j) {
+      const __m256i raw = _mm256_set_m128i(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p1 + 6 * j)),
+                                           _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p0 + 6 * j)));
+      const __m256i px = _mm256_shuffle_epi8(raw, shuf);
+      acc_hi = _mm256_add_epi32(acc_hi, _mm256_madd_epi16(px, _mm256_set_m128i(_mm_set1_epi32(h1[j]),
+                                                                                 _mm_set1_epi32(h0[j]))));
+      acc_lo = _mm256_add_epi32(acc_lo, _mm256_madd_epi16(px, _mm256_set_m128i(_mm_set1_epi32(l1[j]),
+                                                                                 _mm_set1_epi32(l0[j]))));
     }
+    __m256i acc = _mm256_add_epi32(_mm256_add_epi32(_mm256_slli_epi32(acc_hi, 11), acc_lo),
+                                   _mm256_set1_epi32(kHalf));
     acc = _mm256_srai_epi32(acc, kPrecisionBits);
     const __m128i v16 = _mm_packs_epi32(_mm256_castsi256_si128(acc), _mm256_extracti128_si256(acc, 1));
     const uint64_t v8 = static_cast<uint64_t>(_mm_cvtsi128_si64(_mm_packus_epi16(v16, v16)));
@@ -195,10 +218,8 @@ __attribute__((target("avx2"))) void HorizontalRowAvx2(const ResampleAxis& ax, c
     std::memcpy(d + 3 * i, &a8, 3);
     std::memcpy(d + 3 * i + 3, &b8, 3);
   }
-  if (i < ax.count) {
-    // The rest (near the row's end): one pixel at a time.
-    HorizontalRowSse41From(ax, i, s, src_x0, d);
-  }
+  // The rest (near the row's end): one pixel at a time.
+  if (i < ax.count) HorizontalRowSse41From(ax, i, s, src_x0, d);
 }
 
 // 8 output bytes per 256-bit vector, the taps' sum kept in a register.

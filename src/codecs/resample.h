@@ -10,7 +10,8 @@
 // later) that has RGB pixels calls PlanResampleAxis for x and y, decodes at
 // least the source span the axes report, then ResampleRgb.
 // Speed: the vertical pass runs 8 bytes at a time with AVX2 and the
-// horizontal pass one RGB pixel per SSE4.1 vector, chosen at run time
+// horizontal pass two output pixels and two taps per AVX2 pmaddwd (the 22-bit
+// weights split into exact 11-bit halves), chosen at run time
 // (__builtin_cpu_supports); other CPUs take the scalar loops. Same integers
 // either way, so the same pixels.
 // Arithmetic (Pillow's src/libImaging/Resample.c): coefficients in double
@@ -42,6 +43,11 @@ struct ResampleAxis {
   std::vector<int32_t> start;  // per output: first source pixel
   std::vector<int32_t> taps;   // per output: number of source pixels
   std::vector<int32_t> coeff;  // per output: ksize fixed-point weights
+  // The same weights split exactly as k = hi * 2^11 + lo (lo in [0, 2^11)),
+  // two taps per int32 as int16 pairs: the SIMD horizontal pass multiplies
+  // 16-bit pairs (pmaddwd) and recombines, giving the same integers.
+  int pairs = 0;                 // (ksize + 1) / 2 per output
+  std::vector<int32_t> pair_hi, pair_lo;
   int src_lo = 0, src_hi = 0;  // source pixels [src_lo, src_hi) the window reads
 };
 
