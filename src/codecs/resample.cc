@@ -321,13 +321,18 @@ void PlanGeometryResample(const SampleGeometry& g, Resample filter, int denom, i
     plan->src_y0 = -g.crop_y;
     return;
   }
+  // The crop in scaled pixels, widened to whole pixels: the filter is
+  // clamped at its edges as torchvision's crop-then-resize clamps at the crop's.
   const double d = denom;
-  PlanResampleAxis(filter, decoded_w, g.crop_x / d, (g.crop_x + g.crop_w) / d, g.resized_w, g.win_x, g.win_w,
+  const int ox = g.crop_x / denom, oy = g.crop_y / denom;
+  const int ex = std::min(decoded_w, (g.crop_x + g.crop_w + denom - 1) / denom);
+  const int ey = std::min(decoded_h, (g.crop_y + g.crop_h + denom - 1) / denom);
+  PlanResampleAxis(filter, ex - ox, g.crop_x / d - ox, (g.crop_x + g.crop_w) / d - ox, g.resized_w, g.win_x, g.win_w,
                    &plan->ax);
-  PlanResampleAxis(filter, decoded_h, g.crop_y / d, (g.crop_y + g.crop_h) / d, g.resized_h, g.win_y, g.win_h,
+  PlanResampleAxis(filter, ey - oy, g.crop_y / d - oy, (g.crop_y + g.crop_h) / d - oy, g.resized_h, g.win_y, g.win_h,
                    &plan->ay);
-  plan->src_x0 = 0;
-  plan->src_y0 = 0;
+  plan->src_x0 = -ox;
+  plan->src_y0 = -oy;
 }
 
 int ChooseResampleDenom(const SampleGeometry& g) {

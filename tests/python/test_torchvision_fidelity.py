@@ -230,12 +230,26 @@ def test_edge_cases_equal_torchvision(case):
 
 def test_large_image_dct_scaled_within_bound():
     # 2000x1500 to 97..224: the decoder may decode at 1/2..1/8 DCT scale where
-    # the scaled image keeps >= 3x the output; the bound still holds.
-    data = encode(camera_photo(9, 2000, 1500), quality=92)
-    for recipe in [dict(size=97), dict(size=224), dict(size=128, resize="longest"),
-                   dict(size=97, resize="random_resized_crop", scale=(0.5, 1.0))]:
-        for resample in ("bilinear", "bicubic"):
-            assert_faithful(data, dict(recipe, resample=resample), seed=5)
+    # the scaled image keeps >= 4x the output; the bound still holds.
+    for w, h in [(2000, 1500), (3000, 2000)]:
+        data = encode(camera_photo(w + 9, w, h), quality=92)
+        for recipe in [dict(size=97), dict(size=224), dict(size=128, resize="longest"),
+                       dict(size=97, resize="random_resized_crop"),
+                       dict(size=97, resize="random_resized_crop", scale=(0.5, 1.0))]:
+            for resample in ("bilinear", "bicubic"):
+                for seed in (1, 5):
+                    assert_faithful(data, dict(recipe, resample=resample), seed=seed)
+
+
+@pytest.mark.parametrize("name", sorted(PHOTOS))
+def test_small_outputs_of_photos_within_bound(name):
+    # 32..64 px from 427..640 px photos: decoded at 1/2 where the crop stays >= 4x
+    # the output (the DCT-scaled case the issue saw at 13.5 levels).
+    data = photo(name)
+    for size in (32, 48, 64):
+        for mode in ("center_crop", "random_resized_crop", "longest"):
+            for resample in ("bilinear", "bicubic"):
+                assert_faithful(data, dict(size=size, resize=mode, resample=resample), seed=3)
 
 
 # -- geometry -------------------------------------------------------------------------------

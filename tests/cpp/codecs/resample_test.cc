@@ -123,9 +123,11 @@ TEST(ResampleTest, AgreesWithDoublePrecisionPort) {
 TEST(ResampleTest, ChooseDenomKeepsHeadroom) {
   SampleGeometry g;
   g.crop_w = 2000, g.crop_h = 1500, g.resized_w = 298, g.resized_h = 224;
-  EXPECT_EQ(ChooseResampleDenom(g), 2);  // 1500/2 = 750 >= 3 * 224
-  g.resized_w = 120, g.resized_h = 90;  // 1500/4 = 375 >= 3 * 90
+  EXPECT_EQ(ChooseResampleDenom(g), 1);  // 1500/2 = 750 < 4 * 224
+  g.resized_w = 120, g.resized_h = 90;   // 1500/4 = 375 >= 4 * 90, 2000/8 < 4 * 120
   EXPECT_EQ(ChooseResampleDenom(g), 4);
+  g.resized_w = 200, g.resized_h = 150;  // 1500/2 = 750 >= 4 * 150, 2000/4 < 4 * 200
+  EXPECT_EQ(ChooseResampleDenom(g), 2);
   g.crop_w = 500, g.crop_h = 375, g.resized_w = 298, g.resized_h = 224;
   EXPECT_EQ(ChooseResampleDenom(g), 1);
 }
