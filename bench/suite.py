@@ -197,6 +197,7 @@ def decode_paths(w: dict, jpegs: list[bytes], cores: int, pool: ThreadPoolExecut
     from PIL import Image
 
     spec = stoker.image_spec(w["size"], resize=w["resize"])
+    box = stoker.image_spec(w["size"], resize=w["resize"], resample="box")
     # one output array per image, made outside the timed loop, when the binding takes out=
     outs = []
     for b in jpegs:
@@ -230,8 +231,10 @@ def decode_paths(w: dict, jpegs: list[bytes], cores: int, pool: ThreadPoolExecut
     paths = [
         ("turbojpeg_1t", f"TurboJPEG full RGB decode, 1 thread ({'out=' if into else 'allocating'})",
          loop(rgb_fn, items)),
-        ("stoker_decode_resize_1t", f"stoker.decode_jpeg ({w['resize']} {w['size']}), 1 thread",
+        ("stoker_decode_resize_1t", f"stoker.decode_jpeg ({w['resize']} {w['size']}, bilinear: torchvision's pixels), 1 thread",
          loop(lambda b: stoker.decode_jpeg(b, spec), jpegs)),
+        ("stoker_box_1t", f"stoker.decode_jpeg ({w['resize']} {w['size']}, resample='box': the old libyuv path), 1 thread",
+         loop(lambda b: stoker.decode_jpeg(b, box), jpegs)),
         ("pillow_1t", "Pillow decode + antialiased resize (the DataLoader's path), 1 thread", loop(pil, jpegs)),
         (f"turbojpeg_{cores}t", f"TurboJPEG full RGB decode, {cores} threads (do the cores scale?)",
          threads(rgb_fn, chunks)),
@@ -722,6 +725,17 @@ def analyse(res: dict, cores: int) -> dict:
                    note="" if "spdl" in rows else res["unavailable"].get("spdl", ""))
             target(f"≥ 0.8 × decode limit ({out['limit_what']})", rows["stoker"].get("x_limit"), 0.8,
                    note=res["limits"].get("decode_note", ""))
+            if "stoker_box_1t" in lr and "stoker_decode_resize_1t" in lr:
+                by_round = {x["round"]: x["rate"] for x in lr["stoker_box_1t"]}
+                r = [x["rate"] / by_round[x["round"]] for x in lr["stoker_decode_resize_1t"] if x["round"] in by_round]
+                target("torchvision-exact bilinear decode+resize ≥ 0.95× the old box path (1 thread, same rounds)",
+                       common.summarize(r).as_dict() if r else None, 0.95)
+            so = res.get("same_output", {}).get("paths", {}).get("stoker (default: bilinear)")
+            if so:
+                v = so["mean_abs_diff"]
+                target("fidelity: mean |diff| vs the torchvision recipe ≤ 1.0 level",
+                       {"median": v, "min": v, "max": v}, 1.0, le=True,
+                       note=f"p99.9 {so['p999_abs_diff']:.0f} (≤ 8), max {so['max_abs_diff']}")
         if wname == "A":
             target("≥ 5× numpy.load through a DataLoader (best num_workers incl. 0)",
                    rows.get("dl_wds", {}).get("stoker_x"), 5.0)
@@ -815,8 +829,11 @@ def markdown(payload: dict) -> str:
             lines += ["", "Tuning grid (one epoch each, samples/s): " + "; ".join(grid_bits) + "."]
         if wl.get("same_output"):
             so = wl["same_output"]
-            lines += ["", f"stoker vs Pillow output: mean |diff| {so['mean_abs_diff']:.2f}, p99.9 "
-                          f"{so['p999_abs_diff']:.0f}, max {so['max_abs_diff']} levels over {so['images']} images."]
+            lines += ["", f"Fidelity vs the torchvision recipe ({so['recipe']}, Pillow BILINEAR) over "
+                          f"{so['images']} images, |diff| in levels:", "",
+                      "| path | mean | p99.9 | max |", "| --- | ---: | ---: | ---: |"]
+            for name, d in so["paths"].items():
+                lines.append(f"| {name} | {d['mean_abs_diff']:.2f} | {d['p999_abs_diff']:.0f} | {d['max_abs_diff']} |")
         if wl["data"].get("spdl_decode"):
             lines += ["", "SPDL decode: " + "; ".join(f"{k}: {v}" for k, v in wl["data"]["spdl_decode"].items())
                       + (f" (spdl.io FFmpeg decode: {wl['spdl_ffmpeg']})" if wl.get("spdl_ffmpeg") else "") + "."]

@@ -262,7 +262,7 @@ def pil_resize_then_crop(data: bytes, size: int) -> np.ndarray:
     else:
         nw, nh = int(size * w / h), size
     img = img.resize((nw, nh), Image.BILINEAR)
-    left, top = int(round((nw - size) / 2)), int(round((nh - size) / 2))
+    left, top = int(round((nw - size) / 2.0)), int(round((nh - size) / 2.0))
     return np.asarray(img.crop((left, top, left + size, top + size)))
 
 
@@ -275,7 +275,7 @@ def pil_longest_padded(data: bytes, size: int) -> np.ndarray:
         img = img.convert("RGB")
     w, h = img.size
     scale = size / max(w, h)
-    nw, nh = max(1, round(w * scale)), max(1, round(h * scale))
+    nw, nh = max(1, int(w * scale + 0.5)), max(1, int(h * scale + 0.5))  # SAM's ResizeLongestSide
     out = np.zeros((size, size, 3), np.uint8)
     out[:nh, :nw] = np.asarray(img.resize((nw, nh), Image.BILINEAR))
     return out
@@ -363,20 +363,29 @@ class Limits:
 
 
 def check_same_output(workload: str, jpegs: list[bytes]) -> dict:
-    """stoker vs Pillow on a few images: are they the same resize? (mean/max abs difference)"""
+    """Fidelity: each decode path vs the torchvision recipe the workload stands for
+    (Resize(S)+CenterCrop(S), or SAM's longest side + pad, on Pillow BILINEAR):
+    mean / p99.9 / max |diff| over a few images, per path."""
     import stoker
 
     w = WORKLOADS[workload]
-    spec = stoker.image_spec(w["size"], resize=w["resize"])
-    fn = pil_transform(workload)
-    diffs = []
-    for b in jpegs[:16]:
-        a = stoker.decode_jpeg(b, spec).astype(np.int16)  # CHW
-        p = fn(b).transpose(2, 0, 1).astype(np.int16)
-        diffs.append(np.abs(a - p).ravel())
-    d = np.concatenate(diffs)
-    return {"images": len(diffs), "mean_abs_diff": float(d.mean()), "p999_abs_diff": float(np.percentile(d, 99.9)),
-            "max_abs_diff": int(d.max())}
+    ref = (lambda b: pil_resize_then_crop(b, w["size"])) if w["resize"] == "center_crop" else \
+        (lambda b: pil_longest_padded(b, w["size"]))
+    paths = {
+        "stoker (default: bilinear)": stoker.image_spec(w["size"], resize=w["resize"]),
+        "stoker resample='box'": stoker.image_spec(w["size"], resize=w["resize"], resample="box"),
+    }
+    fns = {k: (lambda s: (lambda b: stoker.decode_jpeg(b, s).transpose(1, 2, 0)))(s) for k, s in paths.items()}
+    fns["DataLoader peer (Pillow, resize of the crop box)"] = pil_transform(workload)
+    out = {}
+    for name, fn in fns.items():
+        d = np.concatenate([np.abs(fn(b).astype(np.int16) - ref(b).astype(np.int16)).ravel() for b in jpegs[:16]])
+        out[name] = {"mean_abs_diff": float(d.mean()), "p999_abs_diff": float(np.percentile(d, 99.9)),
+                     "max_abs_diff": int(d.max())}
+    first = out["stoker (default: bilinear)"]
+    recipe = f"Resize({w['size']})+CenterCrop({w['size']})" if w["resize"] == "center_crop" else \
+        f"longest side {w['size']} + zero pad (SAM)"
+    return {"images": min(16, len(jpegs)), "recipe": recipe, "paths": out, **first}
 
 
 

@@ -14,13 +14,20 @@ namespace stoker {
 enum class ResizeMode : uint8_t {
   kNone,              // full decode, no resize: every image must be height x width
   kStretch,           // resize to height x width ignoring aspect
-  kShorterCenterCrop, // shorter side to the target, then center crop (ImageNet eval)
+  kShorterCenterCrop, // torchvision Resize(S) then CenterCrop(height, width) (ImageNet eval)
   kLongestPad,        // longer side to max(height,width), pad bottom/right with 0 (SAM)
   kRandomResizedCrop, // torchvision RandomResizedCrop(scale, ratio), then resize
 };
 Result<ResizeMode> ParseResizeMode(const std::string& name);  // "none","stretch","center_crop","longest","random_resized_crop"
 
 enum class PixelType : uint8_t { kUint8, kFloat32 };
+
+// The resize filter. kBilinear/kBicubic are Pillow's antialiased BILINEAR /
+// BICUBIC (what torchvision's transforms run on PIL images) with torchvision's
+// geometry; kBox is the older libyuv box-filter fast path (approximate
+// geometry: the crop is taken in the source, then resized).
+enum class Resample : uint8_t { kBilinear, kBicubic, kBox };
+Result<Resample> ParseResample(const std::string& name);  // "bilinear","bicubic","box"
 
 struct ImageSpec {
   int height = 224;
@@ -30,6 +37,11 @@ struct ImageSpec {
   bool random_hflip = false;       // p = 0.5, decided per sample from its seed
   std::array<float, 2> scale{0.08f, 1.0f};          // random_resized_crop
   std::array<float, 2> ratio{3.0f / 4, 4.0f / 3};   // random_resized_crop
+  Resample resample = Resample::kBilinear;
+  // center_crop only: torchvision's Resize(resize_to) before CenterCrop(height,
+  // width), e.g. 256 for the ImageNet eval recipe Resize(256)+CenterCrop(224).
+  // 0: the smallest S for which Resize(S) covers the output (S = size when square).
+  int resize_to = 0;
   PixelType pixel = PixelType::kUint8;
   bool normalize = false;          // float32 only: (x/255 - mean) / std
   std::array<float, 3> mean{0.485f, 0.456f, 0.406f};

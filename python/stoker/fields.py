@@ -30,6 +30,8 @@ def image_spec(
     normalize: bool = False,
     mean: Sequence[float] = (0.485, 0.456, 0.406),
     std: Sequence[float] = (0.229, 0.224, 0.225),
+    resample: str = "bilinear",
+    resize_to: int | None = None,
 ) -> _stoker.ImageSpec:
     """The native ImageSpec for :func:`image`'s arguments."""
     spec = _stoker.ImageSpec()
@@ -40,6 +42,10 @@ def image_spec(
     if resize not in _RESIZE:
         raise ValueError(f"resize must be one of {sorted(_RESIZE)}, not {resize!r}")
     spec.mode = _RESIZE[resize]
+    if resample not in ("bilinear", "bicubic", "box"):
+        raise ValueError(f"resample must be 'bilinear', 'bicubic' or 'box', not {resample!r}")
+    spec.resample = getattr(_stoker.Resample, resample)
+    spec.resize_to = 0 if resize_to is None else int(resize_to)
     if layout not in ("CHW", "HWC"):
         raise ValueError(f"layout must be 'CHW' or 'HWC', not {layout!r}")
     spec.chw = layout == "CHW"
@@ -58,9 +64,17 @@ def image_spec(
 def image(size: int | Sequence[int] = 224, **kwargs) -> _stoker.FieldSpec:
     """A JPEG member decoded, resized/cropped/flipped, as [B, 3, H, W] (or HWC).
 
-    resize: "center_crop" (shorter side to size, center crop), "stretch",
-    "longest" (longer side to size, zero padding: SAM), "random_resized_crop",
-    "none". dtype "float32" with normalize=True gives (x/255 - mean) / std.
+    Each mode gives the pixels of the torchvision recipe it stands for, on
+    Pillow images (``resample`` "bilinear", the default, or "bicubic": Pillow's
+    antialiased filter, the same mapping of output to source pixels):
+    "center_crop": Resize(resize_to) + CenterCrop(size); resize_to=None is the
+    smallest that covers size (Resize(224) + CenterCrop(224)); 256 gives the
+    ImageNet eval recipe Resize(256) + CenterCrop(224). "stretch":
+    Resize((h, w)). "longest": longer side to size, zero padded bottom/right
+    (SAM). "random_resized_crop": RandomResizedCrop(size, scale, ratio), drawn
+    from the sample's seed. "none": as stored. resample="box" is the older,
+    faster libyuv box-filter path (approximate geometry and filter).
+    dtype "float32" with normalize=True gives (x/255 - mean) / std.
     """
     f = _stoker.FieldSpec()
     f.kind = _stoker.FieldKind.image

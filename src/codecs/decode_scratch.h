@@ -18,6 +18,7 @@ struct DecodeScratch {
   std::vector<uint8_t> planes;     // fallback: R, G, B planes of the decoded image
   std::vector<uint8_t> resized;    // 3 resized planes (Y,Cb,Cr or R,G,B)
   std::vector<uint8_t> rgb;        // resized region as HWC RGB
+  std::vector<uint8_t> resample_tmp;  // resample.h: horizontal pass rows and accumulators
   std::vector<uint8_t*> row_ptrs;  // region path: libjpeg's row pointers into `decoded`
 };
 

@@ -2,6 +2,7 @@
 // Thread-safety: pure functions on values.
 #include "stoker/image_spec.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace stoker {
@@ -14,6 +15,13 @@ Result<ResizeMode> ParseResizeMode(const std::string& name) {
   if (name == "random_resized_crop") return ResizeMode::kRandomResizedCrop;
   return InvalidArgument("unknown resize mode '" + name +
                          "' (expected none, stretch, center_crop, longest or random_resized_crop)");
+}
+
+Result<Resample> ParseResample(const std::string& name) {
+  if (name == "bilinear") return Resample::kBilinear;
+  if (name == "bicubic") return Resample::kBicubic;
+  if (name == "box") return Resample::kBox;
+  return InvalidArgument("unknown resample filter '" + name + "' (expected bilinear, bicubic or box)");
 }
 
 std::vector<int64_t> ImageSpec::OutputShape() const {
@@ -32,6 +40,14 @@ Status ImageSpec::Validate() const {
   if (height <= 0 || width <= 0 || height > 16384 || width > 16384) {
     return InvalidArgument("image size must be in 1..16384, got " + std::to_string(height) + "x" +
                            std::to_string(width));
+  }
+  if (resize_to != 0) {
+    if (mode != ResizeMode::kShorterCenterCrop) return InvalidArgument("resize_to applies to center_crop only");
+    if (resize_to < std::max(height, width) || resize_to > 65500) {
+      return InvalidArgument("resize_to must be >= the crop size (" + std::to_string(std::max(height, width)) +
+                             "), got " + std::to_string(resize_to));
+    }
+    if (resample == Resample::kBox) return InvalidArgument("resize_to needs resample bilinear or bicubic");
   }
   if (mode == ResizeMode::kRandomResizedCrop) {
     if (!(scale[0] > 0 && scale[0] <= scale[1] && scale[1] <= 1.0f)) {

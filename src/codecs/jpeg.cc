@@ -28,8 +28,10 @@
 #include "codecs/decode_scratch.h"
 #include "codecs/jpeg_fallback.h"
 #include "codecs/jpeg_region.h"
+#include "codecs/jpeg_rgb_region.h"
 #include "codecs/libjpeg_decompressor.h"
 #include "codecs/pixel_output.h"
+#include "codecs/resample.h"
 #include "codecs/resize.h"
 #include "codecs/sample_geometry.h"
 #include "codecs/scaled_crop.h"
@@ -105,6 +107,11 @@ struct JpegDecoder::Impl {
     return Status::Ok();
   }
 
+  // Pillow-exact path (resample bilinear/bicubic): RGB as Pillow decodes it
+  // (DCT-scaled only within ChooseResampleDenom's bound), then resample.h.
+  Status DecodeResampled(std::span<const uint8_t> jpeg, const ImageSpec& spec, uint64_t sample_seed,
+                         std::span<uint8_t> out);
+
   // TurboJPEG path: full planes (or full RGB), then the same crop/resize.
   Status DecodeFull(std::span<const uint8_t> jpeg, const ImageSpec& spec, uint64_t sample_seed,
                     std::span<uint8_t> out);
@@ -177,11 +184,43 @@ Status JpegDecoder::DecodeIntoOnce(std::span<const uint8_t> jpeg, const ImageSpe
     return InvalidArgument("output slot has " + std::to_string(out.size()) + " bytes, spec needs " +
                            std::to_string(spec.OutputBytes()));
   }
+  if (spec.resample != Resample::kBox && spec.mode != ResizeMode::kNone) {
+    return impl_->DecodeResampled(jpeg, spec, sample_seed, out);
+  }
   if (impl_->region_decode && spec.mode != ResizeMode::kNone) {
     STOKER_ASSIGN_OR_RETURN(bool done, DecodeRegion(impl_->lj, impl_->scratch, jpeg, spec, sample_seed, out));
     if (done) return Status::Ok();
   }
   return impl_->DecodeFull(jpeg, spec, sample_seed, out);
+}
+
+Status JpegDecoder::Impl::DecodeResampled(std::span<const uint8_t> jpeg, const ImageSpec& spec,
+                                          uint64_t sample_seed, std::span<uint8_t> out) {
+  STOKER_ASSIGN_OR_RETURN(Header h, ReadHeader(jpeg));
+  STOKER_ASSIGN_OR_RETURN(SampleGeometry g, PlanSample(spec, h.width, h.height, sample_seed));
+  const int denom = ChooseResampleDenom(g);
+  const tjscalingfactor sf{1, denom};
+  const int sw = TJSCALED(h.width, sf), sh = TJSCALED(h.height, sf);
+  GeometryResample plan;
+  PlanGeometryResample(g, spec.resample, denom, sw, sh, &plan);
+  uint8_t* rgb = Grow(scratch.rgb, static_cast<size_t>(g.win_w) * g.win_h * 3);
+  const bool cmyk = h.colorspace == TJCS_CMYK || h.colorspace == TJCS_YCCK;
+  if (region_decode && !cmyk && plan.ax.src_hi > plan.ax.src_lo && plan.ay.src_hi > plan.ay.src_lo) {
+    // Only the source rectangle the filter reaches (decoded-image pixels).
+    RgbRegion r;
+    STOKER_RETURN_IF_ERROR(DecodeRgbRegion(lj, jpeg, denom, plan.ax.src_lo - plan.src_x0,
+                                           plan.ax.src_hi - plan.src_x0, plan.ay.src_lo - plan.src_y0,
+                                           plan.ay.src_hi - plan.src_y0, scratch.planes, &r));
+    ResampleRgb(plan.ax, plan.ay, r.data, r.stride, plan.src_x0 + r.x0, plan.src_y0 + r.y0, rgb,
+                static_cast<size_t>(g.win_w) * 3, &scratch.resample_tmp);
+  } else {
+    uint8_t* decoded = Grow(scratch.planes, static_cast<size_t>(sw) * sh * 3 + 16);
+    STOKER_RETURN_IF_ERROR(DecodeRgbScaled(jpeg, h, denom, sw, sh, decoded));
+    ResampleRgb(plan.ax, plan.ay, decoded, static_cast<size_t>(sw) * 3, plan.src_x0, plan.src_y0, rgb,
+                static_cast<size_t>(g.win_w) * 3, &scratch.resample_tmp);
+  }
+  WriteOutput(rgb, g.win_w, g.win_h, spec, g.hflip, out);
+  return Status::Ok();
 }
 
 Status JpegDecoder::Impl::DecodeFull(std::span<const uint8_t> jpeg, const ImageSpec& spec, uint64_t sample_seed,

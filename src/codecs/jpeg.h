@@ -3,16 +3,21 @@
 // TurboJPEG cannot name, TurboJPEG otherwise), with resize, crop, flip and
 // normalize.
 //
-// Decode path: read the header; pick the largest DCT scale among 1/8, 1/4, 1/2
-// that still leaves the region to resize at least as large as the output (only
-// these beat a full decode on this class of machine; 5/8 etc. do not); run the
-// IDCT only on the iMCU rows and columns that hold the crop (YCbCr/gray
-// JPEGs; others decode whole); resize with an antialiased filter; write the
-// result straight into `out` (the sample's slot of a batch buffer). Grayscale
-// and CMYK JPEGs come out as RGB.
+// Decode paths, by spec.resample:
+// - bilinear (default) / bicubic: torchvision's geometry and Pillow's
+//   antialiased filter (resample.h). The RGB is what Pillow decodes (ISLOW,
+//   fancy upsampling); only the source rectangle the filter reaches is
+//   decoded (jpeg_rgb_region.h; CMYK decodes whole). DCT scaling only when the
+//   crop stays >= 4x the output after it (ChooseResampleDenom).
+// - box: the older fast path. Pick the largest DCT scale among 1/8, 1/4, 1/2
+//   that still leaves the region at least as large as the output; run the
+//   IDCT only on the iMCU rows and columns that hold the crop (YCbCr/gray
+//   JPEGs; others decode whole); libyuv box resize of the YCbCr planes.
+// Either way the result goes straight into `out` (the sample's slot of a
+// batch buffer). Grayscale and CMYK JPEGs come out as RGB.
 // Quality contract: at full size the RGB equals Pillow's decode of the same
-// file exactly; after resize it is within a stated tolerance of Pillow's
-// antialiased bilinear resize (see tests/cpp/codecs/jpeg_test.cc and tests/python).
+// file exactly; resized, it matches torchvision's transforms on Pillow within
+// the bounds in README.md (tests/python/test_torchvision_fidelity.py).
 // Thread-safety: a JpegDecoder is owned by one thread (it keeps a TurboJPEG
 // handle, a libjpeg decompressor and scratch buffers that grow to the largest
 // image and stay; libjpeg still mallocs and frees its per-image tables inside

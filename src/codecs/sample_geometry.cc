@@ -9,7 +9,21 @@
 namespace stoker {
 namespace {
 
-int RoundToInt(double v) { return static_cast<int>(std::lround(v)); }
+int RoundToInt(double v) { return PyRound(v); }
+
+// torchvision's _compute_resized_output_size for Resize(S) (an int): the
+// shorter side to S, the longer to int(S * long / short), truncated.
+void ResizeShorter(int width, int height, int s, int* rw, int* rh) {
+  const int shorter = std::min(width, height), longer = std::max(width, height);
+  const int new_long = static_cast<int>(static_cast<double>(s) * longer / shorter);
+  if (width <= height) {
+    *rw = s;
+    *rh = new_long;
+  } else {
+    *rw = new_long;
+    *rh = s;
+  }
+}
 
 // torchvision.transforms.RandomResizedCrop.get_params, with our PRNG in place
 // of torch's: up to 10 tries of (area fraction, log-uniform aspect), then a
@@ -19,6 +33,7 @@ void RandomResizedCrop(const ImageSpec& spec, int width, int height, SplitMix64&
   const double area = static_cast<double>(width) * height;
   const double log_lo = std::log(static_cast<double>(spec.ratio[0]));
   const double log_hi = std::log(static_cast<double>(spec.ratio[1]));
+  // (torchvision compares against min(ratio)/max(ratio); Validate orders them.)
   for (int attempt = 0; attempt < 10; ++attempt) {
     const double target_area = area * rng.Uniform(spec.scale[0], spec.scale[1]);
     const double aspect = std::exp(rng.Uniform(log_lo, log_hi));
@@ -47,6 +62,8 @@ void RandomResizedCrop(const ImageSpec& spec, int width, int height, SplitMix64&
 
 }  // namespace
 
+int PyRound(double v) { return static_cast<int>(std::nearbyint(v)); }  // default mode: ties to even
+
 Result<SampleGeometry> PlanSample(const ImageSpec& spec, int width, int height, uint64_t sample_seed) {
   if (width <= 0 || height <= 0) return DataLoss("image has no pixels");
   SampleGeometry g;
@@ -70,7 +87,26 @@ Result<SampleGeometry> PlanSample(const ImageSpec& spec, int width, int height, 
     case ResizeMode::kStretch:
       break;
     case ResizeMode::kShorterCenterCrop: {
-      // Resize so the image covers the output (the shorter side meets it for
+      if (spec.resample != Resample::kBox) {
+        // torchvision Resize(S) then CenterCrop((H, W)): resize the whole
+        // image, keep the centered window (top = round((rh - H) / 2)).
+        int s = spec.resize_to;
+        int rw = 0, rh = 0;
+        if (s == 0) {  // the smallest S whose Resize covers the output
+          s = width <= height ? spec.width : spec.height;
+          for (ResizeShorter(width, height, s, &rw, &rh); rw < spec.width || rh < spec.height;
+               ResizeShorter(width, height, s, &rw, &rh)) {
+            ++s;
+          }
+        }
+        ResizeShorter(width, height, s, &rw, &rh);
+        g.resized_w = rw;
+        g.resized_h = rh;
+        g.win_x = RoundToInt((rw - spec.width) / 2.0);
+        g.win_y = RoundToInt((rh - spec.height) / 2.0);
+        break;
+      }
+      // kBox: resize so the image covers the output (the shorter side meets it for
       // a square output), then keep the centered window. Done as a crop of
       // the source first so only the kept pixels are resized.
       const double s = std::max(static_cast<double>(spec.width) / width,
@@ -82,16 +118,19 @@ Result<SampleGeometry> PlanSample(const ImageSpec& spec, int width, int height, 
       break;
     }
     case ResizeMode::kLongestPad: {
+      // SAM's ResizeLongestSide.get_preprocess_shape: int(x * scale + 0.5).
       const double s = std::min(static_cast<double>(spec.width) / width,
                                 static_cast<double>(spec.height) / height);
-      g.resized_w = std::clamp(RoundToInt(width * s), 1, spec.width);
-      g.resized_h = std::clamp(RoundToInt(height * s), 1, spec.height);
+      g.resized_w = std::clamp(static_cast<int>(width * s + 0.5), 1, spec.width);
+      g.resized_h = std::clamp(static_cast<int>(height * s + 0.5), 1, spec.height);
       break;
     }
     case ResizeMode::kRandomResizedCrop:
       RandomResizedCrop(spec, width, height, rng, &g);
       break;
   }
+  g.win_w = std::min(g.resized_w - g.win_x, spec.width);
+  g.win_h = std::min(g.resized_h - g.win_y, spec.height);
   return g;
 }
 

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "codecs/jpeg.h"
+#include "codecs/sample_geometry.h"
 #include "python/status_binding.h"
 
 namespace nb = nanobind;
@@ -90,6 +91,21 @@ void RegisterCodecs(nb::module_& m) {
       "jpeg"_a, "out"_a = nb::none(),
       "Full-size RGB decode (HWC uint8). With out= (a C-contiguous uint8 array of shape (h, w, 3)), "
       "decodes into it and returns it; a wrong shape or dtype raises ValueError.");
+  m.def(
+      "plan_sample",
+      [](const ImageSpec& spec, int width, int height, uint64_t seed) {
+        OkOrRaise(spec.Validate());
+        const SampleGeometry g = ValueOrRaise(PlanSample(spec, width, height, seed));
+        nb::dict d;
+        d["crop"] = nb::make_tuple(g.crop_x, g.crop_y, g.crop_w, g.crop_h);
+        d["resized"] = nb::make_tuple(g.resized_w, g.resized_h);
+        d["window"] = nb::make_tuple(g.win_x, g.win_y, g.win_w, g.win_h);
+        d["hflip"] = g.hflip;
+        return d;
+      },
+      "spec"_a, "width"_a, "height"_a, "seed"_a = 0,
+      "Where sample `seed` of a width x height image comes from (for tests): crop (x, y, w, h) of the "
+      "source, the size it is resized to, the output window (x, y, w, h) of the resized image, the flip.");
   m.def(
       "decode_jpeg",
       [](nb::bytes jpeg, const ImageSpec& spec, uint64_t seed) -> nb::object {

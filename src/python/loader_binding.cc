@@ -89,6 +89,11 @@ void RegisterLoader(nb::module_& m) {
       .value("pad", PartitionPolicy::kPadRepeat);
   nb::enum_<OnError>(m, "OnError").value("raise_", OnError::kRaise).value("skip", OnError::kSkip);
 
+  nb::enum_<Resample>(m, "Resample")
+      .value("bilinear", Resample::kBilinear)
+      .value("bicubic", Resample::kBicubic)
+      .value("box", Resample::kBox);
+
   nb::class_<ImageSpec>(m, "ImageSpec")
       .def(nb::init<>())
       .def_rw("height", &ImageSpec::height)
@@ -98,6 +103,8 @@ void RegisterLoader(nb::module_& m) {
       .def_rw("random_hflip", &ImageSpec::random_hflip)
       .def_rw("scale", &ImageSpec::scale)
       .def_rw("ratio", &ImageSpec::ratio)
+      .def_rw("resample", &ImageSpec::resample)
+      .def_rw("resize_to", &ImageSpec::resize_to)
       .def_rw("pixel", &ImageSpec::pixel)
       .def_rw("normalize", &ImageSpec::normalize)
       .def_rw("mean", &ImageSpec::mean)

@@ -39,22 +39,52 @@ TEST(ImageSpecTest, ValidateRejects) {
   s.scale = {0.1f, 0.5f};
   s.ratio = {0.0f, 1.0f};
   EXPECT_FALSE(s.Validate().ok());
+  s = ImageSpec{};
+  s.resize_to = 200;  // smaller than the 224 crop
+  EXPECT_FALSE(s.Validate().ok());
+  s.resize_to = 256;
+  EXPECT_TRUE(s.Validate().ok());
+  s.mode = ResizeMode::kStretch;  // center_crop only
+  EXPECT_FALSE(s.Validate().ok());
+  EXPECT_TRUE(ParseResample("bicubic").ok());
+  EXPECT_FALSE(ParseResample("lanczos").ok());
 }
 
 TEST(SampleGeometryTest, CenterCropAndLongest) {
   ImageSpec s;
+  // torchvision Resize(224) + CenterCrop(224): 500x375 -> 298x224, window
+  // left round(37.0) = 37; the whole image is the resize's source.
   auto g = PlanSample(s, 500, 375, 0);
   ASSERT_TRUE(g.ok());
+  EXPECT_EQ(g->crop_w, 500);
+  EXPECT_EQ(g->resized_w, 298);
+  EXPECT_EQ(g->resized_h, 224);
+  EXPECT_EQ(g->win_x, 37);
+  EXPECT_EQ(g->win_y, 0);
+  EXPECT_EQ(g->win_w, 224);
+  // Resize(256) + CenterCrop(224): 341x256, left round(58.5) = 58 (half to even), top 16.
+  s.resize_to = 256;
+  g = PlanSample(s, 500, 375, 0);
+  EXPECT_EQ(g->resized_w, 341);
+  EXPECT_EQ(g->win_x, 58);
+  EXPECT_EQ(g->win_y, 16);
+  // The box filter keeps the older geometry: crop the source, then resize.
+  s.resize_to = 0;
+  s.resample = Resample::kBox;
+  g = PlanSample(s, 500, 375, 0);
   EXPECT_EQ(g->crop_w, 375);
   EXPECT_EQ(g->crop_h, 375);
   EXPECT_EQ(g->crop_x, 62);
   EXPECT_EQ(g->crop_y, 0);
   s.mode = ResizeMode::kLongestPad;
+  s.resample = Resample::kBilinear;
   s.height = s.width = 1024;
   g = PlanSample(s, 1500, 1000, 0);
   EXPECT_EQ(g->resized_w, 1024);
   EXPECT_EQ(g->resized_h, 683);
   EXPECT_EQ(g->crop_w, 1500);
+  EXPECT_EQ(g->win_w, 1024);
+  EXPECT_EQ(g->win_h, 683);
 }
 
 TEST(SampleGeometryTest, RandomResizedCropFollowsTorchvision) {

@@ -172,11 +172,15 @@ Diff Compare(const uint8_t* a, const uint8_t* b, size_t n) {
   return {sum / n, mse == 0 ? 99.0 : 10 * std::log10(255.0 * 255.0 / mse), mx};
 }
 
-ImageSpec HwcU8(int h, int w, ResizeMode mode) {
+// Box by default: these tests are about the decode paths and the libyuv box
+// fast path; the Pillow-exact resample has resample_test.cc and
+// tests/python/test_torchvision_fidelity.py.
+ImageSpec HwcU8(int h, int w, ResizeMode mode, Resample resample = Resample::kBox) {
   ImageSpec s;
   s.height = h;
   s.width = w;
   s.mode = mode;
+  s.resample = resample;
   s.chw = false;
   return s;
 }
@@ -529,6 +533,46 @@ TEST(JpegTest, RegionDecodeEqualsFullPlanePath) {
     }
   }
   std::printf("  %d region decodes identical to the full-plane path\n", compared);
+}
+
+// The Pillow-exact path decodes only the source rectangle its filter reaches
+// (jpeg_rgb_region.h); the pixels equal those from a full-size decode.
+TEST(JpegTest, ResampledRegionEqualsFullDecode) {
+  JpegDecoder region, full;
+  full.SetRegionDecode(false);
+  std::vector<std::vector<uint8_t>> files;
+  for (int ss : {420, 422, 444}) {
+    for (auto [w, h] : {std::pair{500, 375}, std::pair{375, 500}, std::pair{37, 23}, std::pair{1, 1},
+                        std::pair{2000, 1501}, std::pair{129, 65}}) {
+      files.push_back(Encode(w, h, 3, ss, w * 7 + h + ss));
+    }
+  }
+  for (auto [w, h] : {std::pair{500, 375}, std::pair{31, 45}}) {
+    files.push_back(Encode(w, h, 1, 420, w + h));
+    files.push_back(EncodeLibjpeg(w, h, 3, 1, 2, false, 0, w + 1));         // 4:4:0
+    files.push_back(EncodeLibjpeg(w, h, 3, 2, 2, true, 0, w + 2));          // progressive 4:2:0
+    files.push_back(EncodeLibjpeg(w, h, 3, 2, 1, false, 1, w + 3));         // restart every row
+  }
+  int compared = 0;
+  for (Resample f : {Resample::kBilinear, Resample::kBicubic}) {
+    for (auto mode : {ResizeMode::kRandomResizedCrop, ResizeMode::kShorterCenterCrop, ResizeMode::kStretch,
+                      ResizeMode::kLongestPad}) {
+      for (auto [oh, ow] : {std::pair{224, 224}, std::pair{32, 48}, std::pair{7, 5}}) {
+        ImageSpec spec = HwcU8(oh, ow, mode, f);
+        for (const auto& jpeg : files) {
+          const int seeds = mode == ResizeMode::kRandomResizedCrop ? 6 : 1;
+          for (uint64_t seed = 0; seed < static_cast<uint64_t>(seeds); ++seed) {
+            auto a = DecodeTo(region, jpeg, spec, seed);
+            auto b = DecodeTo(full, jpeg, spec, seed);
+            ASSERT_EQ(a, b) << "mode " << static_cast<int>(mode) << " " << ow << "x" << oh << " seed " << seed
+                            << " file " << (&jpeg - files.data());
+            ++compared;
+          }
+        }
+      }
+    }
+  }
+  std::printf("  %d resampled region decodes identical to the full decode\n", compared);
 }
 
 // A stream without its EOI marker is read to the end, so a truncated file is
