@@ -19,6 +19,16 @@ _PARTITION = {"drop": _stoker.PartitionPolicy.drop, "pad": _stoker.PartitionPoli
 _KEY_RULE = {"webdataset": _stoker.KeyRule.webdataset, "underscore": _stoker.KeyRule.underscore}
 
 
+def _strings(data, lengths, parse_json: bool) -> list:
+    """One batch's text slots as a list of str (or parsed JSON): one bytes
+    copy of the batch, then a slice and a decode per sample (the bytes were
+    checked to be UTF-8 / JSON in C++)."""
+    width = data.shape[1]
+    raw = data.tobytes()
+    out = [raw[i * width:i * width + int(n)].decode("utf-8") for i, n in enumerate(lengths.tolist())]
+    return [json.loads(s) for s in out] if parse_json else out
+
+
 def _distributed_rank_world() -> tuple[int, int]:
     """rank and world size from torch.distributed, else torchrun's environment."""
     try:
@@ -127,6 +137,9 @@ class Loader:
 
         self._native = _stoker.NativeLoader.create(opt)
         self._npz_fields = {name for name, spec in fields.items() if spec.kind == _stoker.FieldKind.npz}
+        # text/json: [B, max_bytes] + "<field>.len" in the buffer, a list here.
+        self._str_fields = {name: spec.kind == _stoker.FieldKind.json for name, spec in fields.items()
+                            if spec.kind in (_stoker.FieldKind.text, _stoker.FieldKind.json)}
         self._epoch = 0
         self._resuming = False
         self._generation = 0  # which iterator owns the native run
@@ -183,6 +196,14 @@ class Loader:
         _, arrays, keys = item
         convert = self._torch.from_numpy if self._torch is not None else (lambda a: a)
         batch: dict[str, Any] = {}
+        if self._str_fields:
+            arrays = list(arrays)
+            lengths = {name[:-4]: array for name, array in arrays if name.endswith(".len")}
+            for name, array in arrays:
+                if name in self._str_fields:
+                    batch[name] = _strings(array, lengths[name], self._str_fields[name])
+            arrays = [(n, a) for n, a in arrays if n not in self._str_fields
+                      and not (n.endswith(".len") and n[:-4] in self._str_fields)]
         for name, array in arrays:
             field, _, member = name.partition("/")
             if field in self._npz_fields and member:

@@ -33,7 +33,13 @@ Result<FieldSpec> ParseFieldSpec(const std::string& text) {
     STOKER_ASSIGN_OR_RETURN(uint64_t max_bytes, ParseByteSize(parts[2]));
     return BytesField(field, max_bytes);
   }
-  if (kind != "image") return bad("unknown kind '" + kind + "': use image, npz, npy, scalar, bytes");
+  if (kind == "text" || kind == "json") {
+    if (parts.size() > 3) return bad("expected FIELD:" + kind + "[:MAX_BYTES]");
+    STOKER_ASSIGN_OR_RETURN(uint64_t max_bytes,
+                            ParseByteSize(parts.size() == 3 ? parts[2] : kind == "text" ? "4096" : "65536"));
+    return kind == "text" ? TextField(field, max_bytes) : JsonField(field, max_bytes);
+  }
+  if (kind != "image") return bad("unknown kind '" + kind + "': use image, npz, npy, scalar, bytes, text, json");
   if (parts.size() < 3) return bad("expected FIELD:image:SIZE");
   ImageSpec spec;
   char x = 0;

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "formats/npy.h"
+#include "formats/text_check.h"
 #include "formats/zip.h"
 #include "pipeline/planner.h"
 
@@ -94,13 +95,17 @@ Status SampleDecoder::DecodeField(const FieldLayout& field, const MemberRef& mem
   std::span<uint8_t> out(SlotOf(batch_buffer, field.arrays[0], slot), first.sample_bytes);
   switch (field.spec.kind) {
     case FieldKind::kImage:
-      return jpeg_.DecodeInto(data, field.spec.image, seed, out);
+      return image_.DecodeInto(data, field.spec.image, seed, out);
     case FieldKind::kNpy:
       return CopyCheckedNpy(data, first, out);
     case FieldKind::kNpz:
       return DecodeNpz(field, data, batch_buffer, slot);
     case FieldKind::kScalar:
       return ParseScalar(data, field.spec.dtype, out.data());
+    case FieldKind::kText:
+    case FieldKind::kJson:
+      STOKER_RETURN_IF_ERROR(field.spec.kind == FieldKind::kText ? CheckUtf8(data) : CheckJson(data));
+      [[fallthrough]];
     case FieldKind::kBytes: {
       if (data.size() > field.spec.max_bytes) {
         return DataLoss(std::to_string(data.size()) + " bytes exceed max_bytes " +
