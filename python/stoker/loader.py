@@ -115,6 +115,10 @@ class Loader:
         opt = _stoker.LoaderOptions()
         single = isinstance(sources, (str, os.PathLike))
         opt.sources = [str(sources)] if single else [str(s) for s in sources]
+        # A directory of class sub-directories: an image folder (C++ lists it
+        # with the same rule; the names are listed here for `classes`).
+        self._classes = (sorted(e.name for e in os.scandir(opt.sources[0]) if e.is_dir())
+                         if len(opt.sources) == 1 and os.path.isdir(opt.sources[0]) else None)
         # Copies: one spec object may serve several fields.
         opt.fields = [spec.named(name) for name, spec in fields.items()]
         opt.batch_size = batch_size
@@ -178,6 +182,12 @@ class Loader:
     def __len__(self) -> int:
         """Batches per epoch on this rank (equal on every rank)."""
         return self._native.plan.batches
+
+    @property
+    def classes(self) -> list[str] | None:
+        """An image folder's class names (label i is classes[i], torchvision's
+        ImageFolder order); None for shards."""
+        return self._classes
 
     @property
     def plan(self) -> "_stoker.PlanInfo":

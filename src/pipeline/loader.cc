@@ -11,6 +11,7 @@
 #include "observe/clock.h"
 #include "pipeline/batch_layout.h"
 #include "pipeline/epoch_run.h"
+#include "pipeline/image_folder.h"
 #include "pipeline/planner.h"
 #include "stoker/loader.h"
 
@@ -168,10 +169,14 @@ Result<std::unique_ptr<Loader>> Loader::Create(LoaderOptions options) {
   if (options.batch_size < 1) return InvalidArgument("batch_size must be at least 1");
   if (options.prefetch_batches < 1) return InvalidArgument("prefetch_batches must be at least 1");
   Dataset data;
-  STOKER_ASSIGN_OR_RETURN(data.shards, ExpandSources(options.sources));
-  for (const std::string& shard : data.shards) {
-    STOKER_ASSIGN_OR_RETURN(ShardIndex index, LoadOrBuildShardIndex(shard, options.key_rule));
-    data.indexes.push_back(std::move(index));
+  if (IsImageFolderSource(options.sources)) {  // a directory of class sub-directories
+    STOKER_RETURN_IF_ERROR(ImageFolderShards(options.sources[0], &data.shards, &data.indexes));
+  } else {
+    STOKER_ASSIGN_OR_RETURN(data.shards, ExpandSources(options.sources));
+    for (const std::string& shard : data.shards) {
+      STOKER_ASSIGN_OR_RETURN(ShardIndex index, LoadOrBuildShardIndex(shard, options.key_rule));
+      data.indexes.push_back(std::move(index));
+    }
   }
   // The first sample teaches the shapes of array fields.
   const ShardIndex* first = nullptr;

@@ -80,7 +80,10 @@ Status SampleDecoder::Decode(const std::string& shard, const SampleEntry& entry,
       return NotFound(shard + ": sample '" + entry.key + "' at offset " + std::to_string(entry.begin) +
                       " has no member for field '" + field.spec.field + "' (it has: " + have + ")");
     }
-    std::span<const uint8_t> data = bytes.subspan(member->offset - entry.begin, member->size);
+    std::span<const uint8_t> data =
+        member->inline_data.empty()
+            ? bytes.subspan(member->offset - entry.begin, member->size)
+            : std::span(reinterpret_cast<const uint8_t*>(member->inline_data.data()), member->inline_data.size());
     Status st = DecodeField(field, *member, data, batch_buffer, slot, MixSeed(sample_seed, f));
     if (!st.ok()) {
       return st.WithContext(shard + ": member '" + member->name + "' at offset " + std::to_string(member->offset));
