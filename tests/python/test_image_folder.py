@@ -86,7 +86,7 @@ def test_shuffled_epoch_is_a_permutation(tree):
 def test_undecodable_extension_is_named(tmp_path):
     (tmp_path / "a").mkdir()
     Image.new("RGB", (4, 4)).save(tmp_path / "a" / "x.bmp")
-    with pytest.raises(stoker.StokerError, match=r"x\.bmp.*not decoded by stoker"):
+    with pytest.raises(ValueError, match=r"x\.bmp.*not decoded by stoker"):
         stoker.Loader(str(tmp_path), {"image": stoker.image(4)}, batch_size=1)
 
 
