@@ -231,3 +231,13 @@ def test_corrupt_png_names_member(tmp_path):
     p = _one_sample_shard(tmp_path, {"png": data[:40]})
     with pytest.raises(stoker.StokerError, match=r"k0\.png.*PNG"):
         list(stoker.Loader(str(p), {"png": stoker.image(8, resize="none")}, batch_size=1))
+
+
+def test_gzipped_shard_is_refused_clearly(formats_shard, tmp_path):
+    import gzip
+
+    path, _ = formats_shard
+    gz = tmp_path / "mixed-000000.tar.gz"
+    gz.write_bytes(gzip.compress(path.read_bytes()))
+    with pytest.raises(Exception, match="gzip-compressed.*gunzip"):
+        stoker.Loader(str(gz), {"txt": stoker.text()}, batch_size=1)
