@@ -52,6 +52,10 @@ class VisionSample:
 
         if self.workload == "V":
             return self.image(sample["jpg"]), int(sample["cls"])
+        if self.workload == "P":
+            return self.image(sample["png"]), int(sample["cls"])
+        if self.workload == "C":  # default_collate makes the captions a list of str
+            return self.image(sample["jpg"]), sample["txt"].decode("utf-8")
         with np.load(io.BytesIO(sample["features.npz"])) as z:
             feats = {k: torch.from_numpy(z[k]) for k in z.files}
         return self.image(sample["jpg"]), feats
@@ -92,6 +96,9 @@ def stoker_loader(w: dict, shards: list[Path], decode_threads: int, io_depth: in
 
     if w["name"] == "A":
         fields = {"x.npy": stoker.npy(), "y.npz": stoker.npz()}
+    elif w["name"] in ("P", "C"):
+        fields = {"png": stoker.image(w["size"], resize=w["resize"]), "cls": stoker.scalar("int64")} \
+            if w["name"] == "P" else {"jpg": stoker.image(w["size"], resize=w["resize"]), "txt": stoker.text()}
     else:
         fields = {"jpg": stoker.image(w["size"], resize=w["resize"])}
         fields["cls" if w["name"] == "V" else "features.npz"] = stoker.scalar("int64") if w["name"] == "V" \

@@ -59,6 +59,11 @@ WORKLOADS = {
     "S": dict(name="S", kind="sa1b", label="S SA-1B-like 1500x1000 q90 + NPZ float16 -> 1024 longest, batch 8",
               count=384, quick_count=96, shards=12, batch=8, size=1024, resize="longest",
               limit_images=32, quick_limit_images=16),
+    "P": dict(name="P", kind="png", label="P PNG: ImageNet-like 500x375 RGB PNG (Pillow) + cls -> 224 center crop, batch 64",
+              count=1536, quick_count=384, shards=12, batch=64, size=224, resize="center_crop"),
+    "C": dict(name="C", kind="caption",
+              label="C image-caption: ImageNet-like 500x375 q90 JPEG + .txt caption -> 224 center crop + list[str], batch 64",
+              count=3072, quick_count=768, shards=12, batch=64, size=224, resize="center_crop"),
     "A": dict(name="A", kind="arrays", label="A arrays: NPY float32 256x256 (256 KiB) + NPZ float16, batch 64",
               count=6144, quick_count=768, shards=12, batch=64),
 }
@@ -70,9 +75,12 @@ GRIDS = {  # loader -> list of settings; the first is the quick mode's
     "S": {"stoker": [(2, 2), (3, 2), (2, 4)], "dl_wds": [2, 3, 4], "spdl": [(3, "ffmpeg"), (2, "ffmpeg"), (3, "pillow")],
           "dali": [2]},
     "A": {"stoker": [(2, 2), (2, 4), (1, 2)], "dl_wds": [0, 1, 2]},
+    "P": {"stoker": [(2, 2), (3, 2)], "dl_wds": [2, 3, 4]},
+    "C": {"stoker": [(2, 2), (3, 2)], "dl_wds": [2, 3, 4]},
 }
 QUICK_GRIDS = {"V": {"stoker": [(2, 2)], "dl_wds": [3], "dl_loose": [3], "spdl": [(3, "ffmpeg")], "dali": [2]},
-               "A": {"stoker": [(2, 2)], "dl_wds": [0]}}
+               "A": {"stoker": [(2, 2)], "dl_wds": [0]},
+               "P": {"stoker": [(2, 2)], "dl_wds": [3]}, "C": {"stoker": [(2, 2)], "dl_wds": [3]}}
 NAMES = {"stoker": "stoker.Loader", "dl_wds": "DataLoader + webdataset", "dl_loose": "DataLoader, loose files",
          "spdl": "SPDL pipeline", "dali": "DALI CPU pipeline", "stoker_norec": "stoker, recording off"}
 NOT_AVAILABLE = {
@@ -136,6 +144,15 @@ def prepare(w: dict, count: int, seed: int = 0) -> dict:
 
             _pack(d, w["shards"], samples())
             how = f"numpy default_rng({seed}) (stoker synth makes no array-only samples), webdataset.TarWriter"
+        elif w["kind"] in ("png", "caption"):
+            # V's images, re-encoded losslessly as PNG (P) or kept as JPEG with a caption (C).
+            loose = d / "loose"
+            subprocess.run([stoker_bin(), "synth", str(loose), "--kind", "imagenet", "--count", str(count),
+                            "--seed", str(seed), "--layout", "loose", "-q"], check=True)
+            _pack(d, w["shards"], _format_samples(w, loose))
+            how = (f"stoker synth {loose} --kind imagenet --count {count} --seed {seed} --layout loose; "
+                   + ("re-encoded by Pillow as PNG (RGB, default compression)" if w["kind"] == "png"
+                      else "JPEG + a generated UTF-8 caption (40-200 bytes)") + ", packed by webdataset.TarWriter")
         else:
             loose = d / "loose"
             subprocess.run([stoker_bin(), "synth", str(loose), "--kind", w["kind"], "--count", str(count),
@@ -175,6 +192,25 @@ def _loose_samples(w: dict, loose: Path, count: int):
         for i in range(1, count + 1):
             yield f"sa_{i}", {"jpg": (loose / f"sa_{i}.jpg").read_bytes(),
                               "features.npz": (loose / f"sa_{i}_features.npz").read_bytes()}
+
+
+def _format_samples(w: dict, loose: Path):
+    import io as _io
+
+    from PIL import Image
+
+    rng = np.random.default_rng(1)
+    words = ["a", "photo", "of", "the", "dog", "cat", "on", "grass", "near", "café", "bridge", "at", "dusk",
+             "small", "red", "blue", "über", "street", "with", "people", "日本"]
+    for path, cls in _loose_files(loose):
+        p = Path(path)
+        if w["kind"] == "png":
+            buf = _io.BytesIO()
+            Image.open(p).convert("RGB").save(buf, format="PNG")
+            yield p.stem, {"png": buf.getvalue(), "cls": str(cls).encode()}
+        else:
+            caption = " ".join(rng.choice(words, int(rng.integers(8, 40))))
+            yield p.stem, {"jpg": p.read_bytes(), "txt": caption.encode()}
 
 
 # -- limits ----------------------------------------------------------------------------------------
@@ -416,7 +452,7 @@ def factory(w: dict, data: dict, kind: str, setting):
 
 def image_key(w: dict, kind: str):
     if kind.startswith("stoker"):
-        return "x.npy" if w["name"] == "A" else "jpg"
+        return {"A": "x.npy", "P": "png"}.get(w["name"], "jpg")
     return 0
 
 
@@ -648,6 +684,7 @@ def analyse(res: dict, cores: int) -> dict:
     wname, runs, lr = res["workload"], res["runs"], res["limit_runs"]
     out = {"rows": {}, "targets": []}
     limit_rows = []
+    lim_runs = None
     if "turbojpeg_1t" in lr:
         lim_runs = [{"round": x["round"], "steady_rate": x["rate"] * cores} for x in lr["turbojpeg_1t"]]
         out["limit_rate"] = statistics.median(x["steady_rate"] for x in lim_runs)
@@ -716,6 +753,9 @@ def analyse(res: dict, cores: int) -> dict:
 
     rows = out["rows"]
     if "stoker" in runs:
+        if wname in ("P", "C"):
+            target("≥ 2× DataLoader (webdataset, Pillow, its best num_workers)",
+                   rows.get("dl_wds", {}).get("stoker_x"), 2.0)
         if wname in ("V", "S"):
             target("≥ 2× DataLoader (webdataset, Pillow, its best num_workers)",
                    rows.get("dl_wds", {}).get("stoker_x"), 2.0)
@@ -800,7 +840,7 @@ def markdown(payload: dict) -> str:
                 f"| {r['loader']} ({r['setting']}) | {fmt_rate(r['rate'])} | "
                 + (f"{r['stoker_x']['median']:.2f} [{r['stoker_x']['min']:.2f}–{r['stoker_x']['max']:.2f}]"
                    if "stoker_x" in r else "—")
-                + f" | {r['x_limit']['median']:.2f} | {r['cpu_ms_per_sample']:.2f} | "
+                + f" | {r['x_limit']['median'] if 'x_limit' in r else float('nan'):.2f} | {r['cpu_ms_per_sample']:.2f} | "
                 + (f"{common.mib(r['peak_rss']):,.0f} | {common.mib(r['peak_pss']):,.0f}" if "peak_pss" in r
                    else "– | –")
                 + f" | {r['ttfb_s']:.3f} | "
@@ -903,7 +943,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="V and A, small data, fixed settings: < 2 min")
     ap.add_argument("--workloads", default=None,
-                    help="comma list of V,S,A (default all; --quick V,A); T alone runs the token workload (bench/tokens.py)")
+                    help="comma list of V,S,A,P,C (default V,S,A; --quick V,A); T alone runs the token workload (bench/tokens.py)")
     ap.add_argument("--out", default=None, help="output stem (default bench/results/<UTC stamp>)")
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)

@@ -13,6 +13,8 @@ apt_packages=(
   libjpeg62-turbo-dev    # the libjpeg API of libjpeg-turbo: region decode
   libyuv-dev             # SIMD plane scaling and YUV->RGB conversion
   libdeflate-dev         # NPZ (deflate) decode and encode
+  libspng-dev            # PNG decode (image fields)
+  libwebp-dev            # WebP decode (image fields)
   libcli11-dev           # the `stoker` command line
   nlohmann-json3-dev     # index files, --json output
   libgtest-dev           # C++ unit tests

@@ -31,11 +31,13 @@
 namespace stoker {
 
 enum class FieldKind : uint8_t {
-  kImage,   // JPEG -> ImageSpec output, one array [B, ...]
+  kImage,   // JPEG, PNG or WebP (by content) -> ImageSpec output, one array [B, ...]
   kNpy,     // one .npy array per sample -> [B, ...shape]
   kNpz,     // .npz -> one array per member name, each [B, ...shape]
   kScalar,  // a text member ("3\n") parsed as a number -> [B]
   kBytes,   // raw bytes -> [B, max_bytes] uint8 plus "<field>.len" [B] int64
+  kText,    // like kBytes, checked to be UTF-8 (Python: a list of str per batch)
+  kJson,    // like kBytes, checked to be one JSON value (Python: a list of parsed objects)
 };
 
 struct FieldSpec {
@@ -43,7 +45,7 @@ struct FieldSpec {
   FieldKind kind = FieldKind::kBytes;
   ImageSpec image;                 // kImage
   DType dtype = DType::kI64;       // kScalar
-  size_t max_bytes = 0;            // kBytes
+  size_t max_bytes = 0;            // kBytes, kText, kJson
 };
 
 FieldSpec ImageField(std::string field, ImageSpec spec);
@@ -51,6 +53,8 @@ FieldSpec NpyField(std::string field);
 FieldSpec NpzField(std::string field);
 FieldSpec ScalarField(std::string field, DType dtype);
 FieldSpec BytesField(std::string field, size_t max_bytes);
+FieldSpec TextField(std::string field, size_t max_bytes);
+FieldSpec JsonField(std::string field, size_t max_bytes);
 
 // How each rank's share of the dataset is made equal in size.
 enum class PartitionPolicy : uint8_t {

@@ -7,7 +7,7 @@
         batch_size=24, shuffle=True, seed=0, key_rule="underscore")
 """
 from ._stoker import StokerError, decode_jpeg, decode_jpeg_rgb, expand_sources
-from .fields import image, image_spec, npy, npz, raw, scalar
+from .fields import image, image_spec, json, npy, npz, raw, scalar, text
 from .loader import Loader
 from .observe import Observer, profile, to_device
 from .tokens import MegatronDataset, TokenLoader, write_megatron
@@ -23,11 +23,13 @@ __all__ = [
     "expand_sources",
     "image",
     "image_spec",
+    "json",
     "npy",
     "npz",
     "profile",
     "raw",
     "scalar",
+    "text",
     "to_device",
     "write_megatron",
 ]

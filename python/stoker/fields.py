@@ -110,3 +110,27 @@ def raw(max_bytes: int) -> _stoker.FieldSpec:
     f.kind = _stoker.FieldKind.bytes
     f.max_bytes = int(max_bytes)
     return f
+
+
+def text(max_bytes: int = 4096) -> _stoker.FieldSpec:
+    """A UTF-8 text member (a caption): a list of ``str`` per batch.
+
+    Checked to be UTF-8 in C++ (an error names shard, member and byte offset
+    otherwise). Each sample's bytes occupy a fixed slot of ``max_bytes`` in the
+    batch buffer; a longer member is an error naming it.
+    """
+    f = raw(max_bytes)
+    f.kind = _stoker.FieldKind.text
+    return f
+
+
+def json(max_bytes: int = 65536) -> _stoker.FieldSpec:
+    """A JSON member (metadata): a list of parsed objects per batch.
+
+    Validated (UTF-8, one JSON value) in C++ on the decode threads; the
+    Python objects are built once per batch with :func:`json.loads` on each
+    sample's string. ``max_bytes`` as in :func:`text`.
+    """
+    f = raw(max_bytes)
+    f.kind = _stoker.FieldKind.json
+    return f

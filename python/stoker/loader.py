@@ -22,6 +22,16 @@ _ON_ERROR = {"raise": _stoker.OnError.raise_, "skip": _stoker.OnError.skip}
 _log = logging.getLogger("stoker")
 
 
+def _strings(data, lengths, parse_json: bool) -> list:
+    """One batch's text slots as a list of str (or parsed JSON): one bytes
+    copy of the batch, then a slice and a decode per sample (the bytes were
+    checked to be UTF-8 / JSON in C++)."""
+    width = data.shape[1]
+    raw = data.tobytes()
+    out = [raw[i * width:i * width + int(n)].decode("utf-8") for i, n in enumerate(lengths.tolist())]
+    return [json.loads(s) for s in out] if parse_json else out
+
+
 def _distributed_rank_world() -> tuple[int, int]:
     """rank and world size from torch.distributed, else torchrun's environment."""
     try:
@@ -126,6 +136,10 @@ class Loader:
         opt = _stoker.LoaderOptions()
         single = isinstance(sources, (str, os.PathLike))
         opt.sources = [str(sources)] if single else [str(s) for s in sources]
+        # A directory of class sub-directories: an image folder (C++ lists it
+        # with the same rule; the names are listed here for `classes`).
+        self._classes = (sorted(e.name for e in os.scandir(opt.sources[0]) if e.is_dir())
+                         if len(opt.sources) == 1 and os.path.isdir(opt.sources[0]) else None)
         # Copies: one spec object may serve several fields.
         opt.fields = [spec.named(name) for name, spec in fields.items()]
         opt.batch_size = batch_size
@@ -155,6 +169,9 @@ class Loader:
 
         self._native = _stoker.NativeLoader.create(opt)
         self._npz_fields = {name for name, spec in fields.items() if spec.kind == _stoker.FieldKind.npz}
+        # text/json: [B, max_bytes] + "<field>.len" in the buffer, a list here.
+        self._str_fields = {name: spec.kind == _stoker.FieldKind.json for name, spec in fields.items()
+                            if spec.kind in (_stoker.FieldKind.text, _stoker.FieldKind.json)}
         self._epoch = 0
         self._resuming = False
         self._pending_start = True  # set_epoch called, its iteration not begun
@@ -202,6 +219,12 @@ class Loader:
         return self._native.plan.batches
 
     @property
+    def classes(self) -> list[str] | None:
+        """An image folder's class names (label i is classes[i], torchvision's
+        ImageFolder order); None for shards."""
+        return self._classes
+
+    @property
     def plan(self) -> "_stoker.PlanInfo":
         """Samples in the dataset, on this rank, dropped and padded; batches."""
         return self._native.plan
@@ -219,6 +242,14 @@ class Loader:
         _, arrays, keys = item
         convert = self._torch.from_numpy if self._torch is not None else (lambda a: a)
         batch: dict[str, Any] = {}
+        if self._str_fields:
+            arrays = list(arrays)
+            lengths = {name[:-4]: array for name, array in arrays if name.endswith(".len")}
+            for name, array in arrays:
+                if name in self._str_fields:
+                    batch[name] = _strings(array, lengths[name], self._str_fields[name])
+            arrays = [(n, a) for n, a in arrays if n not in self._str_fields
+                      and not (n.endswith(".len") and n[:-4] in self._str_fields)]
         for name, array in arrays:
             field, _, member = name.partition("/")
             if field in self._npz_fields and member:

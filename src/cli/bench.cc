@@ -148,8 +148,8 @@ void RegisterBench(CLI::App& app, Status* status) {
   CLI::App* cmd = app.add_subcommand("bench", "Measure loader throughput over tar shards");
   cmd->add_option("SOURCES", opt->sources, "shards: paths, brace ranges a-{000..031}.tar, globs, .txt lists")
       ->required();
-  cmd->add_option("-f,--field", opt->fields, "FIELD:KIND[:ARGS], e.g. jpg:image:224, features.npz:npz, cls:scalar:int64")
-      ->required()->allow_extra_args(false);  // one spec per --field, so SOURCES may follow
+  cmd->add_option("-f,--field", opt->fields, "FIELD:KIND[:ARGS], e.g. jpg:image:224, features.npz:npz, cls:scalar:int64, txt:text (none: inferred)")
+      ->allow_extra_args(false);  // one spec per --field, so SOURCES may follow
   cmd->add_option("--key-rule", opt->key_rule, "how members group into samples")
       ->capture_default_str()->check(CLI::IsMember({"auto", "webdataset", "underscore"}));
   cmd->add_option("-b,--batch-size", opt->batch_size, "samples per batch")->capture_default_str()->check(CLI::PositiveNumber);

@@ -522,8 +522,8 @@ void RegisterDoctor(CLI::App& app, Status* status) {
                                                "recommend a configuration");
   cmd->add_option("SOURCES", opt->sources, "shards: paths, brace ranges a-{000..031}.tar, globs, .txt lists")
       ->required();
-  cmd->add_option("-f,--field", opt->fields, "FIELD:KIND[:ARGS], e.g. jpg:image:224, features.npz:npz, cls:scalar:int64")
-      ->required()->allow_extra_args(false);
+  cmd->add_option("-f,--field", opt->fields, "FIELD:KIND[:ARGS], e.g. jpg:image:224, features.npz:npz, cls:scalar:int64, txt:text (none: inferred)")
+      ->allow_extra_args(false);
   cmd->add_option("--step-ms", opt->step_ms, "the training step in milliseconds (0: none, maximise throughput)")
       ->capture_default_str()->check(CLI::NonNegativeNumber);
   cmd->add_option("-b,--batch-size", opt->batch_size, "samples per batch")->capture_default_str()->check(CLI::PositiveNumber);

@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "cli/common.h"
+#include "cli/infer_fields.h"
 #include "formats/tar.h"
 
 namespace stoker::cli {
@@ -33,7 +34,13 @@ Result<FieldSpec> ParseFieldSpec(const std::string& text) {
     STOKER_ASSIGN_OR_RETURN(uint64_t max_bytes, ParseByteSize(parts[2]));
     return BytesField(field, max_bytes);
   }
-  if (kind != "image") return bad("unknown kind '" + kind + "': use image, npz, npy, scalar, bytes");
+  if (kind == "text" || kind == "json") {
+    if (parts.size() > 3) return bad("expected FIELD:" + kind + "[:MAX_BYTES]");
+    STOKER_ASSIGN_OR_RETURN(uint64_t max_bytes,
+                            ParseByteSize(parts.size() == 3 ? parts[2] : kind == "text" ? "4096" : "65536"));
+    return kind == "text" ? TextField(field, max_bytes) : JsonField(field, max_bytes);
+  }
+  if (kind != "image") return bad("unknown kind '" + kind + "': use image, npz, npy, scalar, bytes, text, json");
   if (parts.size() < 3) return bad("expected FIELD:image:SIZE");
   ImageSpec spec;
   char x = 0;
@@ -67,16 +74,25 @@ Result<FieldSpec> ParseFieldSpec(const std::string& text) {
 
 Status ConfigureLoader(const std::vector<std::string>& sources, const std::vector<std::string>& fields,
                        const std::string& key_rule, LoaderOptions* options) {
-  for (const std::string& f : fields) {
-    STOKER_ASSIGN_OR_RETURN(FieldSpec spec, ParseFieldSpec(f));
-    options->fields.push_back(std::move(spec));
-  }
   STOKER_ASSIGN_OR_RETURN(options->sources, ExpandSources(sources));
   if (key_rule == "auto") {
     STOKER_ASSIGN_OR_RETURN(std::vector<TarMember> members, ScanTar(options->sources.front()));
-    return GroupWithRule(members, "auto", options->sources.front(), &options->key_rule).status();
+    STOKER_RETURN_IF_ERROR(GroupWithRule(members, "auto", options->sources.front(), &options->key_rule).status());
+  } else {
+    STOKER_ASSIGN_OR_RETURN(options->key_rule, ParseKeyRule(key_rule));
   }
-  STOKER_ASSIGN_OR_RETURN(options->key_rule, ParseKeyRule(key_rule));
+  std::vector<std::string> specs = fields;
+  if (specs.empty()) {  // no -f: infer from the first sample, and say so
+    STOKER_ASSIGN_OR_RETURN(specs, InferFields(options->sources.front(), options->key_rule));
+    if (specs.empty()) {
+      return InvalidArgument(options->sources.front() + ": no field could be inferred from the first sample; pass -f");
+    }
+    std::fprintf(stderr, "inferred: %s\n", FieldFlags(specs).c_str());
+  }
+  for (const std::string& f : specs) {
+    STOKER_ASSIGN_OR_RETURN(FieldSpec spec, ParseFieldSpec(f));
+    options->fields.push_back(std::move(spec));
+  }
   return Status::Ok();
 }
 

@@ -19,7 +19,8 @@ namespace stoker::cli {
 Result<FieldSpec> ParseFieldSpec(const std::string& text);
 
 // Expands `sources` into options->sources, parses `fields` into
-// options->fields and resolves `key_rule` ("auto": the first shard decides,
+// options->fields (none given: inferred from the first sample, printed to
+// stderr as "inferred: -f ...") and resolves `key_rule` ("auto": the first shard decides,
 // as `stoker index` would).
 Status ConfigureLoader(const std::vector<std::string>& sources, const std::vector<std::string>& fields,
                        const std::string& key_rule, LoaderOptions* options);

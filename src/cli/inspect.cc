@@ -9,6 +9,7 @@
 
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "cli/infer_fields.h"
 #include "formats/sample_index.h"
 #include "formats/tar.h"
 
@@ -70,6 +71,9 @@ Status RunInspect(const InspectOptions& opt) {
   for (const auto& [name, st] : fields) {
     std::printf("%-20s %8llu %12s %12s\n", name.c_str(), (unsigned long long)st.count,
                 FormatBytes(double(st.total)).c_str(), FormatBytes(double(st.total) / st.count).c_str());
+  }
+  if (Result<std::vector<std::string>> inferred = InferFields(opt.shard, rule); inferred.ok() && !inferred->empty()) {
+    std::printf("inferred  %s\n", FieldFlags(*inferred).c_str());
   }
   if (shown > 0) std::printf("first %zu samples:\n", shown);
   for (size_t i = 0; i < shown; ++i) {

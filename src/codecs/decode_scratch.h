@@ -15,7 +15,8 @@ namespace stoker {
 
 struct DecodeScratch {
   std::vector<uint8_t> decoded;    // YUV planes (region or full) or full RGB/CMYK
-  std::vector<uint8_t> planes;     // fallback: R, G, B planes of the decoded image
+  std::vector<uint8_t> full_rgb;   // full-RGB paths: the decoded interleaved RGB (rgb_window.h's input)
+  std::vector<uint8_t> planes;     // full-RGB paths: R, G, B planes of the decoded image
   std::vector<uint8_t> resized;    // 3 resized planes (Y,Cb,Cr or R,G,B)
   std::vector<uint8_t> rgb;        // resized region as HWC RGB
   std::vector<uint8_t> resample_tmp;  // resample.h: horizontal pass rows and accumulators

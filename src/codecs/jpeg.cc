@@ -33,6 +33,7 @@
 #include "codecs/pixel_output.h"
 #include "codecs/resample.h"
 #include "codecs/resize.h"
+#include "codecs/rgb_window.h"
 #include "codecs/sample_geometry.h"
 #include "codecs/scaled_crop.h"
 #include "codecs/turbojpeg_handle.h"
@@ -232,9 +233,6 @@ Status JpegDecoder::Impl::DecodeFull(std::span<const uint8_t> jpeg, const ImageS
   const int sw = p.sw, sh = p.sh;
 
   const size_t rplane = static_cast<size_t>(rw) * rh;
-  uint8_t* res = Grow(scratch.resized, rplane * 3);
-  uint8_t* out_rgb = Grow(scratch.rgb, rplane * 3);
-
   if (HasPlanarFastPath(h.subsamp, h.colorspace) && spec.mode != ResizeMode::kNone) {
     const int ncomp = h.subsamp == TJSAMP_GRAY ? 1 : 3;
     int pw[3], ph[3];
@@ -262,27 +260,18 @@ Status JpegDecoder::Impl::DecodeFull(std::span<const uint8_t> jpeg, const ImageS
       win[c] = PlaneCrop(p, pw[c], ph[c]);
       src[c] = yuv[c] + static_cast<size_t>(win[c].y0) * strides[c] + win[c].x0;
     }
+    uint8_t* res = Grow(scratch.resized, rplane * 3);
+    uint8_t* out_rgb = Grow(scratch.rgb, rplane * 3);
     PlanesToRgb(src, strides, win, ncomp, h.subsamp, rw, rh, res, out_rgb);
+    WriteOutput(out_rgb, rw, rh, spec, g.hflip, out);
   } else {
-    // Fallback and mode kNone: interleaved RGB from TurboJPEG.
+    // Fallback and mode kNone: interleaved RGB from TurboJPEG, then the
+    // path every full-RGB decoder shares (rgb_window.h).
     const size_t full = static_cast<size_t>(sw) * sh;
-    if (spec.mode == ResizeMode::kNone) {
-      // No resize: decode straight into the RGB scratch the writer reads.
-      out_rgb = Grow(scratch.rgb, full * 3);
-      STOKER_RETURN_IF_ERROR(DecodeRgbScaled(jpeg, h, p.denom, sw, sh, out_rgb));
-    } else {
-      uint8_t* rgb_full = Grow(scratch.planes, full * 6);  // [RGB interleaved | R | G | B]
-      STOKER_RETURN_IF_ERROR(DecodeRgbScaled(jpeg, h, p.denom, sw, sh, rgb_full));
-      uint8_t* pr = rgb_full + full * 3;
-      libyuv::SplitRGBPlane(rgb_full, sw * 3, pr, sw, pr + full, sw, pr + 2 * full, sw, sw, sh);
-      for (int c = 0; c < 3; ++c) {
-        ResizePlane(pr + c * full + static_cast<size_t>(p.cy0) * sw + p.cx0, sw, p.cw, p.ch, res + c * rplane, rw,
-                    rw, rh);
-      }
-      libyuv::MergeRGBPlane(res, rw, res + rplane, rw, res + 2 * rplane, rw, out_rgb, rw * 3, rw, rh);
-    }
+    uint8_t* rgb_full = Grow(scratch.full_rgb, full * 3);
+    STOKER_RETURN_IF_ERROR(DecodeRgbScaled(jpeg, h, p.denom, sw, sh, rgb_full));
+    RgbWindowToOutput(rgb_full, p, rw, rh, spec, g.hflip, scratch, out);
   }
-  WriteOutput(out_rgb, rw, rh, spec, g.hflip, out);
   return Status::Ok();
 }
 

@@ -242,6 +242,17 @@ Result<ShardIndex> ReadShardIndex(const std::string& index_path) {
 Result<ShardIndex> LoadOrBuildShardIndex(const std::string& shard_path, KeyRule rule) {
   STOKER_ASSIGN_OR_RETURN(File file, File::OpenRead(shard_path));
   STOKER_ASSIGN_OR_RETURN(uint64_t size, file.Size());
+  // Compressed shards are not read (yet): say so instead of "bad tar header".
+  uint8_t magic[4] = {};
+  if (size >= 4 && file.PRead(0, magic).ok()) {
+    const bool gz = magic[0] == 0x1f && magic[1] == 0x8b;
+    const bool zst = magic[0] == 0x28 && magic[1] == 0xb5 && magic[2] == 0x2f && magic[3] == 0xfd;
+    if (gz || zst) {
+      return FailedPrecondition(shard_path + " is " + (gz ? "gzip" : "zstd") +
+                                "-compressed; stoker reads uncompressed tar shards: decompress it (" +
+                                (gz ? "gunzip" : "zstd -d") + ") or repack with `stoker pack`");
+    }
+  }
   const std::string index_path = IndexPathFor(shard_path);
   Result<ShardIndex> sidecar = ReadShardIndex(index_path);
   if (sidecar.ok()) {

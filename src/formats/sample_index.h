@@ -35,6 +35,9 @@ struct MemberRef {
   std::string name;      // full member name, for messages
   uint64_t offset;       // data offset in the shard
   uint64_t size;
+  // Not empty: the member's bytes, held here rather than in the shard (an
+  // image folder's "cls" label); offset/size then mean nothing.
+  std::string inline_data = {};
 };
 
 struct SampleEntry {

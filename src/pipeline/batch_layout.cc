@@ -86,6 +86,8 @@ Result<BatchLayout> MakeBatchLayout(const std::vector<FieldSpec>& fields, int ba
         AddArray(layout, &field, spec.field, spec.dtype, {});
         break;
       case FieldKind::kBytes:
+      case FieldKind::kText:
+      case FieldKind::kJson:
         if (spec.max_bytes == 0) return InvalidArgument("field '" + spec.field + "': bytes needs max_bytes > 0");
         AddArray(layout, &field, spec.field, DType::kU8, {static_cast<int64_t>(spec.max_bytes)});
         AddArray(layout, &field, spec.field + ".len", DType::kI64, {});

@@ -37,4 +37,15 @@ FieldSpec BytesField(std::string field, size_t max_bytes) {
   return f;
 }
 
+FieldSpec TextField(std::string field, size_t max_bytes) {
+  FieldSpec f = BytesField(std::move(field), max_bytes);
+  f.kind = FieldKind::kText;
+  return f;
+}
+FieldSpec JsonField(std::string field, size_t max_bytes) {
+  FieldSpec f = BytesField(std::move(field), max_bytes);
+  f.kind = FieldKind::kJson;
+  return f;
+}
+
 }  // namespace stoker

@@ -15,6 +15,7 @@
 #include "pipeline/batch_layout.h"
 #include "pipeline/epoch_run.h"
 #include "pipeline/memory_budget.h"
+#include "pipeline/image_folder.h"
 #include "pipeline/planner.h"
 #include "pipeline/skip_refill.h"
 #include "pipeline/token_source.h"
@@ -265,10 +266,14 @@ Result<std::unique_ptr<Loader>> Loader::Create(LoaderOptions options) {
     STOKER_RETURN_IF_ERROR(loader->Init());
     return std::unique_ptr<Loader>(std::move(loader));
   }
-  STOKER_ASSIGN_OR_RETURN(data.shards, ExpandSources(options.sources));
-  for (const std::string& shard : data.shards) {
-    STOKER_ASSIGN_OR_RETURN(ShardIndex index, LoadOrBuildShardIndex(shard, options.key_rule));
-    data.indexes.push_back(std::move(index));
+  if (IsImageFolderSource(options.sources)) {  // a directory of class sub-directories
+    STOKER_RETURN_IF_ERROR(ImageFolderShards(options.sources[0], &data.shards, &data.indexes));
+  } else {
+    STOKER_ASSIGN_OR_RETURN(data.shards, ExpandSources(options.sources));
+    for (const std::string& shard : data.shards) {
+      STOKER_ASSIGN_OR_RETURN(ShardIndex index, LoadOrBuildShardIndex(shard, options.key_rule));
+      data.indexes.push_back(std::move(index));
+    }
   }
   // The first sample teaches the shapes of array fields.
   const ShardIndex* first = nullptr;

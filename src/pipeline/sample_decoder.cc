@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "formats/npy.h"
+#include "formats/text_check.h"
 #include "formats/zip.h"
 #include "pipeline/planner.h"
 
@@ -79,7 +80,10 @@ Status SampleDecoder::Decode(const std::string& shard, const SampleEntry& entry,
       return NotFound(shard + ": sample '" + entry.key + "' at offset " + std::to_string(entry.begin) +
                       " has no member for field '" + field.spec.field + "' (it has: " + have + ")");
     }
-    std::span<const uint8_t> data = bytes.subspan(member->offset - entry.begin, member->size);
+    std::span<const uint8_t> data =
+        member->inline_data.empty()
+            ? bytes.subspan(member->offset - entry.begin, member->size)
+            : std::span(reinterpret_cast<const uint8_t*>(member->inline_data.data()), member->inline_data.size());
     Status st = DecodeField(field, *member, data, batch_buffer, slot, MixSeed(sample_seed, f));
     if (!st.ok()) {
       return st.WithContext(shard + ": member '" + member->name + "' at offset " + std::to_string(member->offset));
@@ -94,13 +98,17 @@ Status SampleDecoder::DecodeField(const FieldLayout& field, const MemberRef& mem
   std::span<uint8_t> out(SlotOf(batch_buffer, field.arrays[0], slot), first.sample_bytes);
   switch (field.spec.kind) {
     case FieldKind::kImage:
-      return jpeg_.DecodeInto(data, field.spec.image, seed, out);
+      return image_.DecodeInto(data, field.spec.image, seed, out);
     case FieldKind::kNpy:
       return CopyCheckedNpy(data, first, out);
     case FieldKind::kNpz:
       return DecodeNpz(field, data, batch_buffer, slot);
     case FieldKind::kScalar:
       return ParseScalar(data, field.spec.dtype, out.data());
+    case FieldKind::kText:
+    case FieldKind::kJson:
+      STOKER_RETURN_IF_ERROR(field.spec.kind == FieldKind::kText ? CheckUtf8(data) : CheckJson(data));
+      [[fallthrough]];
     case FieldKind::kBytes: {
       if (data.size() > field.spec.max_bytes) {
         return DataLoss(std::to_string(data.size()) + " bytes exceed max_bytes " +

@@ -1,6 +1,6 @@
 // pipeline/sample_decoder.h — one sample's member bytes into its batch slots.
 //
-// Owned by one decode thread: it keeps a JPEG decoder and a scratch buffer
+// Owned by one decode thread: it keeps an image decoder (JPEG/PNG/WebP) and a scratch buffer
 // for deflated NPZ members, both reused across samples (no per-sample
 // allocation once warm). Every error names shard, member, byte offset, cause.
 // Thread-safety: one instance per thread.
@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "codecs/jpeg.h"
+#include "codecs/image_decoder.h"
 #include "formats/sample_index.h"
 #include "pipeline/batch_layout.h"
 
@@ -32,7 +32,7 @@ class SampleDecoder {
   uint8_t* SlotOf(uint8_t* batch_buffer, size_t array, int slot) const;
 
   const BatchLayout* layout_;
-  JpegDecoder jpeg_;
+  ImageDecoder image_;  // JPEG, PNG or WebP, by content
   std::vector<uint8_t> scratch_;
 };
 

@@ -80,7 +80,9 @@ void RegisterLoader(nb::module_& m) {
       .value("npy", FieldKind::kNpy)
       .value("npz", FieldKind::kNpz)
       .value("scalar", FieldKind::kScalar)
-      .value("bytes", FieldKind::kBytes);
+      .value("bytes", FieldKind::kBytes)
+      .value("text", FieldKind::kText)
+      .value("json", FieldKind::kJson);
   nb::enum_<KeyRule>(m, "KeyRule")
       .value("webdataset", KeyRule::kWebDataset)
       .value("underscore", KeyRule::kUnderscoreSuffix);

@@ -262,3 +262,14 @@ def test_bench_runs(sa1b):
     assert out["dataset_samples"] == 12 and out["config"]["key_rule"] == "underscore"
     assert [e["samples"] for e in out["epochs"]] == [12, 12]
     assert out["total"]["samples_per_s"] > 0 and out["total"]["mb_per_s"] > 0
+
+
+def test_bench_and_inspect_infer_fields(sa1b):
+    """No -f: fields come from the first sample (image by content, .npz), and
+    the command says what it inferred."""
+    _, shards = sa1b
+    pattern = str(shards[0].parent / "sa1b-*.tar")
+    proc = run("bench", pattern, "--batch-size", 4, "--epochs", 1, "--json")
+    assert "inferred: -f jpg:image:224 -f features.npz:npz" in proc.stderr
+    assert json.loads(proc.stdout)["dataset_samples"] == 12
+    assert "inferred  -f jpg:image:224 -f features.npz:npz" in run("inspect", shards[0]).stdout

@@ -1,0 +1,362 @@
+"""stoker's native engine; use the `stoker` package, not this module."""
+
+from collections.abc import Sequence
+import enum
+from typing import overload
+
+from stoker import StokerError as StokerError
+
+
+class ResizeMode(enum.Enum):
+    none = 0
+
+    stretch = 1
+
+    center_crop = 2
+
+    longest = 3
+
+    random_resized_crop = 4
+
+class PixelType(enum.Enum):
+    uint8 = 0
+
+    float32 = 1
+
+class FieldKind(enum.Enum):
+    image = 0
+
+    npy = 1
+
+    npz = 2
+
+    scalar = 3
+
+    bytes = 4
+
+    text = 5
+
+    json = 6
+
+class KeyRule(enum.Enum):
+    webdataset = 0
+
+    underscore = 1
+
+class PartitionPolicy(enum.Enum):
+    drop = 0
+
+    pad = 1
+
+class ImageSpec:
+    def __init__(self) -> None: ...
+
+    @property
+    def height(self) -> int: ...
+
+    @height.setter
+    def height(self, arg: int, /) -> None: ...
+
+    @property
+    def width(self) -> int: ...
+
+    @width.setter
+    def width(self, arg: int, /) -> None: ...
+
+    @property
+    def mode(self) -> ResizeMode: ...
+
+    @mode.setter
+    def mode(self, arg: ResizeMode, /) -> None: ...
+
+    @property
+    def chw(self) -> bool: ...
+
+    @chw.setter
+    def chw(self, arg: bool, /) -> None: ...
+
+    @property
+    def random_hflip(self) -> bool: ...
+
+    @random_hflip.setter
+    def random_hflip(self, arg: bool, /) -> None: ...
+
+    @property
+    def scale(self) -> list[float]: ...
+
+    @scale.setter
+    def scale(self, arg: Sequence[float], /) -> None: ...
+
+    @property
+    def ratio(self) -> list[float]: ...
+
+    @ratio.setter
+    def ratio(self, arg: Sequence[float], /) -> None: ...
+
+    @property
+    def pixel(self) -> PixelType: ...
+
+    @pixel.setter
+    def pixel(self, arg: PixelType, /) -> None: ...
+
+    @property
+    def normalize(self) -> bool: ...
+
+    @normalize.setter
+    def normalize(self, arg: bool, /) -> None: ...
+
+    @property
+    def mean(self) -> list[float]: ...
+
+    @mean.setter
+    def mean(self, arg: Sequence[float], /) -> None: ...
+
+    @property
+    def std(self) -> list[float]: ...
+
+    @std.setter
+    def std(self, arg: Sequence[float], /) -> None: ...
+
+    def output_shape(self) -> list[int]: ...
+
+class FieldSpec:
+    def __init__(self) -> None: ...
+
+    @property
+    def field(self) -> str: ...
+
+    @field.setter
+    def field(self, arg: str, /) -> None: ...
+
+    @property
+    def kind(self) -> FieldKind: ...
+
+    @kind.setter
+    def kind(self, arg: FieldKind, /) -> None: ...
+
+    @property
+    def image(self) -> ImageSpec: ...
+
+    @image.setter
+    def image(self, arg: ImageSpec, /) -> None: ...
+
+    @property
+    def dtype(self) -> str: ...
+
+    @dtype.setter
+    def dtype(self, arg: str, /) -> None: ...
+
+    @property
+    def max_bytes(self) -> int: ...
+
+    @max_bytes.setter
+    def max_bytes(self, arg: int, /) -> None: ...
+
+    def named(self, field: str) -> FieldSpec:
+        """A copy of this spec reading member `field`."""
+
+class LoaderOptions:
+    def __init__(self) -> None: ...
+
+    @property
+    def sources(self) -> list[str]: ...
+
+    @sources.setter
+    def sources(self, arg: Sequence[str], /) -> None: ...
+
+    @property
+    def fields(self) -> list[FieldSpec]: ...
+
+    @fields.setter
+    def fields(self, arg: Sequence[FieldSpec], /) -> None: ...
+
+    @property
+    def key_rule(self) -> KeyRule: ...
+
+    @key_rule.setter
+    def key_rule(self, arg: KeyRule, /) -> None: ...
+
+    @property
+    def batch_size(self) -> int: ...
+
+    @batch_size.setter
+    def batch_size(self, arg: int, /) -> None: ...
+
+    @property
+    def drop_last(self) -> bool: ...
+
+    @drop_last.setter
+    def drop_last(self, arg: bool, /) -> None: ...
+
+    @property
+    def shuffle(self) -> bool: ...
+
+    @shuffle.setter
+    def shuffle(self, arg: bool, /) -> None: ...
+
+    @property
+    def seed(self) -> int: ...
+
+    @seed.setter
+    def seed(self, arg: int, /) -> None: ...
+
+    @property
+    def shuffle_buffer(self) -> int: ...
+
+    @shuffle_buffer.setter
+    def shuffle_buffer(self, arg: int, /) -> None: ...
+
+    @property
+    def rank(self) -> int: ...
+
+    @rank.setter
+    def rank(self, arg: int, /) -> None: ...
+
+    @property
+    def world_size(self) -> int: ...
+
+    @world_size.setter
+    def world_size(self, arg: int, /) -> None: ...
+
+    @property
+    def partition(self) -> PartitionPolicy: ...
+
+    @partition.setter
+    def partition(self, arg: PartitionPolicy, /) -> None: ...
+
+    @property
+    def decode_threads(self) -> int: ...
+
+    @decode_threads.setter
+    def decode_threads(self, arg: int, /) -> None: ...
+
+    @property
+    def io_depth(self) -> int: ...
+
+    @io_depth.setter
+    def io_depth(self, arg: int, /) -> None: ...
+
+    @property
+    def max_read_bytes_per_s(self) -> int: ...
+
+    @max_read_bytes_per_s.setter
+    def max_read_bytes_per_s(self, arg: int, /) -> None: ...
+
+    @property
+    def prefetch_batches(self) -> int: ...
+
+    @prefetch_batches.setter
+    def prefetch_batches(self, arg: int, /) -> None: ...
+
+    @property
+    def timeout_ms(self) -> int: ...
+
+    @timeout_ms.setter
+    def timeout_ms(self, arg: int, /) -> None: ...
+
+    @property
+    def include_keys(self) -> bool: ...
+
+    @include_keys.setter
+    def include_keys(self, arg: bool, /) -> None: ...
+
+    @property
+    def record_stats(self) -> bool: ...
+
+    @record_stats.setter
+    def record_stats(self, arg: bool, /) -> None: ...
+
+    @property
+    def trace_spans(self) -> int: ...
+
+    @trace_spans.setter
+    def trace_spans(self, arg: int, /) -> None: ...
+
+class PlanInfo:
+    @property
+    def dataset_samples(self) -> int: ...
+
+    @property
+    def rank_samples(self) -> int: ...
+
+    @property
+    def dropped_samples(self) -> int: ...
+
+    @property
+    def padded_samples(self) -> int: ...
+
+    @property
+    def batches(self) -> int: ...
+
+    @property
+    def num_shards(self) -> int: ...
+
+class NativeLoader:
+    @staticmethod
+    def create(options: LoaderOptions) -> NativeLoader: ...
+
+    def set_epoch(self, arg: int, /) -> None: ...
+
+    def next(self) -> object: ...
+
+    @property
+    def plan(self) -> PlanInfo: ...
+
+    def stats(self) -> dict: ...
+
+    def trace_json(self) -> str: ...
+
+    def state(self) -> str: ...
+
+    def restore(self, arg: str, /) -> None: ...
+
+    def stop(self) -> None: ...
+
+def expand_sources(arg: Sequence[str], /) -> list[str]: ...
+
+def decode_jpeg_rgb(jpeg: bytes, out: object | None = None) -> object:
+    """
+    Full-size RGB decode (HWC uint8). With out= (a C-contiguous uint8 array of shape (h, w, 3)), decodes into it and returns it; a wrong shape or dtype raises ValueError.
+    """
+
+def decode_jpeg(jpeg: bytes, spec: ImageSpec, seed: int = 0) -> object:
+    """Decode and transform one JPEG as a Loader field would."""
+
+class RecorderSnapshot:
+    @property
+    def time_s(self) -> float: ...
+
+def stage_snapshot(loader: NativeLoader) -> RecorderSnapshot:
+    """The loader's stage counters and gauges now, as an opaque snapshot."""
+
+def stage_evidence(before: RecorderSnapshot, after: RecorderSnapshot) -> dict:
+    """Utilisation and gauges between two snapshots, as a dict."""
+
+class BatchMonitor:
+    def __init__(self, window: int = 50, slow_factor: float = 5.0, slow_floor_s: float = 0.05, min_history: int = 5, healthy_efficiency: float = 0.9, busy_threshold: float = 0.7) -> None: ...
+
+    @overload
+    def on_wait(self, wait_s: float) -> object: ...
+
+    @overload
+    def on_wait(self, wait_s: float, before: RecorderSnapshot, after: RecorderSnapshot) -> object: ...
+
+    def on_h2d(self, seconds: float) -> None: ...
+
+    def on_compute(self, seconds: float) -> None: ...
+
+    def stats(self) -> dict: ...
+
+    def totals(self) -> dict: ...
+
+    def diagnose(self) -> dict: ...
+
+    def summary_line(self) -> str: ...
+
+    def latest(self) -> object: ...
+
+    @property
+    def window(self) -> int: ...
+
+    @property
+    def batches(self) -> int: ...

@@ -1,0 +1,98 @@
+"""An ImageFolder tree (class sub-directories) loaded without packing:
+the (path, label) set and order follow torchvision.datasets.ImageFolder's
+rules, reproduced here from torchvision/datasets/folder.py (find_classes,
+make_dataset: sorted class names, sorted(os.walk(followlinks=True)), sorted
+file names, case-insensitive IMG_EXTENSIONS); pixels equal Pillow's."""
+from __future__ import annotations
+
+import io
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+import stoker
+
+IMG_EXTENSIONS = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")
+
+
+def torchvision_samples(directory: str) -> tuple[list[str], list[tuple[str, int]]]:
+    classes = sorted(entry.name for entry in os.scandir(directory) if entry.is_dir())
+    class_to_idx = {c: i for i, c in enumerate(classes)}
+    instances = []
+    for target_class in sorted(class_to_idx):
+        target_dir = os.path.join(directory, target_class)
+        for root, _, fnames in sorted(os.walk(target_dir, followlinks=True)):
+            for fname in sorted(fnames):
+                path = os.path.join(root, fname)
+                if path.lower().endswith(IMG_EXTENSIONS):
+                    instances.append((path, class_to_idx[target_class]))
+    return classes, instances
+
+
+@pytest.fixture(scope="module")
+def tree(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("imagefolder") / "train"
+    rng = np.random.default_rng(5)
+    layout = {
+        "dog": ["b.jpg", "a.PNG", "sub/z.webp", "sub/deeper/c.jpeg", "sub-x/y.jpg", "notes.txt", ".hidden.jpg"],
+        "Cat": ["1.png", "10.png", "2.png"],
+        "cat": ["x.JPG"],
+        "b ird": ["only.webp", "sub/nested.png"],
+    }
+    for cls, files in layout.items():
+        for f in files:
+            p = root / cls / f
+            p.parent.mkdir(parents=True, exist_ok=True)
+            if f.endswith(".txt"):
+                p.write_text("not an image")
+                continue
+            img = Image.fromarray(rng.integers(0, 256, (12, 10, 3), dtype=np.uint8))
+            fmt = {"jpg": "JPEG", "jpeg": "JPEG", "png": "PNG", "webp": "WEBP"}[f.rsplit(".", 1)[1].lower()]
+            img.save(p, format=fmt, **({"lossless": True} if fmt == "WEBP" else {}))
+    (root / "stray.jpg").write_bytes(b"top-level files are not samples")
+    return root
+
+
+def test_order_labels_and_pixels_match_imagefolder(tree):
+    classes, ref = torchvision_samples(str(tree))
+    loader = stoker.Loader(str(tree) + "/", {"image": stoker.image((12, 10), resize="none", layout="HWC"),
+                                             "cls": stoker.scalar()}, batch_size=3, drop_last=False,
+                           output="numpy")
+    assert loader.classes == classes == ["Cat", "b ird", "cat", "dog"]
+    got = []
+    for batch in loader:
+        for i, key in enumerate(batch["__key__"]):
+            path = key.rsplit(":", 1)[0]
+            got.append((path, int(batch["cls"][i])))
+            want = np.asarray(Image.open(path).convert("RGB"))
+            np.testing.assert_array_equal(batch["image"][i], want, err_msg=path)
+    assert got == ref  # same set, same order (unshuffled), every sample once
+    assert loader.plan.dataset_samples == len(ref)
+
+
+def test_shuffled_epoch_is_a_permutation(tree):
+    _, ref = torchvision_samples(str(tree))
+    loader = stoker.Loader(str(tree), {"image": stoker.image(8), "cls": stoker.scalar()},
+                           batch_size=4, drop_last=False, shuffle=True, seed=1, output="numpy")
+    for epoch in range(2):
+        loader.set_epoch(epoch)
+        seen = [(k.rsplit(":", 1)[0], int(c)) for b in loader for k, c in zip(b["__key__"], b["cls"])]
+        assert sorted(seen) == sorted(ref) and len(seen) == len(ref)
+
+
+def test_undecodable_extension_is_named(tmp_path):
+    (tmp_path / "a").mkdir()
+    Image.new("RGB", (4, 4)).save(tmp_path / "a" / "x.bmp")
+    with pytest.raises(ValueError, match=r"x\.bmp.*not decoded by stoker"):
+        stoker.Loader(str(tmp_path), {"image": stoker.image(4)}, batch_size=1)
+
+
+def test_empty_class_is_an_error(tmp_path):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    Image.new("RGB", (4, 4)).save(tmp_path / "a" / "x.png")
+    with pytest.raises(stoker.StokerError, match="class 'b' has no image"):
+        stoker.Loader(str(tmp_path), {"image": stoker.image(4)}, batch_size=1)
