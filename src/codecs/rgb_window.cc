@@ -8,6 +8,7 @@
 #include <string>
 
 #include "codecs/pixel_output.h"
+#include "codecs/resample.h"
 #include "codecs/resize.h"
 #include "codecs/sample_geometry.h"
 
@@ -42,6 +43,16 @@ Status FullRgbToOutput(const uint8_t* rgb, int width, int height, const ImageSpe
                            std::to_string(spec.OutputBytes()));
   }
   STOKER_ASSIGN_OR_RETURN(SampleGeometry g, PlanSample(spec, width, height, sample_seed));
+  if (spec.resample != Resample::kBox && spec.mode != ResizeMode::kNone) {
+    // Pillow-exact: the same resample as JPEG's default path, at 1/1.
+    GeometryResample plan;
+    PlanGeometryResample(g, spec.resample, 1, width, height, &plan);
+    uint8_t* out_rgb = Grow(scratch.rgb, static_cast<size_t>(g.win_w) * g.win_h * 3);
+    ResampleRgb(plan.ax, plan.ay, rgb, static_cast<size_t>(width) * 3, plan.src_x0, plan.src_y0, out_rgb,
+                static_cast<size_t>(g.win_w) * 3, &scratch.resample_tmp);
+    WriteOutput(out_rgb, g.win_w, g.win_h, spec, g.hflip, out);
+    return Status::Ok();
+  }
   ScaledPlan p;  // 1/1: the crop window is the sample's crop
   p.sw = width;
   p.sh = height;

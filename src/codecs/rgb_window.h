@@ -27,7 +27,8 @@ void RgbWindowToOutput(const uint8_t* rgb, const ScaledPlan& p, int rw, int rh, 
                        bool hflip, DecodeScratch& scratch, std::span<uint8_t> out);
 
 // For a decoder of full-size RGB (PNG, WebP): plans the sample's geometry
-// from its seed and writes it. `out` holds spec.OutputBytes() bytes.
+// from its seed and writes it, through resample.h's Pillow-exact filter
+// unless spec.resample is kBox (then RgbWindowToOutput's libyuv path). `out` holds spec.OutputBytes() bytes.
 Status FullRgbToOutput(const uint8_t* rgb, int width, int height, const ImageSpec& spec, uint64_t sample_seed,
                        DecodeScratch& scratch, std::span<uint8_t> out);
 
