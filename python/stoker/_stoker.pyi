@@ -2,7 +2,10 @@
 
 from collections.abc import Sequence
 import enum
-from typing import overload
+from typing import Annotated, overload
+
+import numpy
+from numpy.typing import NDArray
 
 from stoker import StokerError as StokerError
 
@@ -48,6 +51,16 @@ class PartitionPolicy(enum.Enum):
 
     pad = 1
 
+class OnError(enum.Enum):
+    skip = 1
+
+class Resample(enum.Enum):
+    bilinear = 0
+
+    bicubic = 1
+
+    box = 2
+
 class ImageSpec:
     def __init__(self) -> None: ...
 
@@ -92,6 +105,18 @@ class ImageSpec:
 
     @ratio.setter
     def ratio(self, arg: Sequence[float], /) -> None: ...
+
+    @property
+    def resample(self) -> Resample: ...
+
+    @resample.setter
+    def resample(self, arg: Resample, /) -> None: ...
+
+    @property
+    def resize_to(self) -> int: ...
+
+    @resize_to.setter
+    def resize_to(self, arg: int, /) -> None: ...
 
     @property
     def pixel(self) -> PixelType: ...
@@ -157,6 +182,12 @@ class FieldSpec:
 
 class LoaderOptions:
     def __init__(self) -> None: ...
+
+    @property
+    def tokens(self) -> TokenOptions: ...
+
+    @tokens.setter
+    def tokens(self, arg: TokenOptions, /) -> None: ...
 
     @property
     def sources(self) -> list[str]: ...
@@ -272,6 +303,42 @@ class LoaderOptions:
     @trace_spans.setter
     def trace_spans(self, arg: int, /) -> None: ...
 
+    @property
+    def on_error(self) -> OnError: ...
+
+    @on_error.setter
+    def on_error(self, arg: OnError, /) -> None: ...
+
+    @property
+    def max_skips(self) -> int: ...
+
+    @max_skips.setter
+    def max_skips(self, arg: int, /) -> None: ...
+
+    @property
+    def max_skip_fraction(self) -> float: ...
+
+    @max_skip_fraction.setter
+    def max_skip_fraction(self, arg: float, /) -> None: ...
+
+    @property
+    def skip_probation(self) -> int: ...
+
+    @skip_probation.setter
+    def skip_probation(self, arg: int, /) -> None: ...
+
+    @property
+    def max_open_files(self) -> int: ...
+
+    @max_open_files.setter
+    def max_open_files(self, arg: int, /) -> None: ...
+
+    @property
+    def memory_budget(self) -> int: ...
+
+    @memory_budget.setter
+    def memory_budget(self, arg: int, /) -> None: ...
+
 class PlanInfo:
     @property
     def dataset_samples(self) -> int: ...
@@ -312,11 +379,22 @@ class NativeLoader:
 
     def stop(self) -> None: ...
 
+    def skips(self) -> dict: ...
+
+    def take_skip_log(self) -> list: ...
+
+    def open_shard_files(self) -> int: ...
+
 def expand_sources(arg: Sequence[str], /) -> list[str]: ...
 
 def decode_jpeg_rgb(jpeg: bytes, out: object | None = None) -> object:
     """
     Full-size RGB decode (HWC uint8). With out= (a C-contiguous uint8 array of shape (h, w, 3)), decodes into it and returns it; a wrong shape or dtype raises ValueError.
+    """
+
+def plan_sample(spec: ImageSpec, width: int, height: int, seed: int = 0) -> dict:
+    """
+    Where sample `seed` of a width x height image comes from (for tests): crop (x, y, w, h) of the source, the size it is resized to, the output window (x, y, w, h) of the resized image, the flip.
     """
 
 def decode_jpeg(jpeg: bytes, spec: ImageSpec, seed: int = 0) -> object:
@@ -360,3 +438,111 @@ class BatchMonitor:
 
     @property
     def batches(self) -> int: ...
+
+class TokenOptions:
+    def __init__(self) -> None: ...
+
+    @property
+    def paths(self) -> list[str]: ...
+
+    @paths.setter
+    def paths(self, arg: Sequence[str], /) -> None: ...
+
+    @property
+    def weights(self) -> list[float]: ...
+
+    @weights.setter
+    def weights(self, arg: Sequence[float], /) -> None: ...
+
+    @property
+    def seq_len(self) -> int: ...
+
+    @seq_len.setter
+    def seq_len(self, arg: int, /) -> None: ...
+
+    @property
+    def num_samples(self) -> int: ...
+
+    @num_samples.setter
+    def num_samples(self, arg: int, /) -> None: ...
+
+    @property
+    def split(self) -> str: ...
+
+    @split.setter
+    def split(self, arg: str, /) -> None: ...
+
+    @property
+    def split_index(self) -> int: ...
+
+    @split_index.setter
+    def split_index(self, arg: int, /) -> None: ...
+
+    @property
+    def add_extra_token(self) -> bool: ...
+
+    @add_extra_token.setter
+    def add_extra_token(self, arg: bool, /) -> None: ...
+
+    @property
+    def cache_dir(self) -> str: ...
+
+    @cache_dir.setter
+    def cache_dir(self, arg: str, /) -> None: ...
+
+    @property
+    def consumed_samples(self) -> int: ...
+
+    @consumed_samples.setter
+    def consumed_samples(self, arg: int, /) -> None: ...
+
+class MegatronDataset:
+    @staticmethod
+    def open(prefix: str) -> MegatronDataset: ...
+
+    @property
+    def dtype(self) -> str: ...
+
+    @property
+    def dtype_code(self) -> int: ...
+
+    @property
+    def bin_bytes(self) -> int: ...
+
+    def __len__(self) -> int: ...
+
+    @property
+    def sequence_lengths(self) -> object: ...
+
+    @property
+    def sequence_pointers(self) -> object: ...
+
+    @property
+    def document_indices(self) -> object: ...
+
+    def get(self, i: int) -> object:
+        """Sequence i as int64."""
+
+class MegatronWriter:
+    @staticmethod
+    def create(prefix: str, dtype: str) -> MegatronWriter: ...
+
+    def add(self, arg: Annotated[NDArray[numpy.int64], dict(shape=(None,), order='C', device='cpu', writable=False)], /) -> None: ...
+
+    def finish(self) -> None: ...
+
+def gpt_indices(sequence_lengths: Annotated[NDArray[numpy.int32], dict(shape=(None,), order='C', device='cpu', writable=False)], begin: int, end: int, seq_len: int, num_samples: int, seed: int, add_extra_token: bool = True) -> tuple:
+    """
+    (document_index, sample_index, shuffle_index) as megatron-core's GPTDataset builds them.
+    """
+
+def blending_indices(weights: Sequence[float], size: int) -> tuple: ...
+
+def blend_sizes(weights: Sequence[float], size: int) -> tuple: ...
+
+def numpy_shuffled_arange(n: int, seed: int) -> object:
+    """
+    numpy.random.RandomState(seed).shuffle(numpy.arange(n)), computed in C++.
+    """
+
+def split_range(split: str, which: int, num_elements: int) -> tuple[int, int]: ...
