@@ -211,9 +211,9 @@ Result<std::unique_ptr<Loader>> Loader::Create(LoaderOptions options) {
     }
   if (first == nullptr) return InvalidArgument("the shards hold no samples");
   const SampleEntry& probe_entry = first->samples[0];
-  STOKER_ASSIGN_OR_RETURN(File file, File::OpenRead(first->shard_path));
+  STOKER_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessReader> file, OpenReader(first->shard_path));
   std::vector<uint8_t> probe(probe_entry.end - probe_entry.begin);
-  STOKER_RETURN_IF_ERROR(file.PRead(probe_entry.begin, probe));
+  STOKER_RETURN_IF_ERROR(file->PRead(probe_entry.begin, probe));
   STOKER_ASSIGN_OR_RETURN(data.layout, MakeBatchLayout(options.fields, options.batch_size, probe_entry, probe,
                                                        first->shard_path));
   data.options = std::move(options);

@@ -7,6 +7,7 @@ namespace stoker::python {
 void RegisterLoader(nanobind::module_& m);
 void RegisterCodecs(nanobind::module_& m);
 void RegisterObserve(nanobind::module_& m);
+void RegisterIo(nanobind::module_& m);
 }  // namespace stoker::python
 
 NB_MODULE(_stoker, m) {
@@ -15,4 +16,5 @@ NB_MODULE(_stoker, m) {
   stoker::python::RegisterLoader(m);
   stoker::python::RegisterCodecs(m);
   stoker::python::RegisterObserve(m);
+  stoker::python::RegisterIo(m);
 }
