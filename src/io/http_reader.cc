@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <map>
 #include <mutex>
 #include <random>
 #include <thread>
@@ -267,6 +268,18 @@ Result<std::unique_ptr<HttpReader>> HttpReader::Open(HttpTarget target, const Io
   r->size_ = head.length;
   r->etag_ = head.etag;
   if (r->etag_.starts_with("W/")) r->etag_.clear();  // a weak ETag cannot pin bytes
+  // The version first seen in this process stays pinned: a shard re-opened
+  // later (evicted from ShardFiles, or opened by the loader after its index
+  // was built) must be the object the index describes.
+  static std::mutex pins_mu;
+  static std::map<std::string, std::pair<uint64_t, std::string>> pins;  // guarded by pins_mu: url -> size, etag
+  std::lock_guard lock(pins_mu);
+  auto [it, fresh] = pins.try_emplace(r->target_.url, r->size_, r->etag_);
+  if (!fresh && (it->second.first != r->size_ || it->second.second != r->etag_)) {
+    return DataLoss(r->target_.name + ": the object changed since this process first opened it (size " +
+                    std::to_string(it->second.first) + " -> " + std::to_string(r->size_) + ", ETag " +
+                    it->second.second + " -> " + r->etag_ + "); not mixing two versions");
+  }
   return r;
 }
 

@@ -2,7 +2,9 @@
 // on reused connections (one libcurl easy handle per thread, kept across
 // requests, so its connection cache serves the next GET), with retries.
 //
-// Open sends a HEAD and pins the object's size and ETag. Every read is one
+// Open sends a HEAD and pins the object's size and ETag; the first version a
+// process opens stays pinned for the process (a later Open of the same URL
+// that finds another size or ETag is DataLoss). Every read is one
 // ranged GET sent with If-Match: <etag>; a response whose ETag or
 // Content-Range total differs from the pinned ones is DataLoss (the object
 // changed: never mix bytes of two versions). Resets, timeouts, 429, 5xx and
