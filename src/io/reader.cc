@@ -6,6 +6,7 @@
 #include <mutex>
 
 #include "core/file.h"
+#include "io/cache_reader.h"
 #include "io/http_reader.h"
 #include "io/posix_reader.h"
 #include "io/s3.h"
@@ -26,6 +27,8 @@ IoOptions FromEnv() {
   o.timeout_ms = EnvInt("STOKER_IO_TIMEOUT_MS", o.timeout_ms);
   o.backoff_ms = EnvInt("STOKER_IO_BACKOFF_MS", o.backoff_ms);
   o.backoff_max_ms = EnvInt("STOKER_IO_BACKOFF_MAX_MS", o.backoff_max_ms);
+  if (const char* v = std::getenv("STOKER_CACHE_DIR")) o.cache_dir = v;
+  if (const char* v = std::getenv("STOKER_CACHE_BYTES"); v && *v) o.cache_bytes = std::strtoull(v, nullptr, 10);
   for (const char* name : {"STOKER_S3_ENDPOINT", "AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL"}) {
     const char* v = std::getenv(name);
     if (v && *v) {
@@ -88,6 +91,11 @@ bool IsRemoteUrl(const std::string& url) {
 
 Result<std::unique_ptr<RandomAccessReader>> OpenReader(const std::string& url) {
   IoOptions o = DefaultIoOptions();
+  if (IsRemoteUrl(url) && !o.cache_dir.empty()) return OpenCached(url, o);
+  return OpenRemoteUncached(url, o);
+}
+
+Result<std::unique_ptr<RandomAccessReader>> OpenRemoteUncached(const std::string& url, const IoOptions& o) {
   if (url.starts_with("s3://")) {
     STOKER_ASSIGN_OR_RETURN(HttpTarget t, S3Target(url, o));
     STOKER_ASSIGN_OR_RETURN(auto r, HttpReader::Open(std::move(t), o));
@@ -103,6 +111,12 @@ Result<std::unique_ptr<RandomAccessReader>> OpenReader(const std::string& url) {
 
 Result<std::string> ReadWholeObject(const std::string& url) {
   IoOptions o = DefaultIoOptions();
+  if (IsRemoteUrl(url) && !o.cache_dir.empty()) {
+    STOKER_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessReader> r, OpenCached(url, o));
+    std::string text(r->Size(), '\0');
+    STOKER_RETURN_IF_ERROR(r->PRead(0, {reinterpret_cast<uint8_t*>(text.data()), text.size()}));
+    return text;
+  }
   if (url.starts_with("s3://")) {
     STOKER_ASSIGN_OR_RETURN(HttpTarget t, S3Target(url, o));
     return HttpGetWhole(t, o);

@@ -13,6 +13,8 @@
 //   STOKER_IO_BACKOFF_MAX_MS (5000)
 //   STOKER_S3_ENDPOINT, else AWS_ENDPOINT_URL_S3, else AWS_ENDPOINT_URL: an
 //   S3-compatible endpoint, addressed path-style.
+//   STOKER_CACHE_DIR, STOKER_CACHE_BYTES (default 64 GiB): the local cache of
+//   remote objects (io/cache_reader.h); no directory, no cache.
 // SetDefaultIoOptions overrides them (the CLI's --s3-endpoint, tests).
 // Thread-safety: a reader's ReadAt, Size and Name are safe from many threads
 // at once; IoCounters are relaxed atomics.
@@ -51,6 +53,8 @@ struct IoOptions {
   int backoff_ms = 100;
   int backoff_max_ms = 5000;
   std::string s3_endpoint;  // "" : AWS, virtual-hosted style
+  std::string cache_dir;    // "" : no cache
+  uint64_t cache_bytes = 64ull << 30;
 };
 
 const IoOptions& DefaultIoOptions();
@@ -63,6 +67,10 @@ struct IoCounters {
   std::atomic<uint64_t> bytes{0};       // body bytes received
   std::atomic<uint64_t> throttled{0};   // 429 / 503 responses
   std::atomic<uint64_t> failures{0};    // requests that spent their retry budget
+  std::atomic<uint64_t> cache_hits{0};      // objects served from the local cache
+  std::atomic<uint64_t> cache_misses{0};    // objects fetched into it
+  std::atomic<uint64_t> cache_corrupt{0};   // entries found damaged and fetched again
+  std::atomic<uint64_t> cache_evictions{0}; // entries deleted for the budget
   std::atomic<uint64_t> latency_ns{0};  // sum of time to first byte... of every request
   // Request latency histogram: bucket i counts requests of < 2^i ms (last: the rest).
   static constexpr int kBuckets = 16;
@@ -74,6 +82,8 @@ IoCounters& GlobalIoCounters();
 bool IsRemoteUrl(const std::string& url);
 
 Result<std::unique_ptr<RandomAccessReader>> OpenReader(const std::string& url);
+// The same without the cache (the cache's own fetches; local paths too).
+Result<std::unique_ptr<RandomAccessReader>> OpenRemoteUncached(const std::string& url, const IoOptions& options);
 // A small whole object (an index sidecar). NotFound when it does not exist.
 Result<std::string> ReadWholeObject(const std::string& url);
 

@@ -18,6 +18,7 @@ faults. Threads: one per client connection; the script index is under a lock.
 """
 from __future__ import annotations
 
+import collections
 import socket
 import struct
 import threading
@@ -33,6 +34,7 @@ class FaultProxy:
         self.lock = threading.Lock()  # guards the counters and the script position
         self.requests = 0
         self.faults = 0
+        self.gets = collections.Counter()  # path -> GET requests
         self._next = 0
         self._sock = socket.socket()
         self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -62,9 +64,11 @@ class FaultProxy:
         except OSError:
             pass
 
-    def _action(self, method: str) -> str:
+    def _action(self, method: str, path: str = "") -> str:
         with self.lock:
             self.requests += 1
+            if method == "GET":
+                self.gets[path] += 1
             if method not in self.methods:
                 return "pass"
             a = self.script[self._next % len(self.script)]
@@ -145,7 +149,7 @@ class FaultProxy:
                     buf += chunk
                 body = bytes(buf[:n])
                 del buf[:n]
-                action = self._action(method)
+                action = self._action(method, head.split(b" ", 2)[1].decode())
                 if self.latency:
                     time.sleep(self.latency)
                 kind, _, arg = action.partition(":")

@@ -51,9 +51,11 @@ def wait_port(port: int, timeout=20.0):
     raise RuntimeError(f"nothing listens on port {port}")
 
 
-def io_options(attempts=12, timeout_ms=3000, backoff_ms=5, backoff_max_ms=50, s3_endpoint=""):
+def io_options(attempts=12, timeout_ms=3000, backoff_ms=5, backoff_max_ms=50, s3_endpoint="", cache_dir="",
+               cache_bytes=0):
     _stoker.set_io_options(attempts=attempts, timeout_ms=timeout_ms, backoff_ms=backoff_ms,
-                           backoff_max_ms=backoff_max_ms, s3_endpoint=s3_endpoint)
+                           backoff_max_ms=backoff_max_ms, s3_endpoint=s3_endpoint, cache_dir=str(cache_dir),
+                           cache_bytes=cache_bytes)
 
 
 @pytest.fixture(scope="module")
@@ -242,18 +244,17 @@ def test_skip_policy_counts_the_samples_it_could_not_fetch(data, http_proxy):
 def test_a_changed_object_is_never_mixed(data, http_proxy, tmp_path):
     io_options(attempts=3)
     root, _ = data
-    victim = root / "plain" / "shard-000002.tar"
-    saved = victim.read_bytes()
-    loader = stoker.Loader(f"{http_proxy.url}/plain/{SHARDS}", FIELDS(), output="numpy", batch_size=8)
-    try:
-        time.sleep(1.1)  # nginx's ETag holds the mtime in seconds
-        victim.write_bytes(saved[:-1024] + b"\0" * 1024)  # same size, new version
-        with pytest.raises(Exception) as e:
-            for _ in loader:
-                pass
-        assert "changed" in str(e.value) and "shard-000002.tar" in str(e.value)
-    finally:
-        victim.write_bytes(saved)
+    (root / "mutable").mkdir(exist_ok=True)
+    victim = root / "mutable" / "shard-000002.tar"
+    saved = (root / "plain" / "shard-000002.tar").read_bytes()
+    victim.write_bytes(saved)
+    loader = stoker.Loader(f"{http_proxy.url}/mutable/shard-000002.tar", FIELDS(), output="numpy", batch_size=8)
+    time.sleep(1.1)  # nginx's ETag holds the mtime in seconds
+    victim.write_bytes(saved[:-1024] + b"\0" * 1024)  # same size, new version
+    with pytest.raises(Exception) as e:
+        for _ in loader:
+            pass
+    assert "changed" in str(e.value) and "shard-000002.tar" in str(e.value)
 
 
 def test_s3_stream_equals_local_with_faults(data, s3, local):
@@ -287,3 +288,96 @@ def test_cli_inspect_reads_a_url(data, http_proxy):
                          check=True, capture_output=True, text=True, env=stoker_env(), timeout=60)
     info = json.loads(out.stdout)
     assert info["num_samples"] == 20
+
+
+# --- the local cache ---------------------------------------------------------
+
+def test_cache_epoch_two_reads_no_remote_byte(data, http_proxy, local, tmp_path):
+    io_options(cache_dir=tmp_path / "cache")
+    http_proxy.set(script=["pass"])
+    try:
+        url = f"{http_proxy.url}/indexed/{SHARDS}"
+        assert_same(stream(url, shuffle=True, seed=3), local)
+        before = _stoker.io_counters()
+        requests = http_proxy.requests
+        assert_same(stream(url, shuffle=True, seed=3), local)  # a new loader: index and shards from the cache
+        after = _stoker.io_counters()
+        assert http_proxy.requests == requests
+        assert after["requests"] == before["requests"] and after["bytes"] == before["bytes"]
+        assert after["cache_hits"] >= before["cache_hits"] + 6  # 3 shards + 3 sidecars
+    finally:
+        io_options()
+
+
+def test_cache_budget_and_lru_eviction_order(data, http_proxy, tmp_path):
+    root, _ = data
+    sizes = [p.stat().st_size for p in sorted((root / "plain").glob("*.tar"))]
+    budget = sizes[0] + sizes[1] + sizes[2] // 2  # two shards fit, three do not
+    cache = tmp_path / "cache"
+    io_options(cache_dir=cache, cache_bytes=budget)
+    http_proxy.set(script=["pass"])
+    try:
+        for i in (0, 1, 0, 2):  # 1 is now the least recently used
+            time.sleep(0.02)
+            stream(f"{http_proxy.url}/plain/shard-{i:06d}.tar")
+        held = sum(p.stat().st_size for p in cache.glob("*.data"))
+        assert held <= budget
+        gets = dict(http_proxy.gets)
+        stream(f"{http_proxy.url}/plain/shard-000000.tar")  # still cached
+        stream(f"{http_proxy.url}/plain/shard-000002.tar")  # still cached
+        assert {k: v for k, v in http_proxy.gets.items() if k.endswith(".tar")} == \
+            {k: v for k, v in gets.items() if k.endswith(".tar")}
+        stream(f"{http_proxy.url}/plain/shard-000001.tar")  # was evicted: fetched again
+        assert http_proxy.gets["/plain/shard-000001.tar"] > gets.get("/plain/shard-000001.tar", 0)
+    finally:
+        io_options()
+
+
+def test_corrupt_cache_entry_is_refetched(data, http_proxy, local, tmp_path):
+    cache = tmp_path / "cache"
+    io_options(cache_dir=cache)
+    http_proxy.set(script=["pass"])
+    try:
+        url = f"{http_proxy.url}/indexed/{SHARDS}"
+        stream(url, shuffle=True, seed=3)
+        biggest = max(cache.glob("*.data"), key=lambda p: p.stat().st_size)
+        raw = bytearray(biggest.read_bytes())
+        raw[len(raw) // 2] ^= 0xFF
+        biggest.write_bytes(bytes(raw))
+        before = _stoker.io_counters()
+        assert_same(stream(url, shuffle=True, seed=3), local)
+        assert _stoker.io_counters()["cache_corrupt"] == before["cache_corrupt"] + 1
+    finally:
+        io_options()
+
+
+CHILD = """
+import sys, json, hashlib
+from stoker import _stoker
+import stoker
+_stoker.set_io_options(attempts=12, timeout_ms=3000, backoff_ms=5, backoff_max_ms=50, s3_endpoint="",
+                       cache_dir=sys.argv[2], cache_bytes=0)
+fields = {"jpg": stoker.image(48, resize="center_crop", layout="HWC"), "cls": stoker.scalar("int64")}
+h = hashlib.sha256()
+for b in stoker.Loader(sys.argv[1], fields, output="numpy", batch_size=8, drop_last=False):
+    h.update(b["jpg"].tobytes()); h.update(b["cls"].tobytes())
+print(json.dumps({"digest": h.hexdigest(), "io": _stoker.io_counters()}))
+"""
+
+
+def test_two_processes_share_one_cache(data, http_proxy, tmp_path):
+    cache = tmp_path / "cache"
+    http_proxy.set(script=["pass"], latency=0.02)
+    gets = dict(http_proxy.gets)
+    url = f"{http_proxy.url}/plain/{SHARDS}"
+    try:
+        procs = [subprocess.Popen([os.sys.executable, "-c", CHILD, url, str(cache)], stdout=subprocess.PIPE,
+                                  text=True, env=stoker_env()) for _ in range(2)]
+        outs = [json.loads(p.communicate(timeout=120)[0]) for p in procs]
+    finally:
+        http_proxy.set(latency=0)
+    assert all(p.returncode == 0 for p in procs)
+    assert outs[0]["digest"] == outs[1]["digest"]
+    assert sum(o["io"]["cache_misses"] for o in outs) == 3  # each shard fetched once, by one of them
+    assert len(list(cache.glob("*.data"))) == 3
+    assert not list(cache.glob("*.tmp.*"))
