@@ -177,3 +177,20 @@ class FaultProxy:
             return
         finally:
             c.close()
+
+
+if __name__ == "__main__":  # a standalone proxy (the benchmark runs it in its own process)
+    import argparse
+    import sys
+
+    ap = argparse.ArgumentParser(description="fault-injecting HTTP proxy on 127.0.0.1")
+    ap.add_argument("--upstream", type=int, required=True, help="upstream port on 127.0.0.1")
+    ap.add_argument("--latency", type=float, default=0.0, help="seconds added to every request")
+    ap.add_argument("--script", default="pass", help="comma list of actions (see the module doc)")
+    a = ap.parse_args()
+    proxy = FaultProxy(a.upstream, script=a.script.split(","), latency=a.latency)
+    print(proxy.port, flush=True)
+    try:
+        sys.stdin.read()  # runs until stdin closes
+    finally:
+        proxy.close()
