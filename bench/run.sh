@@ -2,6 +2,7 @@
 # The benchmark suite in one command (see bench/README.md, ../shared/BENCHMARKS.md):
 #   bash bench/run.sh            # V, S, A against the peers and the limits: < 15 min on 2 cores
 #   bash bench/run.sh --quick    # V and A, small data, fixed settings: < 2 min
+#   bash bench/run.sh --remote [--quick]  # V over HTTP (nginx + 20 ms/request proxy) vs DataLoader+webdataset pipe:curl and stoker local
 # Installs the peers from requirements-bench.txt (torch stays pinned), builds the stoker
 # command if needed, makes the data once under bench/data/, writes bench/results/<UTC>.{json,md,png}.
 # Exits 0 whatever the speed; non-zero only if something crashes.

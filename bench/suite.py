@@ -946,9 +946,21 @@ def main(argv=None) -> int:
                     help="comma list of V,S,A,P,C (default V,S,A; --quick V,A); T alone runs the token workload (bench/tokens.py)")
     ap.add_argument("--out", default=None, help="output stem (default bench/results/<UTC stamp>)")
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--remote", action="store_true", help="only V over HTTP (nginx + 20 ms proxy): bench/remote.py")
     args = ap.parse_args(argv)
     if args.child:
         return child_main(args.child)
+    if args.remote:
+        import remote
+
+        w = WORKLOADS["V"]
+        data = prepare(w, w["quick_count"] if args.quick else w["count"])
+        payload = remote.main(args, w, data, stoker_bin())
+        payload["command"] = "bash bench/run.sh " + " ".join(sys.argv[1:])
+        stem = Path(args.out) if args.out else common.RESULTS_DIR / (time.strftime("%Y-%m-%dT%H%MZ", time.gmtime()) + "-remote")
+        remote.write(payload, stem)
+        print(f"wrote {stem}.json, .md")
+        return 0
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     workloads = (args.workloads or ("V,A" if args.quick else "V,S,A")).split(",")
     if "T" in workloads:

@@ -17,6 +17,8 @@ apt_packages=(
   libwebp-dev            # WebP decode (image fields)
   libcli11-dev           # the `stoker` command line
   nlohmann-json3-dev     # index files, --json output
+  libcurl4-openssl-dev   # io/: HTTP(S) and S3 readers (ranged GETs, connection reuse, built-in AWS SigV4)
+  nginx                  # tests/bench: a real HTTP server with range support behind tests/python/fault_proxy.py
   libgtest-dev           # C++ unit tests
   chromium               # headless: tests/python/test_report.py checks what `stoker report` renders
   clang libclang-rt-14-dev llvm  # libFuzzer + ASan/UBSan/TSan: scripts/fuzz.sh (short run in test.sh), scripts/sanitize.sh

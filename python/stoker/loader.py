@@ -278,6 +278,7 @@ class Loader:
         native = json.loads(self._native.state())
         if self._pending_start and not self._resuming:
             native.update(epoch=self._epoch, next_batch=0)
+            native.pop("elastic", None)  # a new epoch starts whole
             if "skip" in native:
                 native["skip"].update(reserve_cursor=0, known_bad=[])
         return {"stoker": native}

@@ -29,9 +29,9 @@ struct FieldStats {
 
 Status RunInspect(const InspectOptions& opt) {
   if (opt.shard.ends_with(".idx") || opt.shard.ends_with(".bin")) return InspectTokens(opt.shard, opt.json);
-  STOKER_ASSIGN_OR_RETURN(File file, File::OpenRead(opt.shard));
-  STOKER_ASSIGN_OR_RETURN(uint64_t shard_size, file.Size());
-  STOKER_ASSIGN_OR_RETURN(std::vector<TarMember> members, ScanTar(file, shard_size));
+  STOKER_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessReader> file, OpenReader(opt.shard));  // path or URL
+  const uint64_t shard_size = file->Size();
+  STOKER_ASSIGN_OR_RETURN(std::vector<TarMember> members, ScanTar(*file, shard_size));
   KeyRule rule;
   STOKER_ASSIGN_OR_RETURN(std::vector<SampleEntry> samples, GroupWithRule(members, opt.key_rule, opt.shard, &rule));
   std::map<std::string, FieldStats> fields;

@@ -185,7 +185,7 @@ Status WriteShardIndex(const ShardIndex& index, const std::string& index_path) {
 }
 
 Result<ShardIndex> ReadShardIndex(const std::string& index_path) {
-  STOKER_ASSIGN_OR_RETURN(std::string text, ReadWholeFile(index_path));
+  STOKER_ASSIGN_OR_RETURN(std::string text, ReadWholeObject(index_path));  // a path or a URL
   json doc = json::parse(text, nullptr, /*allow_exceptions=*/false);
   auto bad = [&](const std::string& why) { return DataLoss(index_path + ": not a stoker index: " + why); };
   if (doc.is_discarded() || !doc.is_object()) return bad("invalid JSON");
@@ -240,11 +240,11 @@ Result<ShardIndex> ReadShardIndex(const std::string& index_path) {
 }
 
 Result<ShardIndex> LoadOrBuildShardIndex(const std::string& shard_path, KeyRule rule) {
-  STOKER_ASSIGN_OR_RETURN(File file, File::OpenRead(shard_path));
-  STOKER_ASSIGN_OR_RETURN(uint64_t size, file.Size());
+  STOKER_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessReader> file, OpenReader(shard_path));
+  const uint64_t size = file->Size();
   // Compressed shards are not read (yet): say so instead of "bad tar header".
   uint8_t magic[4] = {};
-  if (size >= 4 && file.PRead(0, magic).ok()) {
+  if (size >= 4 && file->ReadAt(0, magic).ok()) {
     const bool gz = magic[0] == 0x1f && magic[1] == 0x8b;
     const bool zst = magic[0] == 0x28 && magic[1] == 0xb5 && magic[2] == 0x2f && magic[3] == 0xfd;
     if (gz || zst) {
@@ -270,7 +270,7 @@ Result<ShardIndex> LoadOrBuildShardIndex(const std::string& shard_path, KeyRule 
   index.shard_path = shard_path;
   index.shard_size = size;
   index.key_rule = rule;
-  STOKER_ASSIGN_OR_RETURN(std::vector<TarMember> members, ScanTar(file, size));
+  STOKER_ASSIGN_OR_RETURN(std::vector<TarMember> members, ScanTar(*file, size));
   STOKER_ASSIGN_OR_RETURN(index.samples, GroupSamples(members, rule, shard_path));
   return index;
 }

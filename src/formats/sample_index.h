@@ -65,7 +65,9 @@ Status WriteShardIndex(const ShardIndex& index, const std::string& index_path);
 Result<ShardIndex> ReadShardIndex(const std::string& index_path);
 
 // Reads the sidecar when it exists and matches the shard (same size, same key
-// rule); otherwise scans the tar headers. Never writes.
+// rule); otherwise scans the tar headers. Never writes. For a remote shard
+// (io/reader.h) the "<url>.idx" sidecar is fetched when present, else the shard
+// is streamed once in large sequential reads to build the index.
 Result<ShardIndex> LoadOrBuildShardIndex(const std::string& shard_path, KeyRule rule);
 
 }  // namespace stoker

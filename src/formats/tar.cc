@@ -13,6 +13,8 @@
 #include <optional>
 #include <string_view>
 
+#include "io/posix_reader.h"
+
 namespace stoker {
 
 namespace {
@@ -76,7 +78,9 @@ bool IsZeroBlock(const uint8_t* h) {
 // Reads ranges of the file through one reusable window.
 class WindowReader {
  public:
-  WindowReader(const File& file, uint64_t file_size) : file_(file), file_size_(file_size), buf_(kWindow) {}
+  // A remote reader prefers megabytes per read (one round trip each).
+  WindowReader(const RandomAccessReader& file, uint64_t file_size)
+      : file_(file), file_size_(file_size), window_(std::max(kWindow, file.PreferredReadSize())), buf_(window_) {}
 
   // Returns [offset, offset + len) or DataLoss if the file ends before it.
   Result<const uint8_t*> Get(uint64_t offset, size_t len) {
@@ -84,15 +88,20 @@ class WindowReader {
       if (len > buf_.size()) buf_.resize(len);
       // A whole window when members are dense (many headers per read); one
       // page after a long skip, where the rest of a window would be data.
-      const bool dense = offset <= start_ + filled_ + kWindow;
+      const bool dense = offset <= start_ + filled_ + window_;
       uint64_t want = std::min<uint64_t>(dense ? buf_.size() : kSparseRead,
                                          file_size_ > offset ? file_size_ - offset : 0);
       want = std::max<uint64_t>(want, std::min<uint64_t>(len, buf_.size()));
-      STOKER_ASSIGN_OR_RETURN(size_t got, file_.PReadSome(offset, {buf_.data(), static_cast<size_t>(want)}));
+      size_t got = 0;  // a remote reader may return less than asked: fill the window
+      while (got < want) {
+        STOKER_ASSIGN_OR_RETURN(size_t n, file_.ReadAt(offset + got, {buf_.data() + got, static_cast<size_t>(want) - got}));
+        if (n == 0) break;
+        got += n;
+      }
       start_ = offset;
       filled_ = got;
       if (got < len) {
-        return DataLoss(file_.path() + ": archive truncated: needed " + std::to_string(len) +
+        return DataLoss(file_.Name() + ": archive truncated: needed " + std::to_string(len) +
                         " bytes at offset " + std::to_string(offset) + ", file ends at offset " +
                         std::to_string(offset + got));
       }
@@ -101,8 +110,9 @@ class WindowReader {
   }
 
  private:
-  const File& file_;
+  const RandomAccessReader& file_;
   uint64_t file_size_;
+  size_t window_;
   std::vector<uint8_t> buf_;
   uint64_t start_ = 0;
   size_t filled_ = 0;
@@ -145,12 +155,15 @@ Status ParsePax(std::string_view recs, std::optional<std::string>* path, std::op
 }  // namespace
 
 Result<std::vector<TarMember>> ScanTar(const std::string& path) {
-  STOKER_ASSIGN_OR_RETURN(File file, File::OpenRead(path));
-  STOKER_ASSIGN_OR_RETURN(uint64_t size, file.Size());
-  return ScanTar(file, size);
+  STOKER_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessReader> reader, OpenReader(path));
+  return ScanTar(*reader, reader->Size());
 }
 
 Result<std::vector<TarMember>> ScanTar(const File& file, uint64_t file_size) {
+  return ScanTar(PosixReader(&file, file_size), file_size);
+}
+
+Result<std::vector<TarMember>> ScanTar(const RandomAccessReader& file, uint64_t file_size) {
   std::vector<TarMember> members;
   WindowReader reader(file, file_size);
   // Extension headers apply to the next real header; ext_offset is where the
@@ -160,7 +173,7 @@ Result<std::vector<TarMember>> ScanTar(const File& file, uint64_t file_size) {
   constexpr uint64_t kNoExt = UINT64_MAX;
   uint64_t ext_offset = kNoExt;
   uint64_t off = 0;
-  auto at = [&](uint64_t o) { return file.path() + ": header at offset " + std::to_string(o) + ": "; };
+  auto at = [&](uint64_t o) { return file.Name() + ": header at offset " + std::to_string(o) + ": "; };
 
   while (off < file_size) {
     if (file_size - off < kBlock) {
@@ -203,7 +216,7 @@ Result<std::vector<TarMember>> ScanTar(const File& file, uint64_t file_size) {
         } else {
           std::string_view recs(reinterpret_cast<const char*>(p), static_cast<size_t>(n));
           Status s = ParsePax(recs, &long_name, &pax_size);
-          if (!s.ok()) return s.WithContext(file.path() + ": pax header at offset " + std::to_string(off));
+          if (!s.ok()) return s.WithContext(file.Name() + ": pax header at offset " + std::to_string(off));
         }
       }
       off = data_off + RoundUp(n);
@@ -233,13 +246,13 @@ Result<std::vector<TarMember>> ScanTar(const File& file, uint64_t file_size) {
     const bool no_data = type >= '1' && type <= '6';
     const uint64_t data_size = no_data ? 0 : size;
     if (data_size > file_size || data_off + data_size > file_size) {
-      return DataLoss(file.path() + ": member '" + name + "' at offset " + std::to_string(header_off) +
+      return DataLoss(file.Name() + ": member '" + name + "' at offset " + std::to_string(header_off) +
                       ": archive truncated: data of " + std::to_string(data_size) + " bytes at offset " +
                       std::to_string(data_off) + " runs past end of file at offset " + std::to_string(file_size));
     }
     const uint64_t next = data_off + RoundUp(data_size);
     if (next > file_size) {
-      return DataLoss(file.path() + ": member '" + name + "' at offset " + std::to_string(header_off) +
+      return DataLoss(file.Name() + ": member '" + name + "' at offset " + std::to_string(header_off) +
                       ": archive truncated inside the padding after its data (file ends at offset " +
                       std::to_string(file_size) + ", expected " + std::to_string(next) + ")");
     }

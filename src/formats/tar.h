@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "core/file.h"
+#include "io/reader.h"
 #include "stoker/status.h"
 
 namespace stoker {
@@ -26,12 +27,16 @@ struct TarMember {
   uint64_t size;           // data size in bytes
 };
 
-// Lists the regular-file members of the tar at `path`. A truncated archive
+// Lists the regular-file members of the tar at `path` (a local path or a
+// remote URL: io/reader.h). A truncated archive
 // (a header or member data past the end of file) is DataLoss naming the offset.
 Result<std::vector<TarMember>> ScanTar(const std::string& path);
 
 // Same, over an open file of known size (messages name file.path()).
 Result<std::vector<TarMember>> ScanTar(const File& file, uint64_t file_size);
+// Same, over any reader (messages name reader.Name()); reads
+// PreferredReadSize() bytes at a time, so a remote scan streams the shard.
+Result<std::vector<TarMember>> ScanTar(const RandomAccessReader& reader, uint64_t file_size);
 
 // Writes a tar that GNU tar, Python's tarfile and webdataset read: ustar
 // headers, a pax header for names over 100 bytes, two zero blocks at the end.

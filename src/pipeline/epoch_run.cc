@@ -166,7 +166,7 @@ void EpochRun::ReadLoop(uint32_t thread) {
     const uint64_t begin = NowNs();
     if (rec_) rec_->reads_in_flight++;
     if (!throttle_.Acquire(bytes->size())) return;  // cancelled
-    Result<std::shared_ptr<const File>> file = files_->Get(task->ref.shard);  // a lease: survives eviction
+    Result<std::shared_ptr<const RandomAccessReader>> file = files_->Get(task->ref.shard);  // a lease: survives eviction
     Status st = file.ok() ? (*file)->PRead(entry.begin, *bytes) : file.status();
     if (rec_) {
       const uint64_t end = NowNs();

@@ -13,9 +13,10 @@
 #include "core/file.h"
 #include "observe/clock.h"
 #include "pipeline/batch_layout.h"
+#include "pipeline/elastic.h"
 #include "pipeline/epoch_run.h"
-#include "pipeline/memory_budget.h"
 #include "pipeline/image_folder.h"
+#include "pipeline/memory_budget.h"
 #include "pipeline/planner.h"
 #include "pipeline/skip_refill.h"
 #include "pipeline/token_source.h"
@@ -142,6 +143,10 @@ class LoaderImpl : public Loader {
                         {"dataset", fingerprint_},
                         {"on_error", data_.options.on_error == OnError::kSkip ? "skip" : "raise"},
                         {"skip", refill_.ToJson()}};
+    if (!elastic_.empty()) {  // this epoch resumed on another world size: the stages before this one
+      j["elastic"] = nlohmann::json::array();
+      for (const ElasticStage& st : elastic_) j["elastic"].push_back({st.world_size, st.next_batch});
+    }
     return j.dump();
   }
 
@@ -154,6 +159,9 @@ class LoaderImpl : public Loader {
       }
       return j[key].get<int64_t>();
     };
+    // Saved by another number of ranks: elastic resume (pipeline/elastic.h).
+    const bool elastic = j.contains("world_size") && j["world_size"].is_number_integer() &&
+                         j["world_size"].get<int64_t>() != data_.options.world_size;
     const std::pair<const char*, int64_t> must_match[] = {
         {"seed", static_cast<int64_t>(data_.options.seed)},
         {"rank", data_.options.rank},
@@ -161,6 +169,7 @@ class LoaderImpl : public Loader {
         {"batch_size", data_.options.batch_size},
         {"dataset_samples", plan_.info.dataset_samples}};
     for (const auto& [key, mine] : must_match) {
+      if (elastic && (std::string_view(key) == "rank" || std::string_view(key) == "world_size")) continue;
       STOKER_ASSIGN_OR_RETURN(int64_t theirs, field(key));
       if (theirs != mine) {
         return InvalidArgument(std::string("loader state was saved with ") + key + "=" + std::to_string(theirs) +
@@ -186,8 +195,26 @@ class LoaderImpl : public Loader {
     STOKER_ASSIGN_OR_RETURN(int64_t next, field("next_batch"));
     run_.reset();
     STOKER_RETURN_IF_ERROR(Plan(static_cast<uint64_t>(epoch)));
+    std::vector<ElasticStage> stages;
+    if (j.contains("elastic") && j["elastic"].is_array()) {
+      for (const auto& st : j["elastic"]) {
+        if (!st.is_array() || st.size() != 2 || !st[0].is_number_integer() || !st[1].is_number_integer()) {
+          return InvalidArgument("loader state has a malformed 'elastic' list");
+        }
+        stages.push_back({st[0].get<int>(), st[1].get<int64_t>()});
+      }
+    }
+    if (elastic) {
+      stages.push_back({j["world_size"].get<int>(), next});
+      next = 0;
+    }
+    if (!stages.empty()) {
+      STOKER_ASSIGN_OR_RETURN(plan_, PlanRemaining(counts_, data_.options, static_cast<uint64_t>(epoch), stages));
+      elastic_ = std::move(stages);
+    }
     if (next < 0 || next > plan_.info.batches) return InvalidArgument("loader state next_batch is out of range");
-    if (j.contains("skip")) STOKER_RETURN_IF_ERROR(refill_.FromJson(j["skip"]));
+    // The skip log names slots of the old ranks' batches: it does not carry across world sizes.
+    if (j.contains("skip") && !elastic) STOKER_RETURN_IF_ERROR(refill_.FromJson(j["skip"]));
     next_batch_ = next;
     Start();
     return Status::Ok();
@@ -221,6 +248,7 @@ class LoaderImpl : public Loader {
       return Status::Ok();
     }
     STOKER_ASSIGN_OR_RETURN(plan_, PlanEpoch(counts_, data_.options, epoch));
+    elastic_.clear();
     epoch_ = epoch;
     refill_.StartEpoch(epoch);
     return Status::Ok();
@@ -247,6 +275,7 @@ class LoaderImpl : public Loader {
   uint64_t epoch_ = 0;
   int64_t next_batch_ = 0;
   int64_t token_consumed_ = 0;  // token runs: the plan starts at this global sample
+  std::vector<ElasticStage> elastic_;  // non-empty: this epoch resumed across world sizes
   std::unique_ptr<EpochRun> run_;  // last member: torn down first
 };
 
@@ -284,9 +313,9 @@ Result<std::unique_ptr<Loader>> Loader::Create(LoaderOptions options) {
     }
   if (first == nullptr) return InvalidArgument("the shards hold no samples");
   const SampleEntry& probe_entry = first->samples[0];
-  STOKER_ASSIGN_OR_RETURN(File file, File::OpenRead(first->shard_path));
+  STOKER_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessReader> file, OpenReader(first->shard_path));
   std::vector<uint8_t> probe(probe_entry.end - probe_entry.begin);
-  STOKER_RETURN_IF_ERROR(file.PRead(probe_entry.begin, probe));
+  STOKER_RETURN_IF_ERROR(file->PRead(probe_entry.begin, probe));
   STOKER_ASSIGN_OR_RETURN(data.layout, MakeBatchLayout(options.fields, options.batch_size, probe_entry, probe,
                                                        first->shard_path));
   STOKER_RETURN_IF_ERROR(CheckMemoryBudget(options, EstimateMemory(options, data.layout, data.indexes)));

@@ -16,7 +16,7 @@ size_t ShardFiles::DefaultMaxOpenFiles() {
   return std::clamp<size_t>(static_cast<size_t>(lim.rlim_cur) / 4, 4, 1024);
 }
 
-Result<std::shared_ptr<const File>> ShardFiles::Get(uint32_t shard) {
+Result<std::shared_ptr<const RandomAccessReader>> ShardFiles::Get(uint32_t shard) {
   std::lock_guard lock(mu_);
   Entry& e = entries_[shard];
   if (e.file) {
@@ -24,14 +24,14 @@ Result<std::shared_ptr<const File>> ShardFiles::Get(uint32_t shard) {
     return e.file;
   }
   while (lru_.size() >= max_open_) EvictOne();
-  Result<File> f = File::OpenRead((*paths_)[shard]);
+  Result<std::unique_ptr<RandomAccessReader>> f = OpenReader((*paths_)[shard]);
   if (!f.ok() && f.status().code() == StatusCode::kIoError && !lru_.empty()) {
     EvictIdle();  // descriptors held elsewhere in the process: make room, retry once
-    f = File::OpenRead((*paths_)[shard]);
+    f = OpenReader((*paths_)[shard]);
   }
   if (!f.ok()) return f.status();
   ++opens_;
-  e.file = std::make_shared<const File>(std::move(f).value());
+  e.file = std::shared_ptr<const RandomAccessReader>(std::move(f).value());
   lru_.push_front(shard);
   e.lru_pos = lru_.begin();
   return e.file;

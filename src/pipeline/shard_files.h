@@ -1,5 +1,6 @@
 // pipeline/shard_files.h — the loader's open shards: a bounded LRU cache of
-// file descriptors.
+// readers (io/reader.h: a local file's descriptor, or a remote object's pinned
+// size and ETag).
 //
 // A shard is opened on first read and kept open for the reads that follow;
 // at most `max_open` shards stay cached, the least recently used one is
@@ -9,8 +10,11 @@
 // descriptors open at once are at most max_open plus the reads in flight
 // (io_depth). If open() still fails (EMFILE from descriptors the process holds
 // elsewhere), every idle cached shard is closed and the open retried once.
-// Thread-safety: Get and open_count from any thread; the File behind a lease
-// serves concurrent preads.
+// A remote reader holds no descriptor (its connections belong to the reading
+// threads), but it is counted against the same bound: re-opening one costs a
+// HEAD round trip, which max_open bounds in the same way.
+// Thread-safety: Get and open_count from any thread; the reader behind a lease
+// serves concurrent reads.
 #pragma once
 
 #include <cstddef>
@@ -21,7 +25,7 @@
 #include <string>
 #include <vector>
 
-#include "core/file.h"
+#include "io/reader.h"
 
 namespace stoker {
 
@@ -30,7 +34,7 @@ class ShardFiles {
   // max_open 0: DefaultMaxOpenFiles().
   explicit ShardFiles(const std::vector<std::string>* paths, size_t max_open = 0);
 
-  Result<std::shared_ptr<const File>> Get(uint32_t shard);
+  Result<std::shared_ptr<const RandomAccessReader>> Get(uint32_t shard);
 
   size_t max_open() const { return max_open_; }
   size_t open_count() const;  // cached now (leases of evicted shards not counted)
@@ -42,7 +46,7 @@ class ShardFiles {
 
  private:
   struct Entry {
-    std::shared_ptr<const File> file;       // null when not cached
+    std::shared_ptr<const RandomAccessReader> file;  // null when not cached
     std::list<uint32_t>::iterator lru_pos;  // valid when file is set
   };
   void EvictOne();   // REQUIRES mu_

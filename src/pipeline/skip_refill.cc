@@ -62,7 +62,7 @@ Status SkipRefiller::Fill(BatchWork& work, int slot, const SampleRef& ref) {
   const SampleEntry& entry = data_->indexes[ref.shard].samples[ref.sample];
   const std::string& shard = data_->shards[ref.shard];
   bytes_.resize(entry.end - entry.begin);
-  Result<std::shared_ptr<const File>> file = files_->Get(ref.shard);
+  Result<std::shared_ptr<const RandomAccessReader>> file = files_->Get(ref.shard);
   Status st = file.ok() ? (*file)->PRead(entry.begin, bytes_) : file.status();
   if (!st.ok()) return st.WithContext("sample '" + entry.key + "'");
   if (!decoder_) decoder_ = std::make_unique<SampleDecoder>(&data_->layout);

@@ -5,12 +5,20 @@
 // through glob(3) and sort; a ".txt" source lists one shard per line. A
 // pattern that matches nothing and a listed file that is missing are errors:
 // a typo must not silently train on less data.
+// Remote sources (io/reader.h): "s3://b/p/x-{0..9}.tar" and "http(s)://..."
+// brace-expand locally without listing; an s3 glob ("s3://b/p/*.tar") lists
+// the prefix before its first wildcard once (ListObjectsV2) and matches the
+// keys with fnmatch; HTTP has no listing, so an HTTP glob is an error. A
+// remote shard's existence is checked when it is opened (its index built).
+#include <fnmatch.h>
 #include <glob.h>
 #include <sys/stat.h>
 
 #include <algorithm>
 #include <fstream>
 
+#include "io/reader.h"
+#include "io/s3.h"
 #include "stoker/loader.h"
 
 namespace stoker {
@@ -71,7 +79,7 @@ Result<std::vector<std::string>> ExpandOne(const std::string& source) {
     for (std::string line; std::getline(in, line);) {
       while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.pop_back();
       if (line.empty() || line[0] == '#') continue;
-      out.push_back(line[0] == '/' ? line : dir + line);  // relative to the list file
+      out.push_back(line[0] == '/' || IsRemoteUrl(line) ? line : dir + line);  // relative to the list file
     }
     return out;
   }
@@ -82,6 +90,21 @@ Result<std::vector<std::string>> ExpandOne(const std::string& source) {
       out.push_back(pattern);
       continue;
     }
+    if (pattern.starts_with("s3://")) {
+      STOKER_ASSIGN_OR_RETURN(S3Url u, ParseS3Url(pattern));
+      const std::string prefix = u.key.substr(0, u.key.find_first_of("*?["));
+      STOKER_ASSIGN_OR_RETURN(std::vector<std::string> keys, S3ListKeys(u.bucket, prefix, DefaultIoOptions()));
+      size_t n = 0;
+      for (const auto& key : keys) {
+        if (::fnmatch(u.key.c_str(), key.c_str(), FNM_PATHNAME) == 0) {
+          out.push_back("s3://" + u.bucket + "/" + key);
+          ++n;
+        }
+      }
+      if (n == 0) return NotFound("pattern '" + pattern + "' matches no object");
+      continue;
+    }
+    if (IsRemoteUrl(pattern)) return InvalidArgument("'" + pattern + "': HTTP has no listing; use a brace range {000..099}");
     glob_t g{};
     int rc = ::glob(pattern.c_str(), 0, nullptr, &g);
     if (rc != 0) {
@@ -103,7 +126,7 @@ Result<std::vector<std::string>> ExpandSources(const std::vector<std::string>& s
   for (const auto& source : sources) {
     STOKER_ASSIGN_OR_RETURN(std::vector<std::string> expanded, ExpandOne(source));
     for (auto& path : expanded) {
-      if (!Exists(path)) return NotFound("shard '" + path + "' does not exist (from source '" + source + "')");
+      if (!IsRemoteUrl(path) && !Exists(path)) return NotFound("shard '" + path + "' does not exist (from source '" + source + "')");
       shards.push_back(std::move(path));
     }
   }

@@ -8,6 +8,7 @@ void RegisterLoader(nanobind::module_& m);
 void RegisterCodecs(nanobind::module_& m);
 void RegisterObserve(nanobind::module_& m);
 void RegisterTokens(nanobind::module_& m);
+void RegisterIo(nanobind::module_& m);
 }  // namespace stoker::python
 
 NB_MODULE(_stoker, m) {
@@ -17,4 +18,5 @@ NB_MODULE(_stoker, m) {
   stoker::python::RegisterCodecs(m);
   stoker::python::RegisterObserve(m);
   stoker::python::RegisterTokens(m);
+  stoker::python::RegisterIo(m);
 }

@@ -27,9 +27,9 @@ std::vector<std::string> MakeFiles(int n) {
   return paths;
 }
 
-std::string ReadAll(const File& f) {
+std::string ReadAll(const RandomAccessReader& f) {
   std::vector<uint8_t> buf(16);
-  Result<size_t> n = f.PReadSome(0, buf);
+  Result<size_t> n = f.ReadAt(0, buf);
   return n.ok() ? std::string(buf.begin(), buf.begin() + static_cast<long>(*n)) : n.status().ToString();
 }
 

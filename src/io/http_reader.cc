@@ -1,0 +1,306 @@
+// io/http_reader.cc — see http_reader.h.
+#include "io/http_reader.h"
+
+#include <curl/curl.h>
+
+#include <chrono>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <random>
+#include <thread>
+
+#include "io/backoff.h"
+
+namespace stoker {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// One easy handle per thread: curl_easy_reset keeps its connection cache, so
+// consecutive requests of a thread to one host reuse the connection.
+struct ThreadHandle {
+  CURL* h = nullptr;
+  ~ThreadHandle() {
+    if (h) curl_easy_cleanup(h);
+  }
+};
+
+CURL* Handle() {
+  static std::once_flag once;
+  std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
+  thread_local ThreadHandle th;
+  if (!th.h) th.h = curl_easy_init();
+  else curl_easy_reset(th.h);
+  return th.h;
+}
+
+// One request: a HEAD, a ranged GET into a span, or a whole GET into a string.
+struct Request {
+  bool head = false;
+  uint64_t offset = 0;              // ranged: first byte wanted
+  std::span<uint8_t> out;           // ranged: where the bytes go; empty: whole
+  std::string* whole = nullptr;     // whole GET
+  const std::string* pin_etag = nullptr;
+  uint64_t pin_size = UINT64_MAX;
+  // Filled in:
+  uint64_t got = 0;                 // bytes delivered so far (across attempts)
+  std::string etag;
+  uint64_t length = UINT64_MAX;     // Content-Length of the last response
+  uint64_t total = UINT64_MAX;      // from Content-Range
+};
+
+struct Attempt {
+  Request* req;
+  uint64_t skip = 0;      // body bytes to drop (a 200 answer to a ranged GET)
+  bool ranged = false;
+  bool overflow = false;  // the server sent more than asked
+  std::string etag;
+  uint64_t length = UINT64_MAX, total = UINT64_MAX;
+  bool first_body = true;
+  CURL* h = nullptr;
+};
+
+size_t OnHeader(char* buf, size_t size, size_t n, void* user) {
+  auto* a = static_cast<Attempt*>(user);
+  std::string_view line(buf, size * n);
+  auto value = [&](std::string_view name) -> std::optional<std::string_view> {
+    if (line.size() <= name.size() || strncasecmp(line.data(), name.data(), name.size()) != 0) return std::nullopt;
+    std::string_view v = line.substr(name.size());
+    while (!v.empty() && (v.front() == ' ' || v.front() == '\t')) v.remove_prefix(1);
+    while (!v.empty() && (v.back() == '\r' || v.back() == '\n' || v.back() == ' ')) v.remove_suffix(1);
+    return v;
+  };
+  if (line.starts_with("HTTP/")) {  // a new response (100-continue, ...): forget earlier headers
+    a->etag.clear();
+    a->length = a->total = UINT64_MAX;
+  } else if (auto v = value("etag:")) {
+    a->etag = std::string(*v);
+  } else if (auto v = value("content-length:")) {
+    a->length = std::strtoull(std::string(*v).c_str(), nullptr, 10);
+  } else if (auto v = value("content-range:")) {
+    size_t slash = v->rfind('/');
+    if (slash != std::string_view::npos && v->substr(slash + 1) != "*") {
+      a->total = std::strtoull(std::string(v->substr(slash + 1)).c_str(), nullptr, 10);
+    }
+  }
+  return size * n;
+}
+
+size_t OnBody(char* buf, size_t size, size_t n, void* user) {
+  auto* a = static_cast<Attempt*>(user);
+  Request& r = *a->req;
+  size_t len = size * n;
+  if (a->first_body) {
+    a->first_body = false;
+    long code = 0;
+    curl_easy_getinfo(a->h, CURLINFO_RESPONSE_CODE, &code);
+    if (code != 200 && code != 206) return len;  // an error body: discarded
+    if (code == 200 && a->ranged) a->skip = r.offset + r.got;  // the server ignored Range
+    if (r.pin_etag && !r.pin_etag->empty() && !a->etag.empty() && a->etag != *r.pin_etag) return 0;
+  }
+  long code = 0;
+  curl_easy_getinfo(a->h, CURLINFO_RESPONSE_CODE, &code);
+  if (code != 200 && code != 206) return len;
+  const char* p = buf;
+  size_t left = len;
+  if (a->skip > 0) {
+    size_t s = static_cast<size_t>(std::min<uint64_t>(a->skip, left));
+    a->skip -= s;
+    p += s;
+    left -= s;
+  }
+  if (r.whole) {
+    r.whole->append(p, left);
+    r.got += left;
+  } else if (left > 0) {
+    size_t room = r.out.size() - static_cast<size_t>(r.got);
+    size_t take = std::min(room, left);
+    std::memcpy(r.out.data() + r.got, p, take);
+    r.got += take;
+    if (take < left) {
+      a->overflow = true;
+      return 0;  // stop: everything asked for is here
+    }
+  }
+  GlobalIoCounters().bytes.fetch_add(left, std::memory_order_relaxed);
+  return len;
+}
+
+bool Retryable(long code) { return code == 408 || code == 429 || code >= 500; }
+
+// Sends req until it completes or the retry budget is spent.
+Status Send(const HttpTarget& t, const IoOptions& o, Request& req) {
+  IoCounters& counters = GlobalIoCounters();
+  const auto start = Clock::now();
+  const bool ranged = !req.head && !req.whole;
+  const uint64_t want = ranged ? req.out.size() : 0;
+  std::string last;  // the last fault, for the error message
+  long last_code = 0;
+  thread_local std::mt19937_64 rng(std::random_device{}());
+  const int attempts = std::max(1, o.attempts);
+  for (int attempt = 1;; ++attempt) {
+    if (attempt > 1) {
+      counters.retries.fetch_add(1, std::memory_order_relaxed);
+      std::uniform_real_distribution<double> unit(0.0, 1.0);
+      std::this_thread::sleep_for(std::chrono::milliseconds(
+          BackoffMs(attempt - 1, static_cast<uint64_t>(o.backoff_ms), static_cast<uint64_t>(o.backoff_max_ms), unit(rng))));
+    }
+    CURL* h = Handle();
+    Attempt a;
+    a.req = &req;
+    a.h = h;
+    a.ranged = ranged;
+    if (req.whole) req.whole->clear(), req.got = 0;  // a whole GET restarts from byte 0
+    curl_slist* headers = nullptr;
+    std::string range;
+    if (ranged) {
+      range = "Range: bytes=" + std::to_string(req.offset + req.got) + "-" + std::to_string(req.offset + want - 1);
+      headers = curl_slist_append(headers, range.c_str());
+    }
+    std::string if_match;
+    if (req.pin_etag && !req.pin_etag->empty()) {
+      if_match = "If-Match: " + *req.pin_etag;
+      headers = curl_slist_append(headers, if_match.c_str());
+    }
+    std::string token;
+    if (!t.sigv4.empty()) {
+      // The SHA-256 of an empty payload: curl signs with it (GET/HEAD have no body).
+      headers = curl_slist_append(
+          headers, "x-amz-content-sha256: e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+      if (!t.token.empty()) {
+        token = "x-amz-security-token: " + t.token;
+        headers = curl_slist_append(headers, token.c_str());
+      }
+    }
+    curl_easy_setopt(h, CURLOPT_URL, t.url.c_str());
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, static_cast<long>(o.timeout_ms));
+    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(std::min(o.timeout_ms, 10000)));
+    curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L);
+    curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
+    if (req.head) curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
+    if (headers) curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers);
+    if (!t.sigv4.empty()) {
+      curl_easy_setopt(h, CURLOPT_AWS_SIGV4, t.sigv4.c_str());
+      curl_easy_setopt(h, CURLOPT_USERPWD, t.userpwd.c_str());
+    }
+    curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, OnHeader);
+    curl_easy_setopt(h, CURLOPT_HEADERDATA, &a);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, OnBody);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, &a);
+
+    counters.requests.fetch_add(1, std::memory_order_relaxed);
+    const auto t0 = Clock::now();
+    CURLcode rc = curl_easy_perform(h);
+    counters.RecordLatency(static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count()));
+    curl_slist_free_all(headers);
+    long code = 0;
+    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
+    if (code != 0) last_code = code;
+
+    const bool ok_code = code == 200 || code == 206;
+    if (ok_code && !a.etag.empty() && req.pin_etag && !req.pin_etag->empty() && a.etag != *req.pin_etag) {
+      return DataLoss(t.name + ": the object changed while being read (ETag " + a.etag + ", opened as " +
+                      *req.pin_etag + "); not mixing two versions");
+    }
+    if (ok_code && a.total != UINT64_MAX && req.pin_size != UINT64_MAX && a.total != req.pin_size) {
+      return DataLoss(t.name + ": the object changed while being read (size " + std::to_string(a.total) +
+                      ", opened as " + std::to_string(req.pin_size) + " bytes)");
+    }
+    if (code == 404) return NotFound(t.name + ": not found (HTTP 404)");
+    if (code == 412) {
+      return DataLoss(t.name + ": the object changed since it was opened (HTTP 412 on If-Match " +
+                      (req.pin_etag ? *req.pin_etag : "") + ")");
+    }
+    if (rc == CURLE_OK || (rc == CURLE_WRITE_ERROR && a.overflow)) {
+      if (ok_code) {
+        if (req.head) {
+          req.etag = a.etag;
+          req.length = a.length;
+          return Status::Ok();
+        }
+        if (req.whole) {
+          if (a.length == UINT64_MAX || req.got == a.length) return Status::Ok();
+          last = "short body: " + std::to_string(req.got) + " of " + std::to_string(a.length) + " bytes";
+        } else if (req.got == want) {
+          return Status::Ok();
+        } else {
+          last = "short body: " + std::to_string(req.got) + " of " + std::to_string(want) + " bytes";
+        }
+      } else if (code == 429 || code == 503) {
+        counters.throttled.fetch_add(1, std::memory_order_relaxed);
+        last = "HTTP " + std::to_string(code) + " (throttled)";
+      } else if (Retryable(code)) {
+        last = "HTTP " + std::to_string(code);
+      } else {
+        return IoError(t.name + ": HTTP " + std::to_string(code) + (req.head ? " on HEAD" : " on GET") +
+                       " (not retried)");
+      }
+    } else {
+      last = std::string(curl_easy_strerror(rc)) + (rc == CURLE_OPERATION_TIMEDOUT ? " (request deadline " +
+                                                   std::to_string(o.timeout_ms) + " ms)" : "");
+    }
+    if (attempt >= attempts) {
+      counters.failures.fetch_add(1, std::memory_order_relaxed);
+      const double secs = std::chrono::duration<double>(Clock::now() - start).count();
+      char el[32];
+      std::snprintf(el, sizeof el, "%.2f", secs);
+      std::string what = req.head ? "HEAD" : ranged ? "GET bytes=" + std::to_string(req.offset) + "-" +
+                                                          std::to_string(req.offset + want - 1)
+                                                    : "GET";
+      return IoError(t.name + ": " + what + " failed after " + std::to_string(attempt) + " attempts in " + el +
+                     " s; last status " + (last_code ? "HTTP " + std::to_string(last_code) : "none") + ": " + last +
+                     (ranged ? "; " + std::to_string(req.got) + " of " + std::to_string(want) + " bytes received" : ""));
+    }
+  }
+}
+
+}  // namespace
+
+Result<std::unique_ptr<HttpReader>> HttpReader::Open(HttpTarget target, const IoOptions& options) {
+  std::unique_ptr<HttpReader> r(new HttpReader(std::move(target), options));
+  Request head;
+  head.head = true;
+  STOKER_RETURN_IF_ERROR(Send(r->target_, r->options_, head));
+  if (head.length == UINT64_MAX) return IoError(r->target_.name + ": HEAD gave no Content-Length");
+  r->size_ = head.length;
+  r->etag_ = head.etag;
+  if (r->etag_.starts_with("W/")) r->etag_.clear();  // a weak ETag cannot pin bytes
+  // The version first seen in this process stays pinned: a shard re-opened
+  // later (evicted from ShardFiles, or opened by the loader after its index
+  // was built) must be the object the index describes.
+  static std::mutex pins_mu;
+  static std::map<std::string, std::pair<uint64_t, std::string>> pins;  // guarded by pins_mu: url -> size, etag
+  std::lock_guard lock(pins_mu);
+  auto [it, fresh] = pins.try_emplace(r->target_.url, r->size_, r->etag_);
+  if (!fresh && (it->second.first != r->size_ || it->second.second != r->etag_)) {
+    return DataLoss(r->target_.name + ": the object changed since this process first opened it (size " +
+                    std::to_string(it->second.first) + " -> " + std::to_string(r->size_) + ", ETag " +
+                    it->second.second + " -> " + r->etag_ + "); not mixing two versions");
+  }
+  return r;
+}
+
+Result<size_t> HttpReader::ReadAt(uint64_t offset, std::span<uint8_t> out) const {
+  if (offset >= size_ || out.empty()) return size_t{0};
+  const size_t n = static_cast<size_t>(std::min<uint64_t>(out.size(), size_ - offset));
+  Request req;
+  req.offset = offset;
+  req.out = out.subspan(0, n);
+  req.pin_etag = &etag_;
+  req.pin_size = size_;
+  STOKER_RETURN_IF_ERROR(Send(target_, options_, req));
+  return n;
+}
+
+Result<std::string> HttpGetWhole(const HttpTarget& target, const IoOptions& options) {
+  std::string body;
+  Request req;
+  req.whole = &body;
+  STOKER_RETURN_IF_ERROR(Send(target, options, req));
+  return body;
+}
+
+}  // namespace stoker

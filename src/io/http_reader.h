@@ -1,0 +1,57 @@
+// io/http_reader.h — RandomAccessReader over an HTTP(S) object: ranged GETs
+// on reused connections (one libcurl easy handle per thread, kept across
+// requests, so its connection cache serves the next GET), with retries.
+//
+// Open sends a HEAD and pins the object's size and ETag; the first version a
+// process opens stays pinned for the process (a later Open of the same URL
+// that finds another size or ETag is DataLoss). Every read is one
+// ranged GET sent with If-Match: <etag>; a response whose ETag or
+// Content-Range total differs from the pinned ones is DataLoss (the object
+// changed: never mix bytes of two versions). Resets, timeouts, 429, 5xx and
+// short bodies are retried with capped, jittered exponential backoff
+// (io/backoff.h), each retry resuming from the first byte not yet received;
+// each request has its own deadline (IoOptions::timeout_ms). When the budget
+// is spent the error names the URL, range, last status, attempts and elapsed
+// time (code kIoError; 404 is kNotFound at once, other 4xx are not retried).
+// Thread-safety: ReadAt from many threads at once (each uses its own handle).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "io/reader.h"
+
+namespace stoker {
+
+// Where and how to send a request: S3 fills the signing fields (io/s3.h).
+struct HttpTarget {
+  std::string url;        // http(s)://host/path?query, already escaped
+  std::string name;       // for messages: the URL the user wrote
+  std::string sigv4;      // "aws:amz:<region>:s3" or "" (no signing)
+  std::string userpwd;    // "<access key>:<secret>" with sigv4
+  std::string token;      // session token (x-amz-security-token) or ""
+};
+
+class HttpReader : public RandomAccessReader {
+ public:
+  static Result<std::unique_ptr<HttpReader>> Open(HttpTarget target, const IoOptions& options);
+
+  Result<size_t> ReadAt(uint64_t offset, std::span<uint8_t> out) const override;
+  uint64_t Size() const override { return size_; }
+  const std::string& Name() const override { return target_.name; }
+  size_t PreferredReadSize() const override { return 8u << 20; }
+  bool remote() const override { return true; }
+  const std::string& etag() const { return etag_; }
+
+ private:
+  HttpReader(HttpTarget target, const IoOptions& options) : target_(std::move(target)), options_(options) {}
+  HttpTarget target_;
+  IoOptions options_;
+  uint64_t size_ = 0;
+  std::string etag_;
+};
+
+// A whole object by GET with the same retries (index sidecars, listings).
+Result<std::string> HttpGetWhole(const HttpTarget& target, const IoOptions& options);
+
+}  // namespace stoker

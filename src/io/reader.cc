@@ -1,0 +1,128 @@
+// io/reader.cc — OpenReader's dispatch, the default IoOptions, the counters.
+#include "io/reader.h"
+
+#include <bit>
+#include <cstdlib>
+#include <mutex>
+
+#include "core/file.h"
+#include "io/cache_reader.h"
+#include "io/http_reader.h"
+#include "io/posix_reader.h"
+#include "io/s3.h"
+
+namespace stoker {
+
+namespace {
+
+int EnvInt(const char* name, int fallback) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return fallback;
+  return std::atoi(v);
+}
+
+IoOptions FromEnv() {
+  IoOptions o;
+  o.attempts = EnvInt("STOKER_IO_ATTEMPTS", o.attempts);
+  o.timeout_ms = EnvInt("STOKER_IO_TIMEOUT_MS", o.timeout_ms);
+  o.backoff_ms = EnvInt("STOKER_IO_BACKOFF_MS", o.backoff_ms);
+  o.backoff_max_ms = EnvInt("STOKER_IO_BACKOFF_MAX_MS", o.backoff_max_ms);
+  if (const char* v = std::getenv("STOKER_CACHE_DIR")) o.cache_dir = v;
+  if (const char* v = std::getenv("STOKER_CACHE_BYTES"); v && *v) o.cache_bytes = std::strtoull(v, nullptr, 10);
+  for (const char* name : {"STOKER_S3_ENDPOINT", "AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL"}) {
+    const char* v = std::getenv(name);
+    if (v && *v) {
+      o.s3_endpoint = v;
+      break;
+    }
+  }
+  return o;
+}
+
+std::mutex options_mu;  // guards options_set and options
+bool options_set = false;
+IoOptions options;
+
+}  // namespace
+
+Status RandomAccessReader::PRead(uint64_t offset, std::span<uint8_t> out) const {
+  size_t done = 0;
+  while (done < out.size()) {
+    STOKER_ASSIGN_OR_RETURN(size_t got, ReadAt(offset + done, out.subspan(done)));
+    if (got == 0) {
+      return DataLoss(Name() + ": short read at offset " + std::to_string(offset) + ": wanted " +
+                      std::to_string(out.size()) + " bytes, the object has " + std::to_string(done));
+    }
+    done += got;
+  }
+  return Status::Ok();
+}
+
+const IoOptions& DefaultIoOptions() {
+  std::lock_guard lock(options_mu);
+  if (!options_set) {
+    options = FromEnv();
+    options_set = true;
+  }
+  return options;
+}
+
+void SetDefaultIoOptions(const IoOptions& o) {
+  std::lock_guard lock(options_mu);
+  options = o;
+  options_set = true;
+}
+
+void IoCounters::RecordLatency(uint64_t ns) {
+  latency_ns.fetch_add(ns, std::memory_order_relaxed);
+  const uint64_t ms = ns / 1000000;
+  int b = ms == 0 ? 0 : std::bit_width(ms);
+  latency_ms_log2[std::min(b, kBuckets - 1)].fetch_add(1, std::memory_order_relaxed);
+}
+
+IoCounters& GlobalIoCounters() {
+  static IoCounters counters;
+  return counters;
+}
+
+bool IsRemoteUrl(const std::string& url) {
+  return url.starts_with("http://") || url.starts_with("https://") || url.starts_with("s3://");
+}
+
+Result<std::unique_ptr<RandomAccessReader>> OpenReader(const std::string& url) {
+  IoOptions o = DefaultIoOptions();
+  if (IsRemoteUrl(url) && !o.cache_dir.empty()) return OpenCached(url, o);
+  return OpenRemoteUncached(url, o);
+}
+
+Result<std::unique_ptr<RandomAccessReader>> OpenRemoteUncached(const std::string& url, const IoOptions& o) {
+  if (url.starts_with("s3://")) {
+    STOKER_ASSIGN_OR_RETURN(HttpTarget t, S3Target(url, o));
+    STOKER_ASSIGN_OR_RETURN(auto r, HttpReader::Open(std::move(t), o));
+    return std::unique_ptr<RandomAccessReader>(std::move(r));
+  }
+  if (IsRemoteUrl(url)) {
+    STOKER_ASSIGN_OR_RETURN(auto r, HttpReader::Open(HttpTarget{url, url, "", "", ""}, o));
+    return std::unique_ptr<RandomAccessReader>(std::move(r));
+  }
+  STOKER_ASSIGN_OR_RETURN(auto r, PosixReader::Open(url));
+  return std::unique_ptr<RandomAccessReader>(std::move(r));
+}
+
+Result<std::string> ReadWholeObject(const std::string& url) {
+  IoOptions o = DefaultIoOptions();
+  if (IsRemoteUrl(url) && !o.cache_dir.empty()) {
+    STOKER_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessReader> r, OpenCached(url, o));
+    std::string text(r->Size(), '\0');
+    STOKER_RETURN_IF_ERROR(r->PRead(0, {reinterpret_cast<uint8_t*>(text.data()), text.size()}));
+    return text;
+  }
+  if (url.starts_with("s3://")) {
+    STOKER_ASSIGN_OR_RETURN(HttpTarget t, S3Target(url, o));
+    return HttpGetWhole(t, o);
+  }
+  if (IsRemoteUrl(url)) return HttpGetWhole(HttpTarget{url, url, "", "", ""}, o);
+  return ReadWholeFile(url);
+}
+
+}  // namespace stoker

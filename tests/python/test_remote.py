@@ -1,0 +1,383 @@
+"""Remote sources against real servers on loopback, started and stopped here:
+nginx (HTTP with ranges) and moto's S3 server (SigV4 requests, data uploaded
+with boto3), each behind tests/python/fault_proxy.py. In every fault scenario
+that stays within the retry budget the delivered stream must equal the
+local-file stream byte for byte; past the budget the error must name the URL,
+the status, the attempts and the elapsed time; nothing may hang."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import stoker
+from stoker import _stoker
+
+from conftest import stoker_bin, stoker_env, write_vision_shards
+from fault_proxy import FaultProxy
+
+NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
+pytestmark = pytest.mark.skipif(not os.path.exists(NGINX), reason="nginx is not installed (scripts/setup.sh)")
+
+SHARDS = "shard-{000000..000002}.tar"
+FIELDS = lambda: {  # noqa: E731 - fresh specs per loader
+    "jpg": stoker.image(48, resize="center_crop", layout="HWC"),
+    "features.npz": stoker.npz(),
+    "cls": stoker.scalar("int64"),
+}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_port(port: int, timeout=20.0):
+    end = time.time() + timeout
+    while time.time() < end:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError(f"nothing listens on port {port}")
+
+
+def io_options(attempts=12, timeout_ms=3000, backoff_ms=5, backoff_max_ms=50, s3_endpoint="", cache_dir="",
+               cache_bytes=0):
+    _stoker.set_io_options(attempts=attempts, timeout_ms=timeout_ms, backoff_ms=backoff_ms,
+                           backoff_max_ms=backoff_max_ms, s3_endpoint=s3_endpoint, cache_dir=str(cache_dir),
+                           cache_bytes=cache_bytes)
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    root = tmp_path_factory.mktemp("remote")
+    samples = write_vision_shards(root / "plain", shards=3, per_shard=20, seed=7)
+    shutil.copytree(root / "plain", root / "indexed")
+    subprocess.run([stoker_bin(), "index", "-q", *sorted(str(p) for p in (root / "indexed").glob("*.tar"))],
+                   check=True, env=stoker_env())
+    return root, samples
+
+
+@pytest.fixture(scope="module")
+def nginx(data, tmp_path_factory):
+    root, _ = data
+    d = tmp_path_factory.mktemp("nginx")
+    port = free_port()
+    temp = "".join(f"{k}_temp_path {d}/{k};\n" for k in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"))
+    user = "user root;" if os.geteuid() == 0 else ""  # else workers run as nobody: pytest's tmp is 0700
+    (d / "nginx.conf").write_text(f"""daemon off; worker_processes 1; pid {d}/nginx.pid; {user}
+error_log {d}/error.log;
+events {{ worker_connections 256; }}
+http {{ access_log off; {temp}
+  server {{ listen 127.0.0.1:{port}; root {root}; location / {{ }} }} }}
+""")
+    proc = subprocess.Popen([NGINX, "-e", f"{d}/error.log", "-p", str(d), "-c", str(d / "nginx.conf")])
+    try:
+        wait_port(port)
+        yield port
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def http_proxy(nginx):
+    p = FaultProxy(nginx)
+    yield p
+    p.close()
+
+
+@pytest.fixture(scope="module")
+def s3(data):
+    pytest.importorskip("boto3")
+    moto_server = pytest.importorskip("moto.server")
+    import boto3
+
+    root, _ = data
+    port = free_port()
+    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    creds = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_REGION": "us-east-1"}
+    old = {k: os.environ.get(k) for k in creds}
+    os.environ.update(creds)
+    try:
+        client = boto3.client("s3", endpoint_url=f"http://127.0.0.1:{port}", region_name="us-east-1",
+                              aws_access_key_id="testing", aws_secret_access_key="testing")
+        client.create_bucket(Bucket="data")
+        for p in sorted((root / "plain").glob("*.tar")):
+            client.upload_file(str(p), "data", f"train/{p.name}")
+        proxy = FaultProxy(port)
+        yield proxy
+        proxy.close()
+    finally:
+        server.stop()
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def stream(sources, **kw):
+    kw.setdefault("batch_size", 8)
+    kw.setdefault("drop_last", False)
+    loader = stoker.Loader(sources, FIELDS(), output="numpy", io_depth=4, decode_threads=2, **kw)
+    out = []
+    for b in loader:
+        keys = [k.split(":")[-1] for k in b["__key__"]]
+        arrays = {}
+        for name, v in b.items():
+            if name == "__key__":
+                continue
+            if isinstance(v, dict):
+                for sub, a in v.items():
+                    arrays[f"{name}/{sub}"] = np.array(a)
+            else:
+                arrays[name] = np.array(v)
+        out.append((keys, arrays))
+    return out
+
+
+def assert_same(a, b):
+    assert len(a) == len(b)
+    for (ka, xa), (kb, xb) in zip(a, b):
+        assert ka == kb
+        assert xa.keys() == xb.keys()
+        for name in xa:
+            assert xa[name].dtype == xb[name].dtype
+            assert xa[name].tobytes() == xb[name].tobytes(), name
+
+
+@pytest.fixture(scope="module")
+def local(data):
+    root, _ = data
+    return stream(str(root / "plain" / SHARDS), shuffle=True, seed=3)
+
+
+@pytest.mark.parametrize("layout", ["plain", "indexed"])
+def test_http_stream_equals_local(layout, data, http_proxy, local):
+    io_options()
+    http_proxy.set(script=["pass"], latency=0)
+    got = stream(f"{http_proxy.url}/{layout}/{SHARDS}", shuffle=True, seed=3)
+    assert_same(got, local)
+
+
+FAULTS = {
+    "resets mid-body": ["reset:3000", "pass", "pass", "reset:100", "pass", "pass"],
+    "503 bursts": ["status:503", "status:503", "status:503", "pass", "pass", "status:429", "pass"],
+    "short bodies": ["short:5000", "pass", "short:1", "pass", "pass"],
+    "latency": ["pass"],
+}
+
+
+@pytest.mark.parametrize("scenario", sorted(FAULTS))
+def test_http_faults_within_budget_deliver_the_local_stream(scenario, data, http_proxy, local):
+    io_options(attempts=20)
+    http_proxy.set(script=FAULTS[scenario], latency=0.01 if scenario == "latency" else 0)
+    before = _stoker.io_counters()
+    faults_before = http_proxy.faults
+    got = stream(f"{http_proxy.url}/plain/{SHARDS}", shuffle=True, seed=3)
+    after = _stoker.io_counters()
+    http_proxy.set(script=["pass"], latency=0)
+    assert_same(got, local)
+    if scenario != "latency":
+        assert http_proxy.faults > faults_before
+        assert after["retries"] > before["retries"]
+    assert after["failures"] == before["failures"]
+
+
+def test_stall_past_the_deadline_is_retried_and_bounded(data, http_proxy, local):
+    io_options(attempts=6, timeout_ms=400)
+    http_proxy.set(script=["stall:5"] + ["pass"] * 9)
+    t0 = time.time()
+    got = stream(f"{http_proxy.url}/indexed/{SHARDS}", shuffle=True, seed=3)
+    elapsed = time.time() - t0
+    http_proxy.set(script=["pass"])
+    assert_same(got, local)
+    assert elapsed < 30  # a stall costs one deadline (0.4 s), never the stall's 5 s per read
+
+
+def test_spent_budget_names_url_status_attempts_and_elapsed(data, http_proxy):
+    io_options(attempts=3, timeout_ms=2000)
+    http_proxy.set(script=["pass"])
+    loader = stoker.Loader(f"{http_proxy.url}/indexed/{SHARDS}", FIELDS(), output="numpy", batch_size=8)
+    http_proxy.set(script=["status:503"])
+    t0 = time.time()
+    try:
+        with pytest.raises(Exception) as e:
+            for _ in loader:
+                pass
+    finally:
+        http_proxy.set(script=["pass"])
+    msg = str(e.value)
+    assert time.time() - t0 < 30
+    assert f"{http_proxy.url}/indexed/shard-" in msg
+    assert "HTTP 503" in msg and "3 attempts" in msg and " s;" in msg, msg
+
+
+def test_skip_policy_counts_the_samples_it_could_not_fetch(data, http_proxy):
+    io_options(attempts=2, timeout_ms=2000)
+    http_proxy.set(script=["pass"])
+    loader = stoker.Loader(f"{http_proxy.url}/indexed/{SHARDS}", FIELDS(), output="numpy", batch_size=8,
+                           on_error="skip", io_depth=1, decode_threads=1)
+    # Every 7th GET fails twice in a row (the whole budget of 2 attempts).
+    http_proxy.set(script=["status:503", "status:503"] + ["pass"] * 12)
+    try:
+        n = sum(len(b["__key__"]) for b in loader)
+    finally:
+        http_proxy.set(script=["pass"])
+    skips = loader.skips
+    assert skips["skipped"] > 0
+    assert n == (60 // 8) * 8  # refilled: batches stay full
+
+
+def test_a_changed_object_is_never_mixed(data, http_proxy, tmp_path):
+    io_options(attempts=3)
+    root, _ = data
+    (root / "mutable").mkdir(exist_ok=True)
+    victim = root / "mutable" / "shard-000002.tar"
+    saved = (root / "plain" / "shard-000002.tar").read_bytes()
+    victim.write_bytes(saved)
+    loader = stoker.Loader(f"{http_proxy.url}/mutable/shard-000002.tar", FIELDS(), output="numpy", batch_size=8)
+    time.sleep(1.1)  # nginx's ETag holds the mtime in seconds
+    victim.write_bytes(saved[:-1024] + b"\0" * 1024)  # same size, new version
+    with pytest.raises(Exception) as e:
+        for _ in loader:
+            pass
+    assert "changed" in str(e.value) and "shard-000002.tar" in str(e.value)
+
+
+def test_s3_stream_equals_local_with_faults(data, s3, local):
+    io_options(attempts=20, s3_endpoint=s3.url)
+    s3.set(script=["pass", "reset:2000", "pass", "status:503", "pass", "short:10"])
+    before = _stoker.io_counters()
+    got = stream(f"s3://data/train/{SHARDS}", shuffle=True, seed=3)
+    s3.set(script=["pass"])
+    assert_same(got, local)
+    assert _stoker.io_counters()["retries"] > before["retries"]
+
+
+def test_s3_glob_lists_the_bucket(data, s3, local):
+    io_options(s3_endpoint=s3.url)
+    s3.set(script=["pass"])
+    got = stream("s3://data/train/shard-*.tar", shuffle=True, seed=3)
+    assert_same(got, local)
+    with pytest.raises(Exception, match="matches no object"):
+        stoker.Loader("s3://data/train/nothing-*.tar", FIELDS(), output="numpy", batch_size=8)
+
+
+def test_s3_missing_object_is_not_found(data, s3):
+    io_options(attempts=2, s3_endpoint=s3.url)
+    with pytest.raises(Exception, match="s3://data/train/absent.tar"):
+        stoker.Loader("s3://data/train/absent.tar", FIELDS(), output="numpy", batch_size=8)
+
+
+def test_cli_inspect_reads_a_url(data, http_proxy):
+    http_proxy.set(script=["pass"])
+    out = subprocess.run([stoker_bin(), "inspect", "--json", f"{http_proxy.url}/plain/shard-000001.tar"],
+                         check=True, capture_output=True, text=True, env=stoker_env(), timeout=60)
+    info = json.loads(out.stdout)
+    assert info["num_samples"] == 20
+
+
+# --- the local cache ---------------------------------------------------------
+
+def test_cache_epoch_two_reads_no_remote_byte(data, http_proxy, local, tmp_path):
+    io_options(cache_dir=tmp_path / "cache")
+    http_proxy.set(script=["pass"])
+    try:
+        url = f"{http_proxy.url}/indexed/{SHARDS}"
+        assert_same(stream(url, shuffle=True, seed=3), local)
+        before = _stoker.io_counters()
+        requests = http_proxy.requests
+        assert_same(stream(url, shuffle=True, seed=3), local)  # a new loader: index and shards from the cache
+        after = _stoker.io_counters()
+        assert http_proxy.requests == requests
+        assert after["requests"] == before["requests"] and after["bytes"] == before["bytes"]
+        assert after["cache_hits"] >= before["cache_hits"] + 6  # 3 shards + 3 sidecars
+    finally:
+        io_options()
+
+
+def test_cache_budget_and_lru_eviction_order(data, http_proxy, tmp_path):
+    root, _ = data
+    sizes = [p.stat().st_size for p in sorted((root / "plain").glob("*.tar"))]
+    budget = sizes[0] + sizes[1] + sizes[2] // 2  # two shards fit, three do not
+    cache = tmp_path / "cache"
+    io_options(cache_dir=cache, cache_bytes=budget)
+    http_proxy.set(script=["pass"])
+    try:
+        for i in (0, 1, 0, 2):  # 1 is now the least recently used
+            time.sleep(0.02)
+            stream(f"{http_proxy.url}/plain/shard-{i:06d}.tar")
+        held = sum(p.stat().st_size for p in cache.glob("*.data"))
+        assert held <= budget
+        gets = dict(http_proxy.gets)
+        stream(f"{http_proxy.url}/plain/shard-000000.tar")  # still cached
+        stream(f"{http_proxy.url}/plain/shard-000002.tar")  # still cached
+        assert {k: v for k, v in http_proxy.gets.items() if k.endswith(".tar")} == \
+            {k: v for k, v in gets.items() if k.endswith(".tar")}
+        stream(f"{http_proxy.url}/plain/shard-000001.tar")  # was evicted: fetched again
+        assert http_proxy.gets["/plain/shard-000001.tar"] > gets.get("/plain/shard-000001.tar", 0)
+    finally:
+        io_options()
+
+
+def test_corrupt_cache_entry_is_refetched(data, http_proxy, local, tmp_path):
+    cache = tmp_path / "cache"
+    io_options(cache_dir=cache)
+    http_proxy.set(script=["pass"])
+    try:
+        url = f"{http_proxy.url}/indexed/{SHARDS}"
+        stream(url, shuffle=True, seed=3)
+        biggest = max(cache.glob("*.data"), key=lambda p: p.stat().st_size)
+        raw = bytearray(biggest.read_bytes())
+        raw[len(raw) // 2] ^= 0xFF
+        biggest.write_bytes(bytes(raw))
+        before = _stoker.io_counters()
+        assert_same(stream(url, shuffle=True, seed=3), local)
+        assert _stoker.io_counters()["cache_corrupt"] == before["cache_corrupt"] + 1
+    finally:
+        io_options()
+
+
+CHILD = """
+import sys, json, hashlib
+from stoker import _stoker
+import stoker
+_stoker.set_io_options(attempts=12, timeout_ms=3000, backoff_ms=5, backoff_max_ms=50, s3_endpoint="",
+                       cache_dir=sys.argv[2], cache_bytes=0)
+fields = {"jpg": stoker.image(48, resize="center_crop", layout="HWC"), "cls": stoker.scalar("int64")}
+h = hashlib.sha256()
+for b in stoker.Loader(sys.argv[1], fields, output="numpy", batch_size=8, drop_last=False):
+    h.update(b["jpg"].tobytes()); h.update(b["cls"].tobytes())
+print(json.dumps({"digest": h.hexdigest(), "io": _stoker.io_counters()}))
+"""
+
+
+def test_two_processes_share_one_cache(data, http_proxy, tmp_path):
+    cache = tmp_path / "cache"
+    http_proxy.set(script=["pass"], latency=0.02)
+    gets = dict(http_proxy.gets)
+    url = f"{http_proxy.url}/plain/{SHARDS}"
+    try:
+        procs = [subprocess.Popen([os.sys.executable, "-c", CHILD, url, str(cache)], stdout=subprocess.PIPE,
+                                  text=True, env=stoker_env()) for _ in range(2)]
+        outs = [json.loads(p.communicate(timeout=120)[0]) for p in procs]
+    finally:
+        http_proxy.set(latency=0)
+    assert all(p.returncode == 0 for p in procs)
+    assert outs[0]["digest"] == outs[1]["digest"]
+    assert sum(o["io"]["cache_misses"] for o in outs) == 3  # each shard fetched once, by one of them
+    assert len(list(cache.glob("*.data"))) == 3
+    assert not list(cache.glob("*.tmp.*"))
