@@ -12,12 +12,10 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from typing import Any, Iterator, Mapping, Sequence
 
 from . import _stoker
 from .loader import Loader, _EpochIterator, _distributed_rank_world
-from .observe import Observer
 
 MegatronDataset = _stoker.MegatronDataset
 
@@ -128,29 +126,19 @@ class TokenLoader(Loader):
         self._npz_fields = set()
         self._epoch = 0
         self._resuming = True  # iteration continues from the current position
+        self._pending_start = False  # Loader.state_dict: consumed_samples already says where a run starts
+        self._skip = False  # token windows have no bad samples to skip
+        self._classes = None
         self._generation = 0
-        self._observer = None
-        self._engine_origin = 0.0
         self._seq_len = int(seq_len)
         self._extra_token = bool(add_extra_token)
         self._extras = tuple(extras)
         self._cached: dict[str, Any] = {}
-        if observe:
-            self._observer = Observer(
-                window=window, log_every=log_every, slow_factor=slow_factor, slow_floor_s=slow_floor_s,
-                jsonl=jsonl, trace_events=trace_spans, source="stoker.TokenLoader",
-                config={"batch_size": batch_size, "io_depth": io_depth, "prefetch": prefetch,
-                        "seq_len": seq_len, "batches": self._native.plan.batches})
-            t0 = time.perf_counter()
-            since_start = _stoker.stage_snapshot(self._native).time_s
-            self._engine_origin = (t0 + time.perf_counter()) / 2 - since_start
-        elif jsonl is not None or trace_spans:
-            raise ValueError("jsonl and trace_spans need observe=True")
-        self._torch = None
-        if output == "torch":
-            import torch
-
-            self._torch = torch
+        self._attach(output, observe, source="stoker.TokenLoader",
+                     config={"batch_size": batch_size, "io_depth": io_depth, "prefetch": prefetch,
+                             "seq_len": seq_len, "batches": self._native.plan.batches},
+                     window=window, log_every=log_every, slow_factor=slow_factor, slow_floor_s=slow_floor_s,
+                     jsonl=jsonl, trace_spans=trace_spans)
 
     def set_epoch(self, epoch: int) -> None:
         """Restart at ``consumed_samples`` (the token order spans megatron's
