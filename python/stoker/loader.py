@@ -176,15 +176,24 @@ class Loader:
         self._resuming = False
         self._pending_start = True  # set_epoch called, its iteration not begun
         self._generation = 0  # which iterator owns the native run
+        self._attach(output, observe, source="stoker.Loader",
+                     config={"batch_size": batch_size, "io_depth": io_depth, "decode_threads": decode_threads,
+                             "prefetch": prefetch, "max_read_bytes_per_s": max_read_bytes_per_s,
+                             "batches": self._native.plan.batches},
+                     window=window, log_every=log_every, slow_factor=slow_factor, slow_floor_s=slow_floor_s,
+                     jsonl=jsonl, trace_spans=trace_spans)
+
+    def _attach(self, output: str, observe: bool, *, source: str, config: dict, window: int,
+                log_every: int | None, slow_factor: float, slow_floor_s: float,
+                jsonl: str | os.PathLike | None, trace_spans: int) -> None:
+        """The observer (when ``observe``) and the output library, once the
+        native loader exists; shared by every loader built on the engine."""
         self._observer: Observer | None = None
         self._engine_origin = 0.0
         if observe:
             self._observer = Observer(
                 window=window, log_every=log_every, slow_factor=slow_factor, slow_floor_s=slow_floor_s,
-                jsonl=jsonl, trace_events=trace_spans, source="stoker.Loader",
-                config={"batch_size": batch_size, "io_depth": io_depth, "decode_threads": decode_threads,
-                        "prefetch": prefetch, "max_read_bytes_per_s": max_read_bytes_per_s,
-                        "batches": self._native.plan.batches})
+                jsonl=jsonl, trace_events=trace_spans, source=source, config=config)
             # Where the engine's trace clock starts, on Python's clock: the
             # two traces then merge on one time axis.
             t0 = time.perf_counter()
