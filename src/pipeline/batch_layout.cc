@@ -31,10 +31,6 @@ Result<ArrayInfo> ProbeNpy(std::span<const uint8_t> npy, const std::string& wher
   return info;
 }
 
-}  // namespace
-
-namespace {
-
 void AssignOffsets(BatchLayout& layout, int batch_size) {
   size_t offset = 0;
   for (ArraySlot& a : layout.arrays) {
@@ -123,13 +119,7 @@ Result<BatchLayout> MakeBatchLayout(const std::vector<FieldSpec>& fields, int ba
   AddArray(layout, nullptr, "__index__", DType::kI64, {});
   layout.index_array = layout.arrays.size() - 1;
 
-  size_t offset = 0;
-  for (ArraySlot& a : layout.arrays) {
-    a.offset = offset;
-    offset += a.sample_bytes * static_cast<size_t>(batch_size);
-    offset = (offset + kRegionAlignment - 1) / kRegionAlignment * kRegionAlignment;
-  }
-  layout.buffer_bytes = offset;
+  AssignOffsets(layout, batch_size);
   return layout;
 }
 
