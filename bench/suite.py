@@ -84,7 +84,7 @@ QUICK_GRIDS = {"V": {"stoker": [(2, 2)], "dl_wds": [3], "dl_loose": [3], "spdl":
 NAMES = {"stoker": "stoker.Loader", "dl_wds": "DataLoader + webdataset", "dl_loose": "DataLoader, loose files",
          "spdl": "SPDL pipeline", "dali": "DALI CPU pipeline", "stoker_norec": "stoker, recording off"}
 NOT_AVAILABLE = {
-    "T": "T (tokens): not available: no token loader yet (megatron-core's GPTDataset is the peer once it lands)",
+    "T": "T (tokens): run on its own with `bash bench/run.sh --workloads T` (bench/tokens.py)",
 }
 
 
