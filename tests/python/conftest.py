@@ -33,12 +33,14 @@ def natural_image(rng: np.random.Generator, width: int, height: int) -> np.ndarr
     return np.clip(img, 0, 255).astype(np.uint8)
 
 
-def jpeg_bytes(pixels: np.ndarray, quality: int = 90, mode: str | None = None) -> bytes:
+def jpeg_bytes(pixels: np.ndarray, quality: int = 90, mode: str | None = None, subsampling: int = -1,
+               progressive: bool = False) -> bytes:
+    """Pillow's JPEG of `pixels` (subsampling -1: Pillow's default)."""
     buf = io.BytesIO()
     img = Image.fromarray(pixels)
     if mode:
         img = img.convert(mode)
-    img.save(buf, format="JPEG", quality=quality)
+    img.save(buf, format="JPEG", quality=quality, subsampling=subsampling, progressive=progressive)
     return buf.getvalue()
 
 

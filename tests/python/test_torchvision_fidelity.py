@@ -28,6 +28,7 @@ import pytest
 from PIL import Image, ImageFilter
 
 import stoker
+from conftest import jpeg_bytes
 from stoker import _stoker
 
 FILTERS = {"bilinear": Image.BILINEAR, "bicubic": Image.BICUBIC}
@@ -64,12 +65,8 @@ def camera_photo(seed: int, width: int, height: int) -> np.ndarray:
 
 
 def encode(pixels: np.ndarray, quality=90, subsampling=2, progressive=False, mode=None) -> bytes:
-    img = Image.fromarray(pixels)
-    if mode:
-        img = img.convert(mode)
-    buf = io.BytesIO()
-    img.save(buf, "JPEG", quality=quality, subsampling=subsampling, progressive=progressive)
-    return buf.getvalue()
+    """4:2:0 unless told: the photos' usual layout, named explicitly."""
+    return jpeg_bytes(pixels, quality, mode, subsampling, progressive)
 
 
 PHOTOS = {  # (width, height, encoder args): the sizes and layouts of camera JPEGs in the issue
