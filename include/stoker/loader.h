@@ -110,6 +110,11 @@ struct LoaderOptions {
 
   int decode_threads = 0;          // 0: one per hardware thread
   int io_depth = 4;                // concurrent reads, apart from decode threads
+  // Consecutive samples of one batch that lie next to each other in one shard
+  // are fetched by one read of up to this many bytes (one ranged GET instead
+  // of one round trip per sample). -1: auto (8 MiB for remote shards, off for
+  // local files, whose reads cost no round trip); 0: off.
+  int64_t coalesce_bytes = -1;
   uint64_t max_read_bytes_per_s = 0;  // 0: unlimited; else readers share this bandwidth
   int prefetch_batches = 2;        // whole batches decoded ahead of the consumer
   int timeout_ms = 0;              // >0: Next() fails (DeadlineExceeded) after waiting this long

@@ -99,6 +99,7 @@ class Loader:
         world_size: int | None = None,
         decode_threads: int = 0,
         io_depth: int = 4,
+        coalesce_bytes: int | None = None,
         max_read_bytes_per_s: int = 0,
         prefetch: int = 2,
         timeout: float | None = None,
@@ -152,6 +153,7 @@ class Loader:
         opt.world_size = world_size
         opt.decode_threads = decode_threads
         opt.io_depth = io_depth
+        opt.coalesce_bytes = -1 if coalesce_bytes is None else int(coalesce_bytes)
         opt.max_read_bytes_per_s = max_read_bytes_per_s
         opt.prefetch_batches = prefetch
         opt.timeout_ms = 0 if timeout is None else max(1, int(timeout * 1000))

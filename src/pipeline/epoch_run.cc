@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "observe/clock.h"
+#include "pipeline/read_runs.h"
 #include "pipeline/sample_decoder.h"
 
 namespace stoker {
@@ -147,9 +148,13 @@ void EpochRun::Schedule(int64_t first_batch) {
       in_flight_[b] = std::move(work);
       if (rec_) rec_->batches_in_progress++;
     }
-    for (int slot = 0; slot < size; slot += run) {
-      const int count = std::min(run, size - slot);
-      if (!read_queue_.Push(ReadTask{raw, slot, plan_->At(b * bs + slot), count})) return;
+    for (int slot = 0; slot < size;) {
+      const SampleRef head = plan_->At(b * bs + slot);
+      const int count = data_->tokens ? std::min(run, size - slot)
+                                      : RunLength(*plan_, data_->indexes, b * bs + slot, size - slot,
+                                                  CoalesceLimit(data_->options, data_->shards[head.shard]));
+      if (!read_queue_.Push(ReadTask{raw, slot, head, count})) return;
+      slot += count;
     }
   }
 }
@@ -160,14 +165,19 @@ void EpochRun::ReadLoop(uint32_t thread) {
       ReadTokens(*task, thread);
       continue;
     }
-    const SampleEntry& entry = data_->indexes[task->ref.shard].samples[task->ref.sample];
+    // A run of task->count samples, consecutive in one shard: one read of
+    // their whole byte range (pipeline/read_runs.h).
+    const int64_t first = task->batch->index * data_->options.batch_size + task->slot;
+    const std::vector<SampleEntry>& samples = data_->indexes[task->ref.shard].samples;
+    const uint64_t run_begin = samples[task->ref.sample].begin;
+    const uint64_t run_end = samples[plan_->At(first + task->count - 1).sample].end;
     Bytes bytes = TakeBuffer();
-    bytes->resize(entry.end - entry.begin);
+    bytes->resize(run_end - run_begin);
     const uint64_t begin = NowNs();
     if (rec_) rec_->reads_in_flight++;
     if (!throttle_.Acquire(bytes->size())) return;  // cancelled
     Result<std::shared_ptr<const RandomAccessReader>> file = files_->Get(task->ref.shard);  // a lease: survives eviction
-    Status st = file.ok() ? (*file)->PRead(entry.begin, *bytes) : file.status();
+    Status st = file.ok() ? (*file)->PRead(run_begin, *bytes) : file.status();
     if (rec_) {
       const uint64_t end = NowNs();
       rec_->reads_in_flight--;
@@ -176,12 +186,23 @@ void EpochRun::ReadLoop(uint32_t thread) {
       rec_->AddSpan({SpanKind::kRead, thread, begin, end, task->batch->index, task->slot});
     }
     if (!st.ok()) {
-      Finish(*task, st.WithContext("sample '" + entry.key + "'"));
+      // Every sample of the run fails with the read's error, each named.
+      for (int k = 0; k < task->count; ++k) {
+        const SampleRef ref = plan_->At(first + k);
+        Finish(ReadTask{task->batch, task->slot + k, ref, 1},
+               st.WithContext("sample '" + samples[ref.sample].key + "'"));
+      }
       GiveBuffer(std::move(bytes));
       continue;
     }
-    if (rec_) rec_->decode_queue_depth++;
-    if (!decode_queue_.Push(DecodeTask{*task, std::move(bytes)})) return;
+    std::shared_ptr<const Bytes::element_type> run = Share(std::move(bytes));
+    for (int k = 0; k < task->count; ++k) {
+      const SampleRef ref = plan_->At(first + k);
+      const SampleEntry& entry = samples[ref.sample];
+      std::span<const uint8_t> part(run->data() + (entry.begin - run_begin), entry.end - entry.begin);
+      if (rec_) rec_->decode_queue_depth++;
+      if (!decode_queue_.Push(DecodeTask{ReadTask{task->batch, task->slot + k, ref, 1}, run, part})) return;
+    }
   }
 }
 
@@ -200,18 +221,18 @@ void EpochRun::DecodeLoop(uint32_t thread) {
       rec_->decode_queue_depth--;
       rec_->decodes_in_flight++;
     }
-    Status st = decoder.Decode(data_->shards[ref.shard], entry, *task->bytes, base, slot, seed);
+    Status st = decoder.Decode(data_->shards[ref.shard], entry, task->bytes, base, slot, seed);
     if (rec_) {
       const uint64_t end = NowNs();
       rec_->decodes_in_flight--;
-      rec_->decode.Add(task->bytes->size(), end - begin);
+      rec_->decode.Add(task->bytes.size(), end - begin);
       rec_->AddSpan({SpanKind::kDecode, thread, begin, end, batch->index, slot});
     }
     int64_t global = static_cast<int64_t>(ref.global);
     const ArraySlot& index = layout.arrays[layout.index_array];
     std::memcpy(base + index.offset + index.sample_bytes * slot, &global, sizeof(global));
     if (!batch->keys.empty()) batch->keys[slot] = data_->shards[ref.shard] + ":" + entry.key;
-    GiveBuffer(std::move(task->bytes));
+    task->run.reset();  // the run's last sample returns its buffer
     Finish(task->read, std::move(st));
   }
 }
@@ -266,6 +287,11 @@ Bytes EpochRun::TakeBuffer() {
 void EpochRun::GiveBuffer(Bytes b) {
   std::lock_guard lock(buffers_mu_);
   spare_.push_back(std::move(b));
+}
+
+std::shared_ptr<const Bytes::element_type> EpochRun::Share(Bytes b) {
+  return std::shared_ptr<const Bytes::element_type>(
+      b.release(), [this](const Bytes::element_type* p) { GiveBuffer(Bytes(const_cast<Bytes::element_type*>(p))); });
 }
 
 }  // namespace stoker

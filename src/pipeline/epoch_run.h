@@ -16,7 +16,8 @@
 //
 // Teardown (the destructor) runs in this order: mark cancelled, cancel both
 // queues, the throttle and the pool (every wait wakes), join every thread,
-// then reset the pool. Buffers still held by the caller return to the pool
+// then reset the pool. The decode queue is declared after the spare list, so
+// run buffers its tasks still share return to a list that still exists. Buffers still held by the caller return to the pool
 // whenever they are released.
 // Thread-safety: NextReady from one consumer thread; the rest is internal.
 #pragma once
@@ -27,6 +28,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -75,16 +77,22 @@ struct ReadTask {
   BatchWork* batch;
   int slot;
   SampleRef ref;
-  int count = 1;  // token runs: slots [slot, slot + count), samples ref.global.. in plan order
+  // Slots [slot, slot + count), plan positions in order from ref. Token runs:
+  // windows copied by one task; sample runs: one read of their byte range
+  // (pipeline/read_runs.h), then one decode task per sample.
+  int count = 1;
 };
 
 // Read buffers map their pages directly (see core/page_allocator.h): freed at
 // an epoch's end, they go back to the kernel instead of lingering in arenas.
 using Bytes = std::unique_ptr<std::vector<uint8_t, PageAllocator<uint8_t>>>;
 
+// One sample to decode: its bytes are a part of the run its read fetched; the
+// run's buffer goes back to the spare list when its last sample is decoded.
 struct DecodeTask {
-  ReadTask read;
-  Bytes bytes;
+  ReadTask read;  // count 1
+  std::shared_ptr<const Bytes::element_type> run;
+  std::span<const uint8_t> bytes;  // inside *run
 };
 
 // Everything one epoch's threads share with the loader; read-only for them.
@@ -128,8 +136,10 @@ class EpochRun {
   void Finish(const ReadTask& task, Status st);
   // Read buffers are bounded by the queues (io_depth readers, the decode
   // queue, the decoders), so the spare list never exceeds that many.
+  // A run shared by several decode tasks returns through Share's deleter.
   Bytes TakeBuffer();
   void GiveBuffer(Bytes b);
+  std::shared_ptr<const Bytes::element_type> Share(Bytes b);
   Status TimeoutError(int64_t batch, int timeout_ms, int missing) const;  // REQUIRES mu_
 
   const Dataset* data_;
