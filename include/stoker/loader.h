@@ -115,6 +115,10 @@ struct LoaderOptions {
   // of one round trip per sample). -1: auto (8 MiB for remote shards, off for
   // local files, whose reads cost no round trip); 0: off.
   int64_t coalesce_bytes = -1;
+  // Batches whose reads start before a batch buffer is free for them (their
+  // bytes wait, bounded), so reads in flight are not capped by
+  // prefetch_batches. -1: auto (io_depth for remote shards, 0 for local).
+  int read_ahead_batches = -1;
   uint64_t max_read_bytes_per_s = 0;  // 0: unlimited; else readers share this bandwidth
   int prefetch_batches = 2;        // whole batches decoded ahead of the consumer
   int timeout_ms = 0;              // >0: Next() fails (DeadlineExceeded) after waiting this long

@@ -79,6 +79,12 @@ class Loader:
     read buffers and decode scratch together: a configuration that cannot fit
     is refused at construction with the number it would need.
 
+    Remote shards (``http://``, ``https://``, ``s3://``): ``io_depth`` reads
+    run at once apart from decode; a batch's neighbouring samples in one shard
+    are one ranged GET of up to ``coalesce_bytes`` (default 8 MiB; 0: one GET
+    per sample), and the reads of ``read_ahead_batches`` batches (default
+    ``io_depth``) start before a batch buffer is free for them.
+
     ``observe=False`` turns it off; ``jsonl=path`` writes one record per batch
     (``stoker report path -o report.html``); ``trace_spans=N`` keeps the last N
     stage spans for ``save_trace(path)``.
@@ -100,6 +106,7 @@ class Loader:
         decode_threads: int = 0,
         io_depth: int = 4,
         coalesce_bytes: int | None = None,
+        read_ahead_batches: int | None = None,
         max_read_bytes_per_s: int = 0,
         prefetch: int = 2,
         timeout: float | None = None,
@@ -154,6 +161,7 @@ class Loader:
         opt.decode_threads = decode_threads
         opt.io_depth = io_depth
         opt.coalesce_bytes = -1 if coalesce_bytes is None else int(coalesce_bytes)
+        opt.read_ahead_batches = -1 if read_ahead_batches is None else int(read_ahead_batches)
         opt.max_read_bytes_per_s = max_read_bytes_per_s
         opt.prefetch_batches = prefetch
         opt.timeout_ms = 0 if timeout is None else max(1, int(timeout * 1000))

@@ -56,6 +56,9 @@ EpochRun::~EpochRun() {
   for (auto& t : readers_) t.join();
   for (auto& t : decoders_) t.join();
   pool_->Reset();
+  // Parked runs share buffers whose deleter returns them to spare_, which is
+  // destroyed before in_flight_: let them go while it still exists.
+  for (auto& [index, work] : in_flight_) work->parked.clear();
   if (rec_) {
     // Every thread has stopped: nothing is in flight any more.
     for (const auto& [index, work] : in_flight_) (work->done ? rec_->batches_ready : rec_->batches_in_progress)--;
@@ -92,7 +95,7 @@ Result<std::unique_ptr<BatchWork>> EpochRun::NextReady(int wait_ms, std::chrono:
     }
     // The caller holds every buffer and waits for a batch not yet begun:
     // lend one past capacity rather than wait forever.
-    if (scheduler_blocked_ && it == in_flight_.end() && granted_for_ != next_deliver_) {
+    if (scheduler_blocked_ && (it == in_flight_.end() || !it->second->leased) && granted_for_ != next_deliver_) {
       granted_for_ = next_deliver_;
       pool_->GrantOverflow();
     }
@@ -113,12 +116,18 @@ Status EpochRun::TimeoutError(int64_t batch, int timeout_ms, int missing) const 
 }
 
 void EpochRun::Schedule(int64_t first_batch) {
-  const int bs = data_->options.batch_size;
-  const int64_t total = plan_->info.rank_samples;
-  // Token windows are small and cheap: one task per run of slots (~256 KiB of
-  // output) keeps queue traffic off the per-sample path.
-  const int run = data_->tokens ? std::max(1, (256 << 10) / (data_->tokens->sample_tokens() * 8)) : 1;
-  for (int64_t b = first_batch; b < plan_->info.batches; ++b) {
+  const int64_t batches = plan_->info.batches;
+  // Remote shards: the reads of the next `ahead` batches are queued before
+  // their buffers exist (read_runs.h), so reads in flight are not capped by
+  // the prefetch depth; their bytes wait on the batch until it has a buffer.
+  const int64_t ahead =
+      data_->tokens || data_->shards.empty() ? 0 : ReadAheadBatches(data_->options, data_->shards.front());
+  int64_t next_read = first_batch;  // the first batch whose reads are not queued yet
+  for (int64_t b = first_batch; b < batches; ++b) {
+    if (ahead > 0) {
+      for (; next_read < batches && next_read <= b + ahead; ++next_read)
+        if (!Begin(next_read, nullptr)) return;
+    }
     {
       std::lock_guard lock(mu_);
       scheduler_blocked_ = true;
@@ -131,32 +140,66 @@ void EpochRun::Schedule(int64_t first_batch) {
       scheduler_blocked_ = false;
     }
     if (!lease) return;
-    auto work = std::make_unique<BatchWork>();
-    work->index = b;
-    work->size = static_cast<int>(std::min<int64_t>(bs, total - b * bs));
-    work->pending = work->size;
-    work->keys.resize(data_->options.include_keys ? work->size : 0);
-    work->lease = std::move(lease);
-    BatchWork* raw = work.get();
-    // Read before publishing: once its last read is queued the batch may be
-    // finished, delivered and freed before the loop tests its bound again
-    // (a use-after-free that scripts/sanitize.sh found).
-    const int size = work->size;
+    if (next_read == b) {  // no read-ahead: begin it with its buffer, as before
+      if (!Begin(b, std::move(lease))) return;
+      next_read = b + 1;
+      continue;
+    }
+    BatchWork* raw;
     {
       std::lock_guard lock(mu_);
       if (cancelled_) return;
-      in_flight_[b] = std::move(work);
-      if (rec_) rec_->batches_in_progress++;
+      raw = in_flight_.at(b).get();  // held there until its lease is counted below
+      raw->leased = true;
     }
-    for (int slot = 0; slot < size;) {
-      const SampleRef head = plan_->At(b * bs + slot);
-      const int count = data_->tokens ? std::min(run, size - slot)
-                                      : RunLength(*plan_, data_->indexes, b * bs + slot, size - slot,
-                                                  CoalesceLimit(data_->options, data_->shards[head.shard]));
-      if (!read_queue_.Push(ReadTask{raw, slot, head, count})) return;
-      slot += count;
+    std::vector<DecodeTask> parked;
+    {
+      std::lock_guard lock(raw->park_mu);
+      raw->lease = std::move(lease);
+      parked.swap(raw->parked);
     }
+    for (DecodeTask& t : parked) {
+      if (rec_) rec_->decode_queue_depth++;
+      if (!decode_queue_.Push(std::move(t))) return;
+    }
+    Finish(ReadTask{raw, 0, {}, 1}, Status::Ok());  // the lease was the last thing it waited for
   }
+}
+
+bool EpochRun::Begin(int64_t b, std::unique_ptr<BufferPool::Lease> lease) {
+  const int bs = data_->options.batch_size;
+  const int64_t total = plan_->info.rank_samples;
+  // Token windows are small and cheap: one task per run of slots (~256 KiB of
+  // output) keeps queue traffic off the per-sample path.
+  const int run = data_->tokens ? std::max(1, (256 << 10) / (data_->tokens->sample_tokens() * 8)) : 1;
+  auto work = std::make_unique<BatchWork>();
+  work->index = b;
+  work->size = static_cast<int>(std::min<int64_t>(bs, total - b * bs));
+  // Without its buffer the batch also waits for that: one more to count down.
+  work->pending = work->size + (lease ? 0 : 1);
+  work->keys.resize(data_->options.include_keys ? work->size : 0);
+  work->leased = lease != nullptr;
+  work->lease = std::move(lease);
+  BatchWork* raw = work.get();
+  // Read before publishing: once its last read is queued the batch may be
+  // finished, delivered and freed before the loop tests its bound again
+  // (a use-after-free that scripts/sanitize.sh found).
+  const int size = work->size;
+  {
+    std::lock_guard lock(mu_);
+    if (cancelled_) return false;
+    in_flight_[b] = std::move(work);
+    if (rec_) rec_->batches_in_progress++;
+  }
+  for (int slot = 0; slot < size;) {
+    const SampleRef head = plan_->At(b * bs + slot);
+    const int count = data_->tokens ? std::min(run, size - slot)
+                                    : RunLength(*plan_, data_->indexes, b * bs + slot, size - slot,
+                                                CoalesceLimit(data_->options, data_->shards[head.shard]));
+    if (!read_queue_.Push(ReadTask{raw, slot, head, count})) return false;
+    slot += count;
+  }
+  return true;
 }
 
 void EpochRun::ReadLoop(uint32_t thread) {
@@ -196,12 +239,26 @@ void EpochRun::ReadLoop(uint32_t thread) {
       continue;
     }
     std::shared_ptr<const Bytes::element_type> run = Share(std::move(bytes));
+    std::vector<DecodeTask> decodes;
+    decodes.reserve(static_cast<size_t>(task->count));
     for (int k = 0; k < task->count; ++k) {
       const SampleRef ref = plan_->At(first + k);
       const SampleEntry& entry = samples[ref.sample];
       std::span<const uint8_t> part(run->data() + (entry.begin - run_begin), entry.end - entry.begin);
+      decodes.push_back(DecodeTask{ReadTask{task->batch, task->slot + k, ref, 1}, run, part});
+    }
+    run.reset();
+    {
+      // Read ahead of its buffer: the scheduler queues these once it has one.
+      std::lock_guard lock(task->batch->park_mu);
+      if (!task->batch->lease) {
+        for (DecodeTask& d : decodes) task->batch->parked.push_back(std::move(d));
+        continue;
+      }
+    }
+    for (DecodeTask& d : decodes) {
       if (rec_) rec_->decode_queue_depth++;
-      if (!decode_queue_.Push(DecodeTask{ReadTask{task->batch, task->slot + k, ref, 1}, run, part})) return;
+      if (!decode_queue_.Push(std::move(d))) return;
     }
   }
 }

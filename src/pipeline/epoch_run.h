@@ -9,7 +9,11 @@
 //
 // The scheduler walks the epoch plan one batch at a time: it takes a buffer
 // from the pool (the pool's capacity is the prefetch bound), then queues one
-// read per sample. Readers pread a sample's whole byte range; decoders write
+// read per sample, or per run of neighbouring samples (read_runs.h). Over
+// remote shards it queues the reads of read_ahead_batches further batches
+// before their buffers exist: a reader that finishes a run of such a batch
+// parks its decode tasks on it, and the scheduler queues them when it sets
+// the batch's lease (a batch counts its lease as one more thing pending). Readers pread a sample's whole byte range; decoders write
 // each field into the sample's slot and count the batch down; the last one
 // marks it ready. NextReady() hands batches out strictly in plan order, so the
 // sample order never depends on thread timing.
@@ -47,6 +51,8 @@
 
 namespace stoker {
 
+struct DecodeTask;
+
 // A batch being made: its buffer, how many samples are still missing, and the
 // first error among its samples (lowest slot wins, so the error is deterministic).
 struct BatchWork {
@@ -62,6 +68,12 @@ struct BatchWork {
   // sorts them by slot before refilling). Guarded by error_mu.
   std::vector<std::pair<int, Status>> failures;
   bool done = false;    // guarded by EpochRun::mu_
+  bool leased = false;  // guarded by EpochRun::mu_: has its buffer (lease set)
+  // Read ahead of its buffer (remote shards): decode tasks whose bytes arrived
+  // before the lease wait here; the scheduler queues them once it sets the
+  // lease. lease is written once under park_mu; readers test it under park_mu.
+  std::mutex park_mu;
+  std::vector<DecodeTask> parked;  // guarded by park_mu
 
   void RecordError(int slot, Status st) {
     std::lock_guard lock(error_mu);
@@ -129,6 +141,9 @@ class EpochRun {
 
  private:
   void Schedule(int64_t first_batch);
+  // Publishes batch b and queues its reads; lease null: read ahead of its
+  // buffer (the scheduler sets it later). False once cancelled.
+  bool Begin(int64_t b, std::unique_ptr<BufferPool::Lease> lease);
   void ReadLoop(uint32_t thread);
   void DecodeLoop(uint32_t thread);
   void ReadTokens(const ReadTask& task, uint32_t thread);

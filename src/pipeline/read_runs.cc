@@ -1,6 +1,8 @@
 // pipeline/read_runs.cc — see read_runs.h.
 #include "pipeline/read_runs.h"
 
+#include <algorithm>
+
 #include "io/reader.h"
 
 namespace stoker {
@@ -8,6 +10,11 @@ namespace stoker {
 uint64_t CoalesceLimit(const LoaderOptions& options, const std::string& shard_path) {
   if (options.coalesce_bytes >= 0) return static_cast<uint64_t>(options.coalesce_bytes);
   return IsRemoteUrl(shard_path) ? kRemoteCoalesceBytes : 0;
+}
+
+int ReadAheadBatches(const LoaderOptions& options, const std::string& shard_path) {
+  if (options.read_ahead_batches >= 0) return options.read_ahead_batches;
+  return IsRemoteUrl(shard_path) ? std::max(1, options.io_depth) : 0;
 }
 
 int RunLength(const EpochPlan& plan, const std::vector<ShardIndex>& indexes, int64_t first, int n, uint64_t limit) {

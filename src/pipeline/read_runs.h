@@ -31,6 +31,12 @@ inline constexpr uint64_t kMaxCoalesceGap = 64 << 10;
 // The most bytes one read covers for a shard at `shard_path`; 0: one sample per read.
 uint64_t CoalesceLimit(const LoaderOptions& options, const std::string& shard_path);
 
+// Batches whose reads are queued before their buffer exists: with one GET
+// per batch, reads in flight are otherwise capped by the prefetch depth (the
+// batch buffers), not io_depth. options.read_ahead_batches, or auto: io_depth
+// for remote shards (enough runs for every reader), 0 for local files.
+int ReadAheadBatches(const LoaderOptions& options, const std::string& shard_path);
+
 // How many of the plan positions [first, first + n) one read covers, from
 // `first` (at least 1): the longest prefix in one shard whose samples follow
 // each other (gaps of at most kMaxCoalesceGap) within `limit` bytes.

@@ -147,6 +147,7 @@ void RegisterLoader(nb::module_& m) {
       .def_rw("decode_threads", &LoaderOptions::decode_threads)
       .def_rw("io_depth", &LoaderOptions::io_depth)
       .def_rw("coalesce_bytes", &LoaderOptions::coalesce_bytes)
+      .def_rw("read_ahead_batches", &LoaderOptions::read_ahead_batches)
       .def_rw("max_read_bytes_per_s", &LoaderOptions::max_read_bytes_per_s)
       .def_rw("prefetch_batches", &LoaderOptions::prefetch_batches)
       .def_rw("timeout_ms", &LoaderOptions::timeout_ms)

@@ -256,6 +256,27 @@ def test_coalesced_runs_hide_latency(data, http_proxy, local_in_order):
     assert coalesced < per_sample, (coalesced, per_sample)
 
 
+@pytest.mark.parametrize("ahead", [0, 1, 8])
+def test_read_ahead_of_buffers_keeps_order_and_never_hangs(ahead, data, http_proxy, local_in_order):
+    """Reads of batches whose buffers are not free yet park their bytes on the
+    batch; a consumer that keeps every batch (the pool lends past capacity)
+    still gets the local stream, in order, and nothing waits forever."""
+    io_options()
+    http_proxy.set(script=["pass", "reset:2000", "pass"], latency=0.01)
+    try:
+        loader = stoker.Loader(f"{http_proxy.url}/indexed/{SHARDS}", FIELDS(), output="numpy", batch_size=4,
+                               drop_last=False, io_depth=3, decode_threads=2, prefetch=1, timeout=30,
+                               read_ahead_batches=ahead)
+        kept = list(loader)  # every buffer held at once
+    finally:
+        http_proxy.set(script=["pass"], latency=0)
+    got = [k for b in kept for k in b["__key__"]]
+    want = [k for keys, _ in local_in_order for k in keys]
+    assert [k.split(":")[-1] for k in got] == want
+    cls = np.concatenate([np.array(b["cls"]) for b in kept])
+    assert cls.tobytes() == np.concatenate([a["cls"] for _, a in local_in_order]).tobytes()
+
+
 def test_stall_past_the_deadline_is_retried_and_bounded(data, http_proxy, local):
     io_options(attempts=6, timeout_ms=400)
     http_proxy.set(script=["stall:5"] + ["pass"] * 9)
