@@ -92,17 +92,18 @@ def main(args, w: dict, data: dict, stoker_bin: str) -> dict:
             runs.append(r)
 
         run("stoker local", "threads 2, io_depth 4", peers.stoker_loader(w, shards, 2, 4))
-        # Before coalescing (one ranged GET per sample), for comparison in the same run.
+        # As before coalescing and read-ahead (one ranged GET per sample, reads only
+        # for batches with a buffer), for comparison in the same run.
         for depth in ([32] if args.quick else [16, 32]):
             run("stoker http per-sample GET", f"threads 2, io_depth {depth}",
-                peers.stoker_loader(w, urls, 2, depth, coalesce_bytes=0))
+                peers.stoker_loader(w, urls, 2, depth, coalesce_bytes=0, read_ahead_batches=0))
         for depth in ([4, 16] if args.quick else [2, 4, 8, 16]):
             run("stoker http+20ms", f"threads 2, io_depth {depth}", peers.stoker_loader(w, urls, 2, depth))
         # Reads alone: only the 'cls' field is decoded (each read still fetches the
         # sample's whole byte range), so the rate shows what the storage path
         # delivers when decode costs nothing -- the case where latency shows.
         for name, srcs, depth, co in (("reads-only local", shards, 4, None),
-                                      ("reads-only http per-sample GET", urls, 32, 0),
+                                      ("reads-only http per-sample GET", urls, 32, 0),  # read-ahead off too
                                       ("reads-only http+20ms", urls, 8, None)):
             run(name, f"io_depth {depth}", _reads_only(w, srcs, depth, co))
         for workers in ([3] if args.quick else [2, 3, 4]):
@@ -136,7 +137,8 @@ def _reads_only(w: dict, sources, io_depth: int, coalesce_bytes):
 
         return stoker.Loader([str(p) for p in sources], fields={"cls": stoker.scalar("int64")}, batch_size=w["batch"],
                              shuffle=False, decode_threads=2, io_depth=io_depth, prefetch=2, output="torch",
-                             observe=False, coalesce_bytes=coalesce_bytes)
+                             observe=False, coalesce_bytes=coalesce_bytes,
+                             read_ahead_batches=0 if coalesce_bytes == 0 else None)
     return make
 
 
