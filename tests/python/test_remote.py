@@ -277,6 +277,54 @@ def test_read_ahead_of_buffers_keeps_order_and_never_hangs(ahead, data, http_pro
     assert cls.tobytes() == np.concatenate([a["cls"] for _, a in local_in_order]).tobytes()
 
 
+def slow_batches_over_http(http_proxy, script):
+    """A loader over HTTP whose 9th data GET meets `script`'s faults; the slow
+    batches its observer reported, and the loader's stream."""
+    io_options(attempts=8, backoff_ms=150, backoff_max_ms=300)
+    # 4 GETs while the loader starts (3 sidecars, the probe), then one per batch.
+    http_proxy.set(script=["pass"] * 12 + script + ["pass"] * 200, latency=0)
+    try:
+        loader = stoker.Loader(f"{http_proxy.url}/indexed/{SHARDS}", FIELDS(), output="numpy", batch_size=4,
+                               io_depth=1, read_ahead_batches=0, decode_threads=1, prefetch=1, timeout=30)
+        n = sum(len(b["__key__"]) for b in loader)
+    finally:
+        http_proxy.set(script=["pass"])
+    return loader.report()["slow_batches"], n
+
+
+@pytest.mark.parametrize("script,cause", [(["status:503"] * 3, "remote throttling"),
+                                          (["reset:100", "short:10", "reset:1"], "remote retries")])
+def test_a_slow_batch_from_remote_faults_is_named_so(data, http_proxy, script, cause):
+    slow, n = slow_batches_over_http(http_proxy, script)
+    assert n == 60
+    named = [s for s in slow if s["cause"] == cause]
+    assert named, slow
+    assert "remote requests retried" in named[0]["line"] and "429/503" in named[0]["line"]
+    assert named[0]["wait_s"] >= 0.15  # at least a backoff
+
+
+def test_without_remote_faults_no_slow_batch_blames_them(data, http_proxy):
+    slow, n = slow_batches_over_http(http_proxy, [])
+    assert n == 60
+    assert not [s for s in slow if s["cause"].startswith("remote")], slow
+
+
+def test_stats_count_remote_requests_and_latency(data, http_proxy):
+    io_options()
+    http_proxy.set(script=["pass"], latency=0.02)
+    try:
+        loader = stoker.Loader(f"{http_proxy.url}/indexed/{SHARDS}", FIELDS(), output="numpy", batch_size=8)
+        before = loader._native.stats()["remote"]
+        list(loader)
+        after = loader._native.stats()["remote"]
+    finally:
+        http_proxy.set(script=["pass"], latency=0)
+    assert after["requests"] > before["requests"]
+    grew = [a - b for a, b in zip(after["latency_ms_log2"], before["latency_ms_log2"])]
+    # 20 ms added per request: none of them in the buckets under 16 ms
+    assert sum(grew) > 0 and sum(grew[:5]) == 0, grew
+
+
 def test_stall_past_the_deadline_is_retried_and_bounded(data, http_proxy, local):
     io_options(attempts=6, timeout_ms=400)
     http_proxy.set(script=["stall:5"] + ["pass"] * 9)
