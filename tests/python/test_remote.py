@@ -419,6 +419,27 @@ def test_cli_inspect_reads_a_url(data, http_proxy):
     assert info["num_samples"] == 20
 
 
+def test_cli_doctor_measures_a_remote_source(data, http_proxy):
+    """doctor on URLs: latency with the proxy's 40 ms per request in it,
+    bandwidth per reads in flight, and an io_depth above 1 (one request at a
+    time leaves the link idle for the round trip)."""
+    http_proxy.set(script=["pass"], latency=0.04)
+    try:
+        out = subprocess.run([stoker_bin(), "doctor", "--json", "--run-seconds", "1.2",
+                              f"{http_proxy.url}/indexed/{SHARDS}"],
+                             check=True, capture_output=True, text=True, env=stoker_env(), timeout=120)
+    finally:
+        http_proxy.set(script=["pass"], latency=0)
+    rep = json.loads(out.stdout)
+    assert rep["source"] == "remote" and rep["shards"] == 3
+    assert 0.04 <= rep["latency_s"]["p50"] < 2.0
+    depths = {b["io_depth"]: b["mb_per_s"] for b in rep["bandwidth"]}
+    assert sorted(depths) == [1, 2, 4, 8, 16, 32] and all(v > 0 for v in depths.values())
+    assert depths[8] > 2 * depths[1]  # latency-bound: concurrency pays
+    assert rep["recommended"]["io_depth"] > 1
+    assert rep["recommended"]["bdp_io_depth"] >= 1
+
+
 # --- the local cache ---------------------------------------------------------
 
 def test_cache_epoch_two_reads_no_remote_byte(data, http_proxy, local, tmp_path):
