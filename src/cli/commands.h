@@ -29,6 +29,8 @@ struct PackOptions {
 };
 Status RunPack(const PackOptions& options);
 
+// Storage flags (--s3-endpoint, --cache-dir, ...) on the root app; call before the subcommands.
+void RegisterIoFlags(CLI::App& app);
 void RegisterSynth(CLI::App& app, Status* status);
 void RegisterPack(CLI::App& app, Status* status);
 void RegisterIndex(CLI::App& app, Status* status);

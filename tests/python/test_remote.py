@@ -440,6 +440,23 @@ def test_cli_doctor_measures_a_remote_source(data, http_proxy):
     assert rep["recommended"]["bdp_io_depth"] >= 1
 
 
+def test_cli_storage_flags_before_or_after_the_subcommand(data, s3, tmp_path):
+    """--s3-endpoint after the subcommand, --cache-dir before it: inspect and
+    bench read s3:// URLs, and the cache fills."""
+    s3.set(script=["pass"])
+    env = {k: v for k, v in stoker_env().items() if k not in ("STOKER_S3_ENDPOINT", "AWS_ENDPOINT_URL_S3",
+                                                                "AWS_ENDPOINT_URL", "STOKER_CACHE_DIR")}
+    out = subprocess.run([stoker_bin(), "inspect", "--json", "s3://data/train/shard-000001.tar",
+                          "--s3-endpoint", s3.url], check=True, capture_output=True, text=True, env=env, timeout=60)
+    assert json.loads(out.stdout)["num_samples"] == 20
+    cache = tmp_path / "cache"
+    out = subprocess.run([stoker_bin(), "--cache-dir", str(cache), "--s3-endpoint", s3.url, "bench", "--json",
+                          "-f", "cls:scalar:int64", "-b", "4", f"s3://data/train/{SHARDS}"],
+                         capture_output=True, text=True, env=env, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert any(cache.rglob("*")), "nothing cached"
+
+
 # --- the local cache ---------------------------------------------------------
 
 def test_cache_epoch_two_reads_no_remote_byte(data, http_proxy, local, tmp_path):
