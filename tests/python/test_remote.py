@@ -457,6 +457,23 @@ def test_cli_storage_flags_before_or_after_the_subcommand(data, s3, tmp_path):
     assert any(cache.rglob("*")), "nothing cached"
 
 
+def test_loader_storage_keywords(data, s3, local, tmp_path):
+    """s3_endpoint and cache_dir as Loader keywords: the s3:// stream equals
+    the local one, and a second loader is served from the cache."""
+    io_options()  # no endpoint, no cache: the keywords alone must supply them
+    try:
+        got = stream(f"s3://data/train/{SHARDS}", shuffle=True, seed=3, s3_endpoint=s3.url,
+                     cache_dir=tmp_path / "c", cache_bytes=64 << 20)
+        assert_same(got, local)
+        assert _stoker.io_options()["cache_dir"] == str(tmp_path / "c")
+        before = _stoker.io_counters()
+        assert_same(stream(f"s3://data/train/{SHARDS}", shuffle=True, seed=3), local)
+        after = _stoker.io_counters()
+        assert after["cache_hits"] > before["cache_hits"] and after["bytes"] == before["bytes"]
+    finally:
+        io_options()
+
+
 # --- the local cache ---------------------------------------------------------
 
 def test_cache_epoch_two_reads_no_remote_byte(data, http_proxy, local, tmp_path):
