@@ -303,10 +303,13 @@ void EpochRun::ReadTokens(const ReadTask& task, uint32_t thread) {
   const int bs = data_->options.batch_size;
   const uint64_t begin = NowNs();
   if (rec_) rec_->reads_in_flight++;
-  for (int k = 0; k < task.count; ++k) {
+  Status st;
+  for (int k = 0; k < task.count && st.ok(); ++k) {
     const int slot = task.slot + k;
     const int64_t global = static_cast<int64_t>(plan_->At(task.batch->index * bs + slot).global);
-    tokens.Fill(global, reinterpret_cast<int64_t*>(base + out.offset + out.sample_bytes * slot));
+    // A remote .bin can fail: the run's error names its first sample.
+    st = tokens.Fill(global, reinterpret_cast<int64_t*>(base + out.offset + out.sample_bytes * slot));
+    if (!st.ok()) st = st.WithContext("token sample " + std::to_string(global));
     std::memcpy(base + index.offset + index.sample_bytes * slot, &global, sizeof(global));
     if (!task.batch->keys.empty()) task.batch->keys[slot] = std::to_string(global);
   }
@@ -317,7 +320,7 @@ void EpochRun::ReadTokens(const ReadTask& task, uint32_t thread) {
     rec_->read_latency.Record(end - begin);
     rec_->AddSpan({SpanKind::kRead, thread, begin, end, task.batch->index, task.slot});
   }
-  Finish(task, Status::Ok());
+  Finish(task, std::move(st));
 }
 
 void EpochRun::Finish(const ReadTask& task, Status st) {

@@ -168,13 +168,13 @@ Result<std::unique_ptr<TokenSource>> TokenSource::Open(const TokenOptions& o, ui
   return src;
 }
 
-void TokenSource::Fill(int64_t i, int64_t* out) const {
+Status TokenSource::Fill(int64_t i, int64_t* out) const {
   if (dataset_index_.empty()) return FillGpt(parts_[0], i, out);
-  FillGpt(parts_[dataset_index_[i]], dataset_sample_index_[i], out);
+  return FillGpt(parts_[dataset_index_[i]], dataset_sample_index_[i], out);
 }
 
 // GPTDataset._query_document_sample_shuffle_indices, writing in place.
-void TokenSource::FillGpt(const Part& part, int64_t idx, int64_t* out) const {
+Status TokenSource::FillGpt(const Part& part, int64_t idx, int64_t* out) const {
   const GptIndices& g = part.indices;
   const MegatronDataset& data = *part.data;
   const std::vector<int32_t>& lengths = data.sequence_lengths();
@@ -183,26 +183,28 @@ void TokenSource::FillGpt(const Part& part, int64_t idx, int64_t* out) const {
   const int64_t d1 = g.sample_index[2 * j + 2], o1 = g.sample_index[2 * j + 3];
   int64_t written = 0;
   const int64_t want = sample_tokens_;
-  auto take = [&](int64_t pos, int64_t offset, int64_t length) {
+  auto take = [&](int64_t pos, int64_t offset, int64_t length) -> Status {
     const int32_t doc = g.document_index[pos];
     length = std::min<int64_t>(length, lengths[doc] - offset);
     length = std::min<int64_t>(length, want - written);
-    if (length <= 0) return;
-    data.CopyTokens(static_cast<size_t>(doc), offset, length, out + written);
+    if (length <= 0) return Status::Ok();
+    STOKER_RETURN_IF_ERROR(data.CopyTokens(static_cast<size_t>(doc), offset, length, out + written));
     written += length;
+    return Status::Ok();
   };
   const int64_t tail = extra_token_ ? 1 : 0;
   if (d0 == d1) {
-    take(d0, o0, o1 - o0 + tail);
+    STOKER_RETURN_IF_ERROR(take(d0, o0, o1 - o0 + tail));
   } else {
     for (int64_t p = d0; p <= d1; ++p) {
       const int64_t offset = p > d0 ? 0 : o0;
       const int64_t length = p < d1 ? lengths[g.document_index[p]] - offset : o1 + tail;
-      take(p, offset, length);
+      STOKER_RETURN_IF_ERROR(take(p, offset, length));
     }
   }
   // Megatron pads a short sample with its pad id, then maps pad ids to 0.
   for (; written < want; ++written) out[written] = 0;
+  return Status::Ok();
 }
 
 }  // namespace stoker
