@@ -501,6 +501,22 @@ def test_token_loader_reads_a_url(data, http_proxy):
     assert http_proxy.gets["/tok.idx"] >= 1 and http_proxy.gets["/tok.bin"] > len(want)
 
 
+def test_cli_index_a_url_writes_the_sidecar_locally(data, http_proxy, tmp_path):
+    root, _ = data
+    http_proxy.set(script=["pass"])
+    url = f"{http_proxy.url}/plain/shard-000001.tar"
+    bad = subprocess.run([stoker_bin(), "index", url], capture_output=True, text=True, env=stoker_env(), timeout=60)
+    assert bad.returncode != 0 and "--out-dir" in bad.stderr
+    subprocess.run([stoker_bin(), "index", "-q", "-o", str(tmp_path), url], check=True, env=stoker_env(), timeout=60)
+    # The same bytes as the sidecar `stoker index` writes beside the local shard.
+    local = tmp_path / "local"
+    local.mkdir()
+    shutil.copy(root / "plain" / "shard-000001.tar", local)
+    subprocess.run([stoker_bin(), "index", "-q", str(local / "shard-000001.tar")], check=True, env=stoker_env(),
+                   timeout=60)
+    assert (tmp_path / "shard-000001.tar.idx").read_bytes() == (local / "shard-000001.tar.idx").read_bytes()
+
+
 # --- the local cache ---------------------------------------------------------
 
 def test_cache_epoch_two_reads_no_remote_byte(data, http_proxy, local, tmp_path):
