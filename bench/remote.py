@@ -91,6 +91,9 @@ def main(args, w: dict, data: dict, stoker_bin: str) -> dict:
                   f"{r['seconds']:.1f} s, other processes {r['other_cpu_cores']:.2f} cores)", flush=True)
             runs.append(r)
 
+        # Warm-up, not recorded: the process's first loader pays one-time costs
+        # (imports, first pages) that would otherwise fall on whichever row runs first.
+        vision.run_epoch(peers.stoker_loader(w, shards[:1], 2, 4), "jpg")
         run("stoker local", "threads 2, io_depth 4", peers.stoker_loader(w, shards, 2, 4))
         # As before coalescing and read-ahead (one ranged GET per sample, reads only
         # for batches with a buffer), for comparison in the same run.
@@ -106,6 +109,8 @@ def main(args, w: dict, data: dict, stoker_bin: str) -> dict:
                                       ("reads-only http per-sample GET", urls, 32, 0),  # read-ahead off too
                                       ("reads-only http+20ms", urls, 8, None)):
             run(name, f"io_depth {depth}", _reads_only(w, srcs, depth, co))
+        # Local again after the HTTP rows: the machine's load drifts during a run.
+        run("stoker local", "threads 2, io_depth 4 (again)", peers.stoker_loader(w, shards, 2, 4))
         for workers in ([3] if args.quick else [2, 3, 4]):
             run("DataLoader+wds pipe:curl", f"workers {workers}",
                 peers.dl_wds(w, [f"pipe:curl -s {u}" for u in urls], workers))
