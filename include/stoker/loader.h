@@ -77,7 +77,8 @@ struct TokenOptions {
   std::string split = "100,0,0";   // megatron's split string
   int split_index = 0;             // 0 train, 1 valid, 2 test
   bool add_extra_token = true;     // add_extra_token_to_sequence
-  std::string cache_dir;           // empty: <dir of each path>/cache/stoker_indices
+  std::string cache_dir;           // empty: <dir of each path>/cache/stoker_indices (a URL: under
+                                   // STOKER_CACHE_DIR, else not cached)
   int64_t consumed_samples = 0;    // start here (megatron's consumed_samples)
 };
 

@@ -499,6 +499,7 @@ def test_token_loader_reads_a_url(data, http_proxy):
     for (ta, ia), (tb, ib) in zip(got, want):
         assert ta.tobytes() == tb.tobytes() and ia.tobytes() == ib.tobytes()
     assert http_proxy.gets["/tok.idx"] >= 1 and http_proxy.gets["/tok.bin"] > len(want)
+    assert not os.path.exists("http:"), "a local path made from the URL (the index cache)"
 
 
 def test_cli_index_a_url_writes_the_sidecar_locally(data, http_proxy, tmp_path):
