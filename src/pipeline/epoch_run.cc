@@ -120,8 +120,16 @@ void EpochRun::Schedule(int64_t first_batch) {
   // Remote shards: the reads of the next `ahead` batches are queued before
   // their buffers exist (read_runs.h), so reads in flight are not capped by
   // the prefetch depth; their bytes wait on the batch until it has a buffer.
-  const int64_t ahead =
-      data_->tokens || data_->shards.empty() ? 0 : ReadAheadBatches(data_->options, data_->shards.front());
+  int64_t ahead = 0;
+  if (!data_->tokens && !data_->shards.empty()) {
+    uint64_t bytes = 0, samples = 0;  // the mean stored sample, for the read-ahead's byte cap
+    for (const ShardIndex& index : data_->indexes) {
+      for (const SampleEntry& e : index.samples) bytes += e.end - e.begin;
+      samples += index.samples.size();
+    }
+    const uint64_t batch_bytes = samples ? bytes / samples * static_cast<uint64_t>(data_->options.batch_size) : 0;
+    ahead = ReadAheadBatches(data_->options, data_->shards.front(), batch_bytes);
+  }
   int64_t next_read = first_batch;  // the first batch whose reads are not queued yet
   for (int64_t b = first_batch; b < batches; ++b) {
     if (ahead > 0) {

@@ -44,7 +44,9 @@ MemoryNeed EstimateMemory(const LoaderOptions& o, const BatchLayout& layout, con
   uint64_t limit = 0, ahead = 0;
   for (const ShardIndex& index : indexes) {
     limit = std::max(limit, CoalesceLimit(o, index.shard_path));
-    ahead = std::max<uint64_t>(ahead, static_cast<uint64_t>(ReadAheadBatches(o, index.shard_path)));
+    ahead = std::max<uint64_t>(
+        ahead, static_cast<uint64_t>(ReadAheadBatches(o, index.shard_path,
+                                                      static_cast<uint64_t>(std::max(1, o.batch_size)) * max_sample)));
   }
   need.read_buffers = (readers + queue + decoders + 1) * max_sample;
   if (limit > max_sample) {

@@ -12,9 +12,11 @@ uint64_t CoalesceLimit(const LoaderOptions& options, const std::string& shard_pa
   return IsRemoteUrl(shard_path) ? kRemoteCoalesceBytes : 0;
 }
 
-int ReadAheadBatches(const LoaderOptions& options, const std::string& shard_path) {
+int ReadAheadBatches(const LoaderOptions& options, const std::string& shard_path, uint64_t batch_bytes) {
   if (options.read_ahead_batches >= 0) return options.read_ahead_batches;
-  return IsRemoteUrl(shard_path) ? std::max(1, options.io_depth) : 0;
+  if (!IsRemoteUrl(shard_path)) return 0;
+  const uint64_t fit = batch_bytes > 0 ? kReadAheadBytes / batch_bytes : kReadAheadBytes;
+  return static_cast<int>(std::max<uint64_t>(1, std::min<uint64_t>(std::max(1, options.io_depth), fit)));
 }
 
 int RunLength(const EpochPlan& plan, const std::vector<ShardIndex>& indexes, int64_t first, int n, uint64_t limit) {

@@ -34,8 +34,11 @@ uint64_t CoalesceLimit(const LoaderOptions& options, const std::string& shard_pa
 // Batches whose reads are queued before their buffer exists: with one GET
 // per batch, reads in flight are otherwise capped by the prefetch depth (the
 // batch buffers), not io_depth. options.read_ahead_batches, or auto: io_depth
-// for remote shards (enough runs for every reader), 0 for local files.
-int ReadAheadBatches(const LoaderOptions& options, const std::string& shard_path);
+// for remote shards (enough runs for every reader) but no more batches than
+// kReadAheadBytes of their samples hold (`batch_bytes`: a batch's samples,
+// as stored), and 0 for local files.
+inline constexpr uint64_t kReadAheadBytes = 256ull << 20;
+int ReadAheadBatches(const LoaderOptions& options, const std::string& shard_path, uint64_t batch_bytes);
 
 // How many of the plan positions [first, first + n) one read covers, from
 // `first` (at least 1): the longest prefix in one shard whose samples follow

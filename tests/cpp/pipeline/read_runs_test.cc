@@ -54,5 +54,16 @@ TEST(ReadRuns, AutoCoalescesRemoteShardsOnly) {
   EXPECT_EQ(CoalesceLimit(o, "http://host/a.tar"), 0u);
 }
 
+TEST(ReadRuns, ReadAheadIsIoDepthForRemoteShardsWithinItsBytes) {
+  LoaderOptions o;
+  o.io_depth = 8;
+  EXPECT_EQ(ReadAheadBatches(o, "s3://b/a.tar", 4 << 20), 8);
+  EXPECT_EQ(ReadAheadBatches(o, "s3://b/a.tar", 100ull << 20), 2);   // 256 MiB hold two such batches
+  EXPECT_EQ(ReadAheadBatches(o, "s3://b/a.tar", 1ull << 30), 1);     // never below one
+  EXPECT_EQ(ReadAheadBatches(o, "/data/a.tar", 4 << 20), 0);
+  o.read_ahead_batches = 3;
+  EXPECT_EQ(ReadAheadBatches(o, "/data/a.tar", 4 << 20), 3);
+}
+
 }  // namespace
 }  // namespace stoker
