@@ -18,6 +18,11 @@ EpochRun::EpochRun(const Dataset* data, ShardFiles* files, std::shared_ptr<Buffe
       epoch_(epoch),
       rec_(data->recorder),
       throttle_(data->options.max_read_bytes_per_s),
+      arrays_only_(!data->tokens && std::all_of(data->layout.fields.begin(), data->layout.fields.end(),
+                                                [](const FieldLayout& f) {
+                                                  return f.spec.kind == FieldKind::kNpy ||
+                                                         f.spec.kind == FieldKind::kNpz;
+                                                })),
       next_deliver_(first_batch),
       read_queue_(static_cast<size_t>(data->options.batch_size), rec_ ? &rec_->read_queue.put_wait_ns : nullptr,
                   rec_ ? &rec_->read_queue.get_wait_ns : nullptr),
@@ -25,10 +30,12 @@ EpochRun::EpochRun(const Dataset* data, ShardFiles* files, std::shared_ptr<Buffe
                     rec_ ? &rec_->decode_queue.put_wait_ns : nullptr,
                     rec_ ? &rec_->decode_queue.get_wait_ns : nullptr) {
   const LoaderOptions& o = data_->options;
-  const int readers = std::max(1, o.io_depth);
-  const int decoders = data_->tokens ? 0
-                       : o.decode_threads > 0 ? o.decode_threads
-                                              : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int decode_threads =
+      o.decode_threads > 0 ? o.decode_threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  // Arrays only: readers decode inline (see arrays_only_), so they take the
+  // decode threads' share too and no decoder runs.
+  const int readers = arrays_only_ ? std::max({1, o.io_depth, decode_threads}) : std::max(1, o.io_depth);
+  const int decoders = data_->tokens || arrays_only_ ? 0 : decode_threads;
   if (rec_) {
     rec_->io_depth = readers;
     rec_->decode_threads = decoders;
@@ -155,65 +162,83 @@ void EpochRun::Schedule(int64_t first_batch) {
 }
 
 void EpochRun::ReadLoop(uint32_t thread) {
+  std::unique_ptr<SampleDecoder> inline_decoder;
+  if (arrays_only_) inline_decoder = std::make_unique<SampleDecoder>(&data_->layout);
+  const BatchLayout& layout = data_->layout;
   while (std::optional<ReadTask> task = read_queue_.Pop()) {
     if (data_->tokens) {
       ReadTokens(*task, thread);
       continue;
     }
     const SampleEntry& entry = data_->indexes[task->ref.shard].samples[task->ref.sample];
-    Bytes bytes = TakeBuffer();
-    bytes->resize(entry.end - entry.begin);
+    Bytes buf = TakeBuffer();
+    buf->bytes.resize(entry.end - entry.begin);
+    // Array data goes straight to its slots (direct_arrays.h).
+    PredictDirect(layout, entry, &buf->direct);
+    buf->detours.clear();
+    uint8_t* base = task->batch->lease->data();
+    for (const DirectRange& r : buf->direct) {
+      const ArraySlot& a = layout.arrays[r.array];
+      buf->detours.push_back({r.offset, {base + a.offset + a.sample_bytes * static_cast<size_t>(task->slot), r.size}});
+    }
     const uint64_t begin = NowNs();
     if (rec_) rec_->reads_in_flight++;
-    if (!throttle_.Acquire(bytes->size())) return;  // cancelled
+    if (!throttle_.Acquire(buf->bytes.size())) return;  // cancelled
     Result<std::shared_ptr<const RandomAccessReader>> file = files_->Get(task->ref.shard);  // a lease: survives eviction
-    Status st = file.ok() ? (*file)->PRead(entry.begin, *bytes) : file.status();
+    Status st = file.ok() ? (*file)->PReadDetoured(entry.begin, buf->bytes, buf->detours) : file.status();
     if (rec_) {
       const uint64_t end = NowNs();
       rec_->reads_in_flight--;
-      rec_->read.Add(bytes->size(), end - begin);
+      rec_->read.Add(buf->bytes.size(), end - begin);
       rec_->read_latency.Record(end - begin);
       rec_->AddSpan({SpanKind::kRead, thread, begin, end, task->batch->index, task->slot});
     }
     if (!st.ok()) {
       Finish(*task, st.WithContext("sample '" + entry.key + "'"));
-      GiveBuffer(std::move(bytes));
+      GiveBuffer(std::move(buf));
+      continue;
+    }
+    DecodeTask decode{*task, std::move(buf)};
+    if (inline_decoder) {
+      DecodeOne(*inline_decoder, decode, thread);
       continue;
     }
     if (rec_) rec_->decode_queue_depth++;
-    if (!decode_queue_.Push(DecodeTask{*task, std::move(bytes)})) return;
+    if (!decode_queue_.Push(std::move(decode))) return;
   }
 }
 
 void EpochRun::DecodeLoop(uint32_t thread) {
   SampleDecoder decoder(&data_->layout);
-  const BatchLayout& layout = data_->layout;
   while (std::optional<DecodeTask> task = decode_queue_.Pop()) {
-    const SampleRef& ref = task->read.ref;
-    BatchWork* batch = task->read.batch;
-    const int slot = task->read.slot;
-    const SampleEntry& entry = data_->indexes[ref.shard].samples[ref.sample];
-    uint8_t* base = batch->lease->data();
-    const uint64_t seed = MixSeed(data_->options.seed, epoch_, ref.global);
-    const uint64_t begin = NowNs();
-    if (rec_) {
-      rec_->decode_queue_depth--;
-      rec_->decodes_in_flight++;
-    }
-    Status st = decoder.Decode(data_->shards[ref.shard], entry, *task->bytes, base, slot, seed);
-    if (rec_) {
-      const uint64_t end = NowNs();
-      rec_->decodes_in_flight--;
-      rec_->decode.Add(task->bytes->size(), end - begin);
-      rec_->AddSpan({SpanKind::kDecode, thread, begin, end, batch->index, slot});
-    }
-    int64_t global = static_cast<int64_t>(ref.global);
-    const ArraySlot& index = layout.arrays[layout.index_array];
-    std::memcpy(base + index.offset + index.sample_bytes * slot, &global, sizeof(global));
-    if (!batch->keys.empty()) batch->keys[slot] = data_->shards[ref.shard] + ":" + entry.key;
-    GiveBuffer(std::move(task->bytes));
-    Finish(task->read, std::move(st));
+    if (rec_) rec_->decode_queue_depth--;
+    DecodeOne(decoder, *task, thread);
   }
+}
+
+void EpochRun::DecodeOne(SampleDecoder& decoder, DecodeTask& task, uint32_t thread) {
+  const BatchLayout& layout = data_->layout;
+  const SampleRef& ref = task.read.ref;
+  BatchWork* batch = task.read.batch;
+  const int slot = task.read.slot;
+  const SampleEntry& entry = data_->indexes[ref.shard].samples[ref.sample];
+  uint8_t* base = batch->lease->data();
+  const uint64_t seed = MixSeed(data_->options.seed, epoch_, ref.global);
+  const uint64_t begin = NowNs();
+  if (rec_) rec_->decodes_in_flight++;
+  Status st = decoder.Decode(data_->shards[ref.shard], entry, task.bytes->bytes, base, slot, seed, task.bytes->direct);
+  if (rec_) {
+    const uint64_t end = NowNs();
+    rec_->decodes_in_flight--;
+    rec_->decode.Add(task.bytes->bytes.size(), end - begin);
+    rec_->AddSpan({SpanKind::kDecode, thread, begin, end, batch->index, slot});
+  }
+  int64_t global = static_cast<int64_t>(ref.global);
+  const ArraySlot& index = layout.arrays[layout.index_array];
+  std::memcpy(base + index.offset + index.sample_bytes * slot, &global, sizeof(global));
+  if (!batch->keys.empty()) batch->keys[slot] = data_->shards[ref.shard] + ":" + entry.key;
+  GiveBuffer(std::move(task.bytes));
+  Finish(task.read, std::move(st));
 }
 
 void EpochRun::ReadTokens(const ReadTask& task, uint32_t thread) {
@@ -257,7 +282,7 @@ void EpochRun::Finish(const ReadTask& task, Status st) {
 
 Bytes EpochRun::TakeBuffer() {
   std::lock_guard lock(buffers_mu_);
-  if (spare_.empty()) return std::make_unique<Bytes::element_type>();
+  if (spare_.empty()) return std::make_unique<ReadBuffer>();
   Bytes b = std::move(spare_.back());
   spare_.pop_back();
   return b;

@@ -36,7 +36,9 @@
 #include "core/page_allocator.h"
 #include "core/rate_limiter.h"
 #include "observe/recorder.h"
+#include "io/reader.h"
 #include "pipeline/batch_layout.h"
+#include "pipeline/direct_arrays.h"
 #include "pipeline/planner.h"
 #include "pipeline/shard_files.h"
 #include "pipeline/token_source.h"
@@ -78,9 +80,16 @@ struct ReadTask {
   int count = 1;  // token runs: slots [slot, slot + count), samples ref.global.. in plan order
 };
 
-// Read buffers map their pages directly (see core/page_allocator.h): freed at
-// an epoch's end, they go back to the kernel instead of lingering in arenas.
-using Bytes = std::unique_ptr<std::vector<uint8_t, PageAllocator<uint8_t>>>;
+// A sample's staging buffer, with the array ranges the reader placed straight
+// into their slots instead (pipeline/direct_arrays.h). Its bytes map their
+// pages directly (see core/page_allocator.h): freed at an epoch's end, they go
+// back to the kernel instead of lingering in arenas.
+struct ReadBuffer {
+  std::vector<uint8_t, PageAllocator<uint8_t>> bytes;
+  std::vector<DirectRange> direct;
+  std::vector<RandomAccessReader::Detour> detours;  // the read's, kept for reuse
+};
+using Bytes = std::unique_ptr<ReadBuffer>;
 
 struct DecodeTask {
   ReadTask read;
@@ -99,6 +108,8 @@ struct Dataset {
   // no decoder threads run and tasks cover several slots.
   std::shared_ptr<const TokenSource> tokens;
 };
+
+class SampleDecoder;
 
 class EpochRun {
  public:
@@ -122,6 +133,8 @@ class EpochRun {
  private:
   void Schedule(int64_t first_batch);
   void ReadLoop(uint32_t thread);
+  // Decodes one read sample into its slot and counts it done.
+  void DecodeOne(SampleDecoder& decoder, DecodeTask& task, uint32_t thread);
   void DecodeLoop(uint32_t thread);
   void ReadTokens(const ReadTask& task, uint32_t thread);
   // Counts a sample done (with its error, if any); the last one readies the batch.
@@ -139,6 +152,11 @@ class EpochRun {
   const uint64_t epoch_;
   Recorder* const rec_;  // may be null
   RateLimiter throttle_;
+  // Every field is an array (npy/npz): once read straight into its slots a
+  // sample needs only its headers checked, so readers decode it themselves
+  // rather than hand it to a decoder thread (a queue hop and a wake-up per
+  // sample cost more than the check).
+  const bool arrays_only_;
 
   std::mutex mu_;
   std::condition_variable ready_;
