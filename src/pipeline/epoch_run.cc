@@ -9,13 +9,12 @@
 
 namespace stoker {
 
-EpochRun::EpochRun(const Dataset* data, ShardFiles* files, std::shared_ptr<BufferPool> pool, const EpochPlan* plan,
-                   uint64_t epoch, int64_t first_batch)
+EpochRun::EpochRun(const Dataset* data, ShardFiles* files, std::shared_ptr<BufferPool> pool,
+                   std::shared_ptr<const EpochPlan> plan, uint64_t epoch, int64_t first_batch, PlanMaker next_epoch)
     : data_(data),
       files_(files),
       pool_(std::move(pool)),
-      plan_(plan),
-      epoch_(epoch),
+      next_epoch_(std::move(next_epoch)),
       rec_(data->recorder),
       throttle_(data->options.max_read_bytes_per_s),
       arrays_only_(!data->tokens && std::all_of(data->layout.fields.begin(), data->layout.fields.end(),
@@ -43,6 +42,7 @@ EpochRun::EpochRun(const Dataset* data, ShardFiles* files, std::shared_ptr<Buffe
     for (int i = 0; i < readers; ++i) rec_->NameThread(1 + i, "reader " + std::to_string(i));
     for (int i = 0; i < decoders; ++i) rec_->NameThread(1 + readers + i, "decoder " + std::to_string(i));
   }
+  legs_.push_back({std::move(plan), epoch, 0});
   scheduler_ = std::thread([this, first_batch] { Schedule(first_batch); });
   for (int i = 0; i < readers; ++i) readers_.emplace_back([this, i] { ReadLoop(1 + i); });
   for (int i = 0; i < decoders; ++i) decoders_.emplace_back([this, i, readers] { DecodeLoop(1 + readers + i); });
@@ -94,7 +94,8 @@ Result<std::unique_ptr<BatchWork>> EpochRun::NextReady(int wait_ms, std::chrono:
       return std::unique_ptr<BatchWork>();
     }
     if (timeout_ms > 0 && std::chrono::steady_clock::now() - begin > std::chrono::milliseconds(timeout_ms)) {
-      return TimeoutError(next_deliver_, timeout_ms, it == in_flight_.end() ? -1 : it->second->pending.load());
+      return TimeoutError(next_deliver_ - legs_[current_].base, timeout_ms,
+                          it == in_flight_.end() ? -1 : it->second->pending.load());
     }
     // The caller holds every buffer and waits for a batch not yet begun:
     // lend one past capacity rather than wait forever.
@@ -118,13 +119,63 @@ Status EpochRun::TimeoutError(int64_t batch, int timeout_ms, int missing) const 
                           " ms: " + what + where + " (storage hung? raise timeout_ms if this is expected)");
 }
 
+std::shared_ptr<const EpochPlan> EpochRun::Continue(uint64_t epoch) {
+  std::unique_lock lock(mu_);
+  if (!next_epoch_) return nullptr;
+  const Leg& cur = legs_[current_];
+  if (epoch != cur.epoch + 1 || next_deliver_ != cur.base + cur.plan->info.batches) return nullptr;
+  // Every batch of this epoch was delivered, so all were queued: the scheduler
+  // is planning the next epoch, has published it, or has stopped.
+  ready_.wait(lock, [&] { return cancelled_ || scheduler_done_ || current_ + 1 < legs_.size(); });
+  if (cancelled_ || current_ + 1 >= legs_.size()) return nullptr;
+  ++current_;
+  if (rec_) rec_->batches_carried.fetch_add(in_flight_.size(), std::memory_order_relaxed);
+  ready_.notify_all();  // the scheduler may plan the epoch after
+  return legs_[current_].plan;
+}
+
 void EpochRun::Schedule(int64_t first_batch) {
+  Leg leg;
+  {
+    std::lock_guard lock(mu_);
+    leg = legs_[0];
+  }
+  for (int64_t first = first_batch;; first = 0) {
+    if (!ScheduleLeg(leg, first)) break;
+    // An empty epoch has nothing to prepare ahead (and would plan forever).
+    if (!next_epoch_ || leg.plan->info.batches == 0) break;
+    {
+      // Plan epoch e + 1 only once e is the one delivered: at most one epoch
+      // is prepared ahead (its batches are bounded by the pool regardless).
+      std::unique_lock lock(mu_);
+      ready_.wait(lock, [&] { return cancelled_ || legs_.size() == current_ + 1; });
+      if (cancelled_) break;
+    }
+    Result<EpochPlan> next = next_epoch_(leg.epoch + 1);
+    if (!next.ok()) break;  // Continue declines; the loader plans again and reports the error
+    Leg after{std::make_shared<const EpochPlan>(std::move(next).value()), leg.epoch + 1,
+              leg.base + leg.plan->info.batches};
+    {
+      std::lock_guard lock(mu_);
+      if (cancelled_) break;
+      legs_.push_back(after);
+      ready_.notify_all();
+    }
+    leg = std::move(after);
+  }
+  std::lock_guard lock(mu_);
+  scheduler_done_ = true;
+  ready_.notify_all();
+}
+
+bool EpochRun::ScheduleLeg(const Leg& leg, int64_t first_batch) {
+  const EpochPlan* plan = leg.plan.get();
   const int bs = data_->options.batch_size;
-  const int64_t total = plan_->info.rank_samples;
+  const int64_t total = plan->info.rank_samples;
   // Token windows are small and cheap: one task per run of slots (~256 KiB of
   // output) keeps queue traffic off the per-sample path.
   const int run = data_->tokens ? std::max(1, (256 << 10) / (data_->tokens->sample_tokens() * 8)) : 1;
-  for (int64_t b = first_batch; b < plan_->info.batches; ++b) {
+  for (int64_t b = first_batch; b < plan->info.batches; ++b) {
     {
       std::lock_guard lock(mu_);
       scheduler_blocked_ = true;
@@ -136,9 +187,11 @@ void EpochRun::Schedule(int64_t first_batch) {
       std::lock_guard lock(mu_);
       scheduler_blocked_ = false;
     }
-    if (!lease) return;
+    if (!lease) return false;
     auto work = std::make_unique<BatchWork>();
     work->index = b;
+    work->epoch = leg.epoch;
+    work->plan = plan;
     work->size = static_cast<int>(std::min<int64_t>(bs, total - b * bs));
     work->pending = work->size;
     work->keys.resize(data_->options.include_keys ? work->size : 0);
@@ -150,15 +203,16 @@ void EpochRun::Schedule(int64_t first_batch) {
     const int size = work->size;
     {
       std::lock_guard lock(mu_);
-      if (cancelled_) return;
-      in_flight_[b] = std::move(work);
+      if (cancelled_) return false;
+      in_flight_[leg.base + b] = std::move(work);
       if (rec_) rec_->batches_in_progress++;
     }
     for (int slot = 0; slot < size; slot += run) {
       const int count = std::min(run, size - slot);
-      if (!read_queue_.Push(ReadTask{raw, slot, plan_->At(b * bs + slot), count})) return;
+      if (!read_queue_.Push(ReadTask{raw, slot, plan->At(b * bs + slot), count})) return false;
     }
   }
+  return true;
 }
 
 void EpochRun::ReadLoop(uint32_t thread) {
@@ -223,7 +277,7 @@ void EpochRun::DecodeOne(SampleDecoder& decoder, DecodeTask& task, uint32_t thre
   const int slot = task.read.slot;
   const SampleEntry& entry = data_->indexes[ref.shard].samples[ref.sample];
   uint8_t* base = batch->lease->data();
-  const uint64_t seed = MixSeed(data_->options.seed, epoch_, ref.global);
+  const uint64_t seed = MixSeed(data_->options.seed, batch->epoch, ref.global);
   const uint64_t begin = NowNs();
   if (rec_) rec_->decodes_in_flight++;
   Status st = decoder.Decode(data_->shards[ref.shard], entry, task.bytes->bytes, base, slot, seed, task.bytes->direct);
@@ -252,7 +306,7 @@ void EpochRun::ReadTokens(const ReadTask& task, uint32_t thread) {
   if (rec_) rec_->reads_in_flight++;
   for (int k = 0; k < task.count; ++k) {
     const int slot = task.slot + k;
-    const int64_t global = static_cast<int64_t>(plan_->At(task.batch->index * bs + slot).global);
+    const int64_t global = static_cast<int64_t>(task.batch->plan->At(task.batch->index * bs + slot).global);
     tokens.Fill(global, reinterpret_cast<int64_t*>(base + out.offset + out.sample_bytes * slot));
     std::memcpy(base + index.offset + index.sample_bytes * slot, &global, sizeof(global));
     if (!task.batch->keys.empty()) task.batch->keys[slot] = std::to_string(global);

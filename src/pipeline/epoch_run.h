@@ -14,6 +14,17 @@
 // marks it ready. NextReady() hands batches out strictly in plan order, so the
 // sample order never depends on thread timing.
 //
+// Epoch boundaries: once the scheduler has queued the last batch of its epoch
+// e, it plans e + 1 (the usual next set_epoch) and goes on with e + 1's
+// batches into the same pool, so the pool's capacity still bounds every batch
+// buffer and the next epoch's first batches are ready when a slow consumer
+// gets there. Continue(e + 1) hands them over once every batch of e was
+// delivered; any other epoch, or a restore, destroys the run and with it the
+// work prepared ahead. Sample order and seeds come from each batch's own plan
+// and epoch, so a carried-over batch is the batch a fresh run would make.
+// Batches are numbered in one sequence across epochs (each epoch's batch b is
+// base + b), so delivery stays strictly in order.
+//
 // Teardown (the destructor) runs in this order: mark cancelled, cancel both
 // queues, the throttle and the pool (every wait wakes), join every thread,
 // then reset the pool. Buffers still held by the caller return to the pool
@@ -24,6 +35,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -50,7 +62,9 @@ namespace stoker {
 // A batch being made: its buffer, how many samples are still missing, and the
 // first error among its samples (lowest slot wins, so the error is deterministic).
 struct BatchWork {
-  int64_t index = 0;
+  int64_t index = 0;      // within its epoch
+  uint64_t epoch = 0;     // whose plan and seeds it follows
+  const EpochPlan* plan = nullptr;  // that epoch's; owned by the run or the loader, outlives the batch's tasks
   int size = 0;
   std::unique_ptr<BufferPool::Lease> lease;
   std::vector<std::string> keys;
@@ -113,9 +127,13 @@ class SampleDecoder;
 
 class EpochRun {
  public:
+  // Plans another epoch (the loader's planner, called on the scheduler thread).
+  using PlanMaker = std::function<Result<EpochPlan>(uint64_t epoch)>;
+
   // Starts the threads at once; delivery begins with `first_batch` of `plan`.
-  EpochRun(const Dataset* data, ShardFiles* files, std::shared_ptr<BufferPool> pool, const EpochPlan* plan,
-           uint64_t epoch, int64_t first_batch);
+  // With `next_epoch` set, each epoch's end carries on into the next (above).
+  EpochRun(const Dataset* data, ShardFiles* files, std::shared_ptr<BufferPool> pool,
+           std::shared_ptr<const EpochPlan> plan, uint64_t epoch, int64_t first_batch, PlanMaker next_epoch = {});
   ~EpochRun();
   EpochRun(const EpochRun&) = delete;
   EpochRun& operator=(const EpochRun&) = delete;
@@ -130,8 +148,25 @@ class EpochRun {
   Result<std::unique_ptr<BatchWork>> NextReady(
       int wait_ms = 0, std::chrono::steady_clock::time_point since = std::chrono::steady_clock::time_point::min());
 
+  // Once every batch of the current epoch was delivered: makes `epoch`, if it
+  // is the one prepared ahead, the current one, delivered from its batch 0,
+  // and returns its plan. nullptr (nothing changed) for any other epoch, an
+  // undelivered batch, no planner, or a plan that failed: the caller then
+  // replaces the run. Waits only for the scheduler to finish planning, which
+  // it does right after queuing the current epoch's last batch.
+  std::shared_ptr<const EpochPlan> Continue(uint64_t epoch);
+
  private:
+  // The epochs of this run, in order; the scheduler appends, NextReady and
+  // Continue read. Batch b of leg i is number legs_[i].base + b.
+  struct Leg {
+    std::shared_ptr<const EpochPlan> plan;
+    uint64_t epoch = 0;
+    int64_t base = 0;
+  };
   void Schedule(int64_t first_batch);
+  // Queues one epoch's batches from `first`; false once cancelled.
+  bool ScheduleLeg(const Leg& leg, int64_t first);
   void ReadLoop(uint32_t thread);
   // Decodes one read sample into its slot and counts it done.
   void DecodeOne(SampleDecoder& decoder, DecodeTask& task, uint32_t thread);
@@ -148,8 +183,7 @@ class EpochRun {
   const Dataset* data_;
   ShardFiles* files_;
   std::shared_ptr<BufferPool> pool_;
-  const EpochPlan* plan_;
-  const uint64_t epoch_;
+  const PlanMaker next_epoch_;
   Recorder* const rec_;  // may be null
   RateLimiter throttle_;
   // Every field is an array (npy/npz): once read straight into its slots a
@@ -165,6 +199,9 @@ class EpochRun {
   bool cancelled_ = false;                                    // guarded by mu_
   bool scheduler_blocked_ = false;                            // guarded by mu_
   int64_t granted_for_ = -1;                                  // guarded by mu_
+  std::vector<Leg> legs_;     // guarded by mu_; the first is the constructor's epoch
+  size_t current_ = 0;        // guarded by mu_: the leg NextReady delivers
+  bool scheduler_done_ = false;  // guarded by mu_: the scheduler has returned
 
   std::mutex buffers_mu_;
   std::vector<Bytes> spare_;  // guarded by buffers_mu_

@@ -71,6 +71,16 @@ class LoaderImpl : public Loader {
   }
 
   Status SetEpoch(uint64_t epoch) override {
+    // The run already prepares this epoch (the one after the epoch it just
+    // delivered in full): keep its batches (see epoch_run.h).
+    if (run_ && next_batch_ == plan_->info.batches) {
+      if (std::shared_ptr<const EpochPlan> next = run_->Continue(epoch)) {
+        Adopt(epoch, std::move(next));
+        next_batch_ = 0;
+        waiting_since_.reset();
+        return Status::Ok();
+      }
+    }
     run_.reset();
     STOKER_RETURN_IF_ERROR(Plan(epoch));
     next_batch_ = 0;
@@ -85,7 +95,7 @@ class LoaderImpl : public Loader {
 
   Result<std::shared_ptr<Batch>> NextWithin(int wait_ms, bool* waiting) override {
     *waiting = false;
-    if (next_batch_ >= plan_.info.batches) return std::shared_ptr<Batch>();
+    if (next_batch_ >= plan_->info.batches) return std::shared_ptr<Batch>();
     if (!run_) Start();
     const uint64_t begin = NowNs();
     if (!waiting_since_) waiting_since_ = std::chrono::steady_clock::now();
@@ -104,7 +114,7 @@ class LoaderImpl : public Loader {
     if (!ready.ok()) return ready.status();
     ++next_batch_;
     if (data_.options.on_error == OnError::kSkip) {
-      STOKER_RETURN_IF_ERROR(refill_.Resolve(*work, plan_));  // refills failed slots, keeps the budget
+      STOKER_RETURN_IF_ERROR(refill_.Resolve(*work, *plan_));  // refills failed slots, keeps the budget
     } else if (work->error_slot >= 0) {
       return work->error;
     }
@@ -118,7 +128,7 @@ class LoaderImpl : public Loader {
     return recorder_ ? recorder_->TraceJson() : std::string("{\"traceEvents\":[]}");
   }
 
-  const PlanInfo& plan() const override { return plan_.info; }
+  const PlanInfo& plan() const override { return plan_->info; }
   const LoaderOptions& options() const override { return data_.options; }
 
   std::string State() const override {
@@ -130,7 +140,7 @@ class LoaderImpl : public Loader {
                              {"rank", data_.options.rank},
                              {"world_size", data_.options.world_size},
                              {"batch_size", data_.options.batch_size},
-                             {"dataset_samples", plan_.info.dataset_samples}})
+                             {"dataset_samples", plan_->info.dataset_samples}})
           .dump();
     }
     nlohmann::json j = {{"epoch", epoch_},
@@ -139,7 +149,7 @@ class LoaderImpl : public Loader {
                         {"rank", data_.options.rank},
                         {"world_size", data_.options.world_size},
                         {"batch_size", data_.options.batch_size},
-                        {"dataset_samples", plan_.info.dataset_samples},
+                        {"dataset_samples", plan_->info.dataset_samples},
                         {"dataset", fingerprint_},
                         {"on_error", data_.options.on_error == OnError::kSkip ? "skip" : "raise"},
                         {"skip", refill_.ToJson()}};
@@ -167,7 +177,7 @@ class LoaderImpl : public Loader {
         {"rank", data_.options.rank},
         {"world_size", data_.options.world_size},
         {"batch_size", data_.options.batch_size},
-        {"dataset_samples", plan_.info.dataset_samples}};
+        {"dataset_samples", plan_->info.dataset_samples}};
     for (const auto& [key, mine] : must_match) {
       if (elastic && (std::string_view(key) == "rank" || std::string_view(key) == "world_size")) continue;
       STOKER_ASSIGN_OR_RETURN(int64_t theirs, field(key));
@@ -209,10 +219,12 @@ class LoaderImpl : public Loader {
       next = 0;
     }
     if (!stages.empty()) {
-      STOKER_ASSIGN_OR_RETURN(plan_, PlanRemaining(counts_, data_.options, static_cast<uint64_t>(epoch), stages));
+      STOKER_ASSIGN_OR_RETURN(EpochPlan remaining,
+                              PlanRemaining(counts_, data_.options, static_cast<uint64_t>(epoch), stages));
+      plan_ = std::make_shared<const EpochPlan>(std::move(remaining));
       elastic_ = std::move(stages);
     }
-    if (next < 0 || next > plan_.info.batches) return InvalidArgument("loader state next_batch is out of range");
+    if (next < 0 || next > plan_->info.batches) return InvalidArgument("loader state next_batch is out of range");
     // The skip log names slots of the old ranks' batches: it does not carry across world sizes.
     if (j.contains("skip") && !elastic) STOKER_RETURN_IF_ERROR(refill_.FromJson(j["skip"]));
     next_batch_ = next;
@@ -243,20 +255,31 @@ class LoaderImpl : public Loader {
     if (data_.tokens) {
       // One pass over the token dataset's samples (megatron's epochs are
       // inside its indices); a new epoch starts again at consumed_samples.
-      STOKER_ASSIGN_OR_RETURN(plan_, PlanTokenRun(data_.tokens->size(), token_consumed_, data_.options));
+      STOKER_ASSIGN_OR_RETURN(EpochPlan plan, PlanTokenRun(data_.tokens->size(), token_consumed_, data_.options));
+      plan_ = std::make_shared<const EpochPlan>(std::move(plan));
       epoch_ = epoch;
       return Status::Ok();
     }
-    STOKER_ASSIGN_OR_RETURN(plan_, PlanEpoch(counts_, data_.options, epoch));
+    STOKER_ASSIGN_OR_RETURN(EpochPlan plan, PlanEpoch(counts_, data_.options, epoch));
+    Adopt(epoch, std::make_shared<const EpochPlan>(std::move(plan)));
+    return Status::Ok();
+  }
+  // A shard loader's new epoch with its plan (planned here, or by the run ahead).
+  void Adopt(uint64_t epoch, std::shared_ptr<const EpochPlan> plan) {
+    plan_ = std::move(plan);
     elastic_.clear();
     epoch_ = epoch;
     refill_.StartEpoch(epoch);
-    return Status::Ok();
   }
   void Start() {
     waiting_since_.reset();
-    if (next_batch_ < plan_.info.batches) {
-      run_ = std::make_unique<EpochRun>(&data_, &files_, pool_, &plan_, epoch_, next_batch_);
+    if (next_batch_ < plan_->info.batches) {
+      // Shard loaders prepare the next epoch's first batches as this one ends
+      // (the planner is pure and its inputs fixed, so the run may call it).
+      // A token run's next epoch is the same run again: not carried over.
+      EpochRun::PlanMaker next;
+      if (!data_.tokens) next = [this](uint64_t epoch) { return PlanEpoch(counts_, data_.options, epoch); };
+      run_ = std::make_unique<EpochRun>(&data_, &files_, pool_, plan_, epoch_, next_batch_, std::move(next));
     }
   }
 
@@ -271,7 +294,7 @@ class LoaderImpl : public Loader {
   std::shared_ptr<BufferPool> pool_;
   std::unique_ptr<Recorder> recorder_;  // outlives run_, whose threads record into it
   std::vector<uint32_t> counts_;
-  EpochPlan plan_;
+  std::shared_ptr<const EpochPlan> plan_;  // shared with the run, which may have planned it
   uint64_t epoch_ = 0;
   int64_t next_batch_ = 0;
   int64_t token_consumed_ = 0;  // token runs: the plan starts at this global sample
