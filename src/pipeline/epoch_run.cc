@@ -15,6 +15,7 @@ EpochRun::EpochRun(const Dataset* data, ShardFiles* files, std::shared_ptr<Buffe
       files_(files),
       pool_(std::move(pool)),
       next_epoch_(std::move(next_epoch)),
+      first_batch_(first_batch),
       rec_(data->recorder),
       throttle_(data->options.max_read_bytes_per_s),
       arrays_only_(!data->tokens && std::all_of(data->layout.fields.begin(), data->layout.fields.end(),
@@ -132,6 +133,12 @@ std::shared_ptr<const EpochPlan> EpochRun::Continue(uint64_t epoch) {
   if (rec_) rec_->batches_carried.fetch_add(in_flight_.size(), std::memory_order_relaxed);
   ready_.notify_all();  // the scheduler may plan the epoch after
   return legs_[current_].plan;
+}
+
+bool EpochRun::AtStartOf(uint64_t epoch) {
+  std::lock_guard lock(mu_);
+  const Leg& cur = legs_[current_];
+  return !cancelled_ && cur.epoch == epoch && next_deliver_ == cur.base && (current_ > 0 || first_batch_ == 0);
 }
 
 void EpochRun::Schedule(int64_t first_batch) {

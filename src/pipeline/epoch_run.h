@@ -155,6 +155,8 @@ class EpochRun {
   // replaces the run. Waits only for the scheduler to finish planning, which
   // it does right after queuing the current epoch's last batch.
   std::shared_ptr<const EpochPlan> Continue(uint64_t epoch);
+  // True while the run delivers `epoch` from its batch 0 and has delivered none.
+  bool AtStartOf(uint64_t epoch);
 
  private:
   // The epochs of this run, in order; the scheduler appends, NextReady and
@@ -184,6 +186,7 @@ class EpochRun {
   ShardFiles* files_;
   std::shared_ptr<BufferPool> pool_;
   const PlanMaker next_epoch_;
+  const int64_t first_batch_;  // of the first leg
   Recorder* const rec_;  // may be null
   RateLimiter throttle_;
   // Every field is an array (npy/npz): once read straight into its slots a

@@ -67,10 +67,22 @@ class LoaderImpl : public Loader {
     counts_.reserve(data_.indexes.size());
     for (const ShardIndex& index : data_.indexes) counts_.push_back(static_cast<uint32_t>(index.samples.size()));
     fingerprint_ = DatasetFingerprint(data_);
-    return Plan(0);
+    STOKER_RETURN_IF_ERROR(Plan(0));
+    // The first batch at once: epoch 0's reads begin now, with the index
+    // loaded and the threads started, while the caller sets itself up; a
+    // SetEpoch(0) before the first Next keeps this run (a token loader starts
+    // when asked, at its consumed_samples).
+    if (!data_.tokens) Start();
+    return Status::Ok();
   }
 
   Status SetEpoch(uint64_t epoch) override {
+    // The run already makes this epoch from its start and nothing of it was
+    // delivered: it is the run a restart would make.
+    if (run_ && !data_.tokens && elastic_.empty() && epoch == epoch_ && next_batch_ == 0 &&
+        run_->AtStartOf(epoch)) {
+      return Status::Ok();
+    }
     // The run already prepares this epoch (the one after the epoch it just
     // delivered in full): keep its batches (see epoch_run.h).
     if (run_ && next_batch_ == plan_->info.batches) {
