@@ -6,11 +6,14 @@
 // Thread-safety: Loader methods from one consumer thread; see loader.h.
 #include <nlohmann/json.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <optional>
+#include <thread>
 
 #include "core/buffer_pool.h"
 #include "core/file.h"
+#include "io/reader.h"
 #include "observe/clock.h"
 #include "pipeline/batch_layout.h"
 #include "pipeline/elastic.h"
@@ -67,12 +70,14 @@ class LoaderImpl : public Loader {
     counts_.reserve(data_.indexes.size());
     for (const ShardIndex& index : data_.indexes) counts_.push_back(static_cast<uint32_t>(index.samples.size()));
     fingerprint_ = DatasetFingerprint(data_);
+    remote_ = std::any_of(data_.shards.begin(), data_.shards.end(), [](const std::string& s) { return IsRemoteUrl(s); });
     STOKER_RETURN_IF_ERROR(Plan(0));
     // The first batch at once: epoch 0's reads begin now, with the index
     // loaded and the threads started, while the caller sets itself up; a
-    // SetEpoch(0) before the first Next keeps this run (a token loader starts
-    // when asked, at its consumed_samples).
-    if (!data_.tokens) Start();
+    // SetEpoch(0) before the first Next keeps this run. A token loader starts
+    // when asked (at its consumed_samples), and so does one over remote
+    // shards (see remote_ in Start).
+    if (!data_.tokens && !remote_) Start();
     return Status::Ok();
   }
 
@@ -289,8 +294,11 @@ class LoaderImpl : public Loader {
       // Shard loaders prepare the next epoch's first batches as this one ends
       // (the planner is pure and its inputs fixed, so the run may call it).
       // A token run's next epoch is the same run again: not carried over.
+      // Nor over remote shards: a read in flight finishes its retries before
+      // the run can stop, so work prepared ahead would hold up a loader
+      // closed after its last epoch for as long as the store misbehaves.
       EpochRun::PlanMaker next;
-      if (!data_.tokens) next = [this](uint64_t epoch) { return PlanEpoch(counts_, data_.options, epoch); };
+      if (!data_.tokens && !remote_) next = [this](uint64_t epoch) { return PlanEpoch(counts_, data_.options, epoch); };
       run_ = std::make_unique<EpochRun>(&data_, &files_, pool_, plan_, epoch_, next_batch_, std::move(next));
     }
   }
@@ -310,9 +318,36 @@ class LoaderImpl : public Loader {
   uint64_t epoch_ = 0;
   int64_t next_batch_ = 0;
   int64_t token_consumed_ = 0;  // token runs: the plan starts at this global sample
+  bool remote_ = false;  // some shard is read over HTTP/S3: no early start, no carry-over (see Start)
   std::vector<ElasticStage> elastic_;  // non-empty: this epoch resumed across world sizes
   std::unique_ptr<EpochRun> run_;  // last member: torn down first
 };
+
+// Every shard's index, loaded (or built by a scan) on several threads: the
+// first batch waits for all of them, and each costs a few reads, or round
+// trips for a remote shard. The first error in shard order is returned.
+Result<std::vector<ShardIndex>> LoadIndexes(const std::vector<std::string>& shards, const LoaderOptions& options) {
+  std::vector<std::optional<Result<ShardIndex>>> results(shards.size());
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t i; (i = next.fetch_add(1)) < shards.size();) {
+      results[i].emplace(LoadOrBuildShardIndex(shards[i], options.key_rule));
+    }
+  };
+  const size_t hw = std::max(1u, std::thread::hardware_concurrency());
+  const size_t threads = std::min(shards.size(), std::max<size_t>(hw, static_cast<size_t>(options.io_depth)));
+  std::vector<std::thread> pool;
+  for (size_t t = 1; t < threads; ++t) pool.emplace_back(work);
+  work();
+  for (std::thread& t : pool) t.join();
+  std::vector<ShardIndex> indexes;
+  indexes.reserve(shards.size());
+  for (std::optional<Result<ShardIndex>>& r : results) {
+    if (!r->ok()) return r->status();
+    indexes.push_back(std::move(*r).value());
+  }
+  return indexes;
+}
 
 }  // namespace
 
@@ -334,10 +369,7 @@ Result<std::unique_ptr<Loader>> Loader::Create(LoaderOptions options) {
     STOKER_RETURN_IF_ERROR(ImageFolderShards(options.sources[0], &data.shards, &data.indexes));
   } else {
     STOKER_ASSIGN_OR_RETURN(data.shards, ExpandSources(options.sources));
-    for (const std::string& shard : data.shards) {
-      STOKER_ASSIGN_OR_RETURN(ShardIndex index, LoadOrBuildShardIndex(shard, options.key_rule));
-      data.indexes.push_back(std::move(index));
-    }
+    STOKER_ASSIGN_OR_RETURN(data.indexes, LoadIndexes(data.shards, options));
   }
   // The first sample teaches the shapes of array fields.
   const ShardIndex* first = nullptr;
