@@ -95,7 +95,7 @@ Result<std::unique_ptr<BatchWork>> EpochRun::NextReady(int wait_ms, std::chrono:
       return std::unique_ptr<BatchWork>();
     }
     if (timeout_ms > 0 && std::chrono::steady_clock::now() - begin > std::chrono::milliseconds(timeout_ms)) {
-      return TimeoutError(next_deliver_ - legs_[current_].base, timeout_ms,
+      return TimeoutError(next_deliver_ - legs_.front().base, timeout_ms,
                           it == in_flight_.end() ? -1 : it->second->pending.load());
     }
     // The caller holds every buffer and waits for a batch not yet begun:
@@ -123,22 +123,25 @@ Status EpochRun::TimeoutError(int64_t batch, int timeout_ms, int missing) const 
 std::shared_ptr<const EpochPlan> EpochRun::Continue(uint64_t epoch) {
   std::unique_lock lock(mu_);
   if (!next_epoch_) return nullptr;
-  const Leg& cur = legs_[current_];
+  const Leg& cur = legs_.front();
   if (epoch != cur.epoch + 1 || next_deliver_ != cur.base + cur.plan->info.batches) return nullptr;
   // Every batch of this epoch was delivered, so all were queued: the scheduler
   // is planning the next epoch, has published it, or has stopped.
-  ready_.wait(lock, [&] { return cancelled_ || scheduler_done_ || current_ + 1 < legs_.size(); });
-  if (cancelled_ || current_ + 1 >= legs_.size()) return nullptr;
-  ++current_;
+  ready_.wait(lock, [&] { return cancelled_ || scheduler_done_ || legs_.size() > 1; });
+  if (cancelled_ || legs_.size() < 2) return nullptr;
+  // The epoch delivered in full is forgotten (its plan with it): a run kept
+  // for many epochs holds two plans at most.
+  legs_.erase(legs_.begin());
+  continued_ = true;
   if (rec_) rec_->batches_carried.fetch_add(in_flight_.size(), std::memory_order_relaxed);
   ready_.notify_all();  // the scheduler may plan the epoch after
-  return legs_[current_].plan;
+  return legs_.front().plan;
 }
 
 bool EpochRun::AtStartOf(uint64_t epoch) {
   std::lock_guard lock(mu_);
-  const Leg& cur = legs_[current_];
-  return !cancelled_ && cur.epoch == epoch && next_deliver_ == cur.base && (current_ > 0 || first_batch_ == 0);
+  const Leg& cur = legs_.front();
+  return !cancelled_ && cur.epoch == epoch && next_deliver_ == cur.base && (continued_ || first_batch_ == 0);
 }
 
 void EpochRun::Schedule(int64_t first_batch) {
@@ -155,7 +158,7 @@ void EpochRun::Schedule(int64_t first_batch) {
       // Plan epoch e + 1 only once e is the one delivered: at most one epoch
       // is prepared ahead (its batches are bounded by the pool regardless).
       std::unique_lock lock(mu_);
-      ready_.wait(lock, [&] { return cancelled_ || legs_.size() == current_ + 1; });
+      ready_.wait(lock, [&] { return cancelled_ || legs_.size() == 1; });
       if (cancelled_) break;
     }
     Result<EpochPlan> next = next_epoch_(leg.epoch + 1);

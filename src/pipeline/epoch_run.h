@@ -159,8 +159,9 @@ class EpochRun {
   bool AtStartOf(uint64_t epoch);
 
  private:
-  // The epochs of this run, in order; the scheduler appends, NextReady and
-  // Continue read. Batch b of leg i is number legs_[i].base + b.
+  // The epoch being delivered (front) and the one prepared ahead, if any; the
+  // scheduler appends, Continue drops the front. Batch b of a leg is number
+  // leg.base + b in the run's one sequence.
   struct Leg {
     std::shared_ptr<const EpochPlan> plan;
     uint64_t epoch = 0;
@@ -202,8 +203,8 @@ class EpochRun {
   bool cancelled_ = false;                                    // guarded by mu_
   bool scheduler_blocked_ = false;                            // guarded by mu_
   int64_t granted_for_ = -1;                                  // guarded by mu_
-  std::vector<Leg> legs_;     // guarded by mu_; the first is the constructor's epoch
-  size_t current_ = 0;        // guarded by mu_: the leg NextReady delivers
+  std::vector<Leg> legs_;     // guarded by mu_; one or two
+  bool continued_ = false;    // guarded by mu_: the front is an epoch carried over
   bool scheduler_done_ = false;  // guarded by mu_: the scheduler has returned
 
   std::mutex buffers_mu_;
