@@ -191,7 +191,11 @@ class Loader {
   static Result<std::unique_ptr<Loader>> Create(LoaderOptions options);
   virtual ~Loader() = default;     // cancels and joins every thread; returns promptly
 
-  // Starts (or restarts) the epoch's plan from its first batch.
+  // Starts (or restarts) the epoch's plan from its first batch. A loader over
+  // local shards begins epoch 0 at Create (the first batch at once) and, as
+  // each epoch ends, the next one (no stall at its start), within the same
+  // prefetch_batches buffers: SetEpoch keeps that work when it asks for that
+  // epoch, and drops it for any other. Destroy or Stop() ends it.
   virtual Status SetEpoch(uint64_t epoch) = 0;
   // The next batch in plan order; nullptr at the end of the epoch. Blocks
   // while the batch is being made. Errors name shard, member, offset, cause.

@@ -22,6 +22,7 @@ struct RecorderSnapshot {
   double pool_wait_s = 0;           // the scheduler waited for a free batch buffer (consumer is slower)
   double consumer_wait_s = 0;       // Next() waited for its batch
   uint64_t batches_delivered = 0;
+  uint64_t batches_carried = 0;     // a next epoch's batches begun while the one before ended
   int64_t reads_in_flight = 0;      // preads under way now
   int64_t decodes_in_flight = 0;    // samples being decoded now
   int64_t decode_queue_depth = 0;   // samples read, waiting for a decoder

@@ -390,7 +390,9 @@ def _native_next(loader: Loader):
 class _EpochIterator:
     """One pass over an epoch. A failed batch raises from __next__ and the
     iterator stays usable: the next call yields the batch after it. Dropping
-    the iterator (breaking out of a loop) stops every native thread."""
+    the iterator (breaking out of a loop) stops every native thread. At the
+    epoch's natural end the threads keep going: they prepare the next epoch's
+    first batches (kept by set_epoch(epoch + 1), dropped by any other)."""
 
     def __init__(self, loader: Loader, generation: int) -> None:
         self._loader = loader
@@ -407,7 +409,7 @@ class _EpochIterator:
         if obs is None:
             item = _native_next(loader)
             if item is None:
-                self._stop()
+                self._loader = None
                 raise StopIteration
             return loader._to_dict(item)
         native = loader._native
@@ -415,7 +417,7 @@ class _EpochIterator:
         t0 = obs.request()
         item = _native_next(loader)
         if item is None:
-            self._stop()
+            self._loader = None
             raise StopIteration
         batch = loader._to_dict(item)
         obs.delivered(t0, before, _snapshot(native))

@@ -237,6 +237,11 @@ Result<ArrayInfo> ParseNpyHeader(std::span<const uint8_t> npy) {
   return info;
 }
 
+bool IsPlainNpyData(const ArrayInfo& info) {
+  if (info.byte_swapped && DTypeSize(info.dtype) > 1) return false;
+  return !info.fortran_order || std::count_if(info.shape.begin(), info.shape.end(), [](int64_t d) { return d > 1; }) <= 1;
+}
+
 Status CopyNpyData(const ArrayInfo& info, std::span<const uint8_t> npy, std::span<uint8_t> out) {
   const size_t nbytes = info.nbytes();
   if (out.size() != nbytes) {

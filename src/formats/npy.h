@@ -36,6 +36,11 @@ Result<ArrayInfo> ParseNpyHeader(std::span<const uint8_t> npy);
 // order, transposing Fortran-order data.
 Status CopyNpyData(const ArrayInfo& info, std::span<const uint8_t> npy, std::span<uint8_t> out);
 
+// True when the stored data bytes are already the output bytes (native byte
+// order, and C order or at most one axis longer than 1): CopyNpyData is then a
+// plain copy, so the data can be read straight to its destination.
+bool IsPlainNpyData(const ArrayInfo& info);
+
 // Encodes a C-order native-byte-order array as .npy version 1.0.
 std::vector<uint8_t> EncodeNpy(DType dtype, const std::vector<int64_t>& shape, std::span<const uint8_t> data);
 

@@ -225,6 +225,15 @@ Result<std::span<const uint8_t>> StoredZipEntryData(std::span<const uint8_t> zip
   return data;
 }
 
+Result<uint64_t> ZipEntryDataOffset(std::span<const uint8_t> zip, const ZipEntry& entry) {
+  STOKER_ASSIGN_OR_RETURN(std::span<const uint8_t> data, EntryData(zip, entry));
+  return static_cast<uint64_t>(data.data() - zip.data());
+}
+
+uint32_t ZipCrc32(uint32_t crc, std::span<const uint8_t> bytes) {
+  return libdeflate_crc32(crc, bytes.data(), bytes.size());
+}
+
 // ---------------------------------------------------------------------------
 
 void ZipWriter::Add(const std::string& name, std::span<const uint8_t> data, bool deflate) {

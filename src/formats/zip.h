@@ -33,6 +33,14 @@ Status ExtractZipEntry(std::span<const uint8_t> zip, const ZipEntry& entry, std:
 // For a stored entry, the bytes in place (no copy); InvalidArgument otherwise.
 Result<std::span<const uint8_t>> StoredZipEntryData(std::span<const uint8_t> zip, const ZipEntry& entry);
 
+// Where the entry's (compressed) data starts in the archive, found through its
+// local header; its CRC is not checked. For readers that place a stored entry's
+// bytes elsewhere and check them with ZipCrc32 (pipeline/direct_arrays.h).
+Result<uint64_t> ZipEntryDataOffset(std::span<const uint8_t> zip, const ZipEntry& entry);
+
+// CRC-32 as ZIP stores it, continued from `crc` (0 to start).
+uint32_t ZipCrc32(uint32_t crc, std::span<const uint8_t> bytes);
+
 class ZipWriter {
  public:
   void Add(const std::string& name, std::span<const uint8_t> data, bool deflate);

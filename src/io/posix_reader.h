@@ -15,6 +15,7 @@ class PosixReader : public RandomAccessReader {
   PosixReader(const File* file, uint64_t size) : file_(file), size_(size) {}
 
   Result<size_t> ReadAt(uint64_t offset, std::span<uint8_t> out) const override;
+  Status PReadDetoured(uint64_t offset, std::span<uint8_t> out, std::span<const Detour> detours) const override;
   uint64_t Size() const override { return size_; }
   const std::string& Name() const override { return file_->path(); }
   const File& file() const { return *file_; }

@@ -3,6 +3,7 @@
 
 #include <bit>
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
 
 #include "core/file.h"
@@ -55,6 +56,13 @@ Status RandomAccessReader::PRead(uint64_t offset, std::span<uint8_t> out) const 
     }
     done += got;
   }
+  return Status::Ok();
+}
+
+Status RandomAccessReader::PReadDetoured(uint64_t offset, std::span<uint8_t> out,
+                                         std::span<const Detour> detours) const {
+  STOKER_RETURN_IF_ERROR(PRead(offset, out));
+  for (const Detour& d : detours) std::memcpy(d.dest.data(), out.data() + d.at, d.dest.size());
   return Status::Ok();
 }
 

@@ -45,6 +45,17 @@ class RandomAccessReader {
   // Exactly out.size() bytes at offset; a short read is DataLoss naming the
   // object, offset and how many bytes were there (as File::PRead).
   Status PRead(uint64_t offset, std::span<uint8_t> out) const;
+
+  // As PRead, except that each detour's bytes [d.at, d.at + d.dest.size()) of
+  // the range land in d.dest instead of out (whose bytes there are then
+  // unspecified). Detours are in ascending order and disjoint. A local file
+  // does it in one preadv: the detoured bytes are copied once, from the page
+  // cache to their destination. The default reads all into out, then copies.
+  struct Detour {
+    size_t at = 0;
+    std::span<uint8_t> dest;
+  };
+  virtual Status PReadDetoured(uint64_t offset, std::span<uint8_t> out, std::span<const Detour> detours) const;
 };
 
 struct IoOptions {

@@ -209,7 +209,7 @@ class BatchMonitor {
   const Record& At(int i) const;
 
   MonitorOptions options_;
-  std::vector<Record> ring_;      // capacity options_.window, oldest at head_
+  std::vector<Record> ring_;      // grows to options_.window, oldest at head_
   int head_ = 0, size_ = 0;
   int64_t seen_ = 0;              // batches so far
   int64_t fast_since_slow_ = 0;

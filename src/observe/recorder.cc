@@ -51,6 +51,7 @@ RecorderSnapshot Recorder::Snapshot() const {
   s.pool_wait_s = secs(pool_wait_ns);
   s.consumer_wait_s = secs(consumer_wait_ns);
   s.batches_delivered = batches_delivered.load(std::memory_order_relaxed);
+  s.batches_carried = batches_carried.load(std::memory_order_relaxed);
   s.reads_in_flight = reads_in_flight.load(std::memory_order_relaxed);
   s.decodes_in_flight = decodes_in_flight.load(std::memory_order_relaxed);
   s.decode_queue_depth = decode_queue_depth.load(std::memory_order_relaxed);

@@ -66,6 +66,7 @@ class Recorder {
   std::atomic<uint64_t> pool_wait_ns{0};
   std::atomic<uint64_t> consumer_wait_ns{0};
   std::atomic<uint64_t> batches_delivered{0};
+  std::atomic<uint64_t> batches_carried{0};  // begun before their epoch was asked for (epoch_run.h)
   std::atomic<int64_t> reads_in_flight{0}, decodes_in_flight{0}, decode_queue_depth{0};
   std::atomic<int64_t> batches_ready{0}, batches_in_progress{0};
   std::atomic<int> io_depth{0}, decode_threads{0};

@@ -99,6 +99,7 @@ Result<BatchLayout> MakeBatchLayout(const std::vector<FieldSpec>& fields, int ba
         Result<std::vector<ZipEntry>> entries = ListZip(bytes);
         if (!entries.ok()) return entries.status().WithContext(member_where);
         std::vector<uint8_t> scratch;
+        bool plain = true;  // every array stored and plain: offsets worth predicting
         for (const ZipEntry& e : *entries) {
           if (!e.name.ends_with(".npy")) continue;
           std::string array_where = member_where + ": array '" + e.name + "'";
@@ -109,8 +110,17 @@ Result<BatchLayout> MakeBatchLayout(const std::vector<FieldSpec>& fields, int ba
           std::string name = e.name.substr(0, e.name.size() - 4);
           field.names.push_back(name);
           AddArray(layout, &field, spec.field + "/" + name, info.dtype, info.shape);
+          Result<uint64_t> at = ZipEntryDataOffset(bytes, e);
+          plain = plain && e.method == 0 && at.ok() && IsPlainNpyData(info) &&
+                  info.data_offset + info.nbytes() == e.uncompressed_size;
+          if (plain) field.probe_data_offsets.push_back(*at + info.data_offset);
         }
         if (field.names.empty()) return DataLoss(member_where + ": the npz holds no .npy arrays");
+        if (plain) {
+          field.probe_member_size = bytes.size();
+        } else {
+          field.probe_data_offsets.clear();
+        }
         break;
       }
     }

@@ -32,6 +32,14 @@ struct FieldLayout {
   FieldSpec spec;
   std::vector<size_t> arrays;        // indices into BatchLayout::arrays, in the order of `names`
   std::vector<std::string> names;    // npz: the member arrays, without ".npy"
+  // npz whose arrays the probe stored plainly (no deflate, native order): the
+  // probe member's size and where each array's data began in it, in the order
+  // of `names`. A later member of that size is predicted to hold its arrays at
+  // the same offsets (np.savez lays out equal names and shapes identically), so
+  // the reader can place them straight into their slots (direct_arrays.h).
+  // Empty when any array was deflated or needs conversion.
+  uint64_t probe_member_size = 0;
+  std::vector<uint64_t> probe_data_offsets;
 };
 
 struct BatchLayout {

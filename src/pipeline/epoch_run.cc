@@ -10,13 +10,13 @@
 
 namespace stoker {
 
-EpochRun::EpochRun(const Dataset* data, ShardFiles* files, std::shared_ptr<BufferPool> pool, const EpochPlan* plan,
-                   uint64_t epoch, int64_t first_batch)
+EpochRun::EpochRun(const Dataset* data, ShardFiles* files, std::shared_ptr<BufferPool> pool,
+                   std::shared_ptr<const EpochPlan> plan, uint64_t epoch, int64_t first_batch, PlanMaker next_epoch)
     : data_(data),
       files_(files),
       pool_(std::move(pool)),
-      plan_(plan),
-      epoch_(epoch),
+      next_epoch_(std::move(next_epoch)),
+      first_batch_(first_batch),
       rec_(data->recorder),
       throttle_(data->options.max_read_bytes_per_s),
       next_deliver_(first_batch),
@@ -26,10 +26,25 @@ EpochRun::EpochRun(const Dataset* data, ShardFiles* files, std::shared_ptr<Buffe
                     rec_ ? &rec_->decode_queue.put_wait_ns : nullptr,
                     rec_ ? &rec_->decode_queue.get_wait_ns : nullptr) {
   const LoaderOptions& o = data_->options;
-  const int readers = std::max(1, o.io_depth);
-  const int decoders = data_->tokens ? 0
-                       : o.decode_threads > 0 ? o.decode_threads
-                                              : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  if (!data_->tokens && !data_->shards.empty()) {
+    uint64_t bytes = 0, samples = 0;  // the mean stored sample, for the read-ahead's byte cap
+    for (const ShardIndex& index : data_->indexes) {
+      for (const SampleEntry& e : index.samples) bytes += e.end - e.begin;
+      samples += index.samples.size();
+    }
+    const uint64_t batch_bytes = samples ? bytes / samples * static_cast<uint64_t>(o.batch_size) : 0;
+    read_ahead_ = ReadAheadBatches(o, data_->shards.front(), batch_bytes);
+  }
+  arrays_only_ = !data_->tokens && read_ahead_ == 0 &&
+                 std::all_of(data_->layout.fields.begin(), data_->layout.fields.end(), [](const FieldLayout& f) {
+                   return f.spec.kind == FieldKind::kNpy || f.spec.kind == FieldKind::kNpz;
+                 });
+  const int decode_threads =
+      o.decode_threads > 0 ? o.decode_threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  // Arrays only: readers decode inline (see arrays_only_), so they take the
+  // decode threads' share too and no decoder runs.
+  const int readers = arrays_only_ ? std::max({1, o.io_depth, decode_threads}) : std::max(1, o.io_depth);
+  const int decoders = data_->tokens || arrays_only_ ? 0 : decode_threads;
   if (rec_) {
     rec_->io_depth = readers;
     rec_->decode_threads = decoders;
@@ -37,6 +52,7 @@ EpochRun::EpochRun(const Dataset* data, ShardFiles* files, std::shared_ptr<Buffe
     for (int i = 0; i < readers; ++i) rec_->NameThread(1 + i, "reader " + std::to_string(i));
     for (int i = 0; i < decoders; ++i) rec_->NameThread(1 + readers + i, "decoder " + std::to_string(i));
   }
+  legs_.push_back({std::move(plan), epoch, 0});
   scheduler_ = std::thread([this, first_batch] { Schedule(first_batch); });
   for (int i = 0; i < readers; ++i) readers_.emplace_back([this, i] { ReadLoop(1 + i); });
   for (int i = 0; i < decoders; ++i) decoders_.emplace_back([this, i, readers] { DecodeLoop(1 + readers + i); });
@@ -91,7 +107,8 @@ Result<std::unique_ptr<BatchWork>> EpochRun::NextReady(int wait_ms, std::chrono:
       return std::unique_ptr<BatchWork>();
     }
     if (timeout_ms > 0 && std::chrono::steady_clock::now() - begin > std::chrono::milliseconds(timeout_ms)) {
-      return TimeoutError(next_deliver_, timeout_ms, it == in_flight_.end() ? -1 : it->second->pending.load());
+      return TimeoutError(next_deliver_ - legs_.front().base, timeout_ms,
+                          it == in_flight_.end() ? -1 : it->second->pending.load());
     }
     // The caller holds every buffer and waits for a batch not yet begun:
     // lend one past capacity rather than wait forever.
@@ -115,27 +132,73 @@ Status EpochRun::TimeoutError(int64_t batch, int timeout_ms, int missing) const 
                           " ms: " + what + where + " (storage hung? raise timeout_ms if this is expected)");
 }
 
+std::shared_ptr<const EpochPlan> EpochRun::Continue(uint64_t epoch) {
+  std::unique_lock lock(mu_);
+  if (!next_epoch_) return nullptr;
+  const Leg& cur = legs_.front();
+  if (epoch != cur.epoch + 1 || next_deliver_ != cur.base + cur.plan->info.batches) return nullptr;
+  // Every batch of this epoch was delivered, so all were queued: the scheduler
+  // is planning the next epoch, has published it, or has stopped.
+  ready_.wait(lock, [&] { return cancelled_ || scheduler_done_ || legs_.size() > 1; });
+  if (cancelled_ || legs_.size() < 2) return nullptr;
+  // The epoch delivered in full is forgotten (its plan with it): a run kept
+  // for many epochs holds two plans at most.
+  legs_.erase(legs_.begin());
+  continued_ = true;
+  if (rec_) rec_->batches_carried.fetch_add(in_flight_.size(), std::memory_order_relaxed);
+  ready_.notify_all();  // the scheduler may plan the epoch after
+  return legs_.front().plan;
+}
+
+bool EpochRun::AtStartOf(uint64_t epoch) {
+  std::lock_guard lock(mu_);
+  const Leg& cur = legs_.front();
+  return !cancelled_ && cur.epoch == epoch && next_deliver_ == cur.base && (continued_ || first_batch_ == 0);
+}
+
 void EpochRun::Schedule(int64_t first_batch) {
-  const int64_t batches = plan_->info.batches;
-  // Remote shards: the reads of the next `ahead` batches are queued before
-  // their buffers exist (read_runs.h), so reads in flight are not capped by
-  // the prefetch depth; their bytes wait on the batch until it has a buffer.
-  int64_t ahead = 0;
-  if (!data_->tokens && !data_->shards.empty()) {
-    uint64_t bytes = 0, samples = 0;  // the mean stored sample, for the read-ahead's byte cap
-    for (const ShardIndex& index : data_->indexes) {
-      for (const SampleEntry& e : index.samples) bytes += e.end - e.begin;
-      samples += index.samples.size();
-    }
-    const uint64_t batch_bytes = samples ? bytes / samples * static_cast<uint64_t>(data_->options.batch_size) : 0;
-    ahead = ReadAheadBatches(data_->options, data_->shards.front(), batch_bytes);
+  Leg leg;
+  {
+    std::lock_guard lock(mu_);
+    leg = legs_[0];
   }
+  for (int64_t first = first_batch;; first = 0) {
+    if (!ScheduleLeg(leg, first)) break;
+    // An empty epoch has nothing to prepare ahead (and would plan forever).
+    if (!next_epoch_ || leg.plan->info.batches == 0) break;
+    {
+      // Plan epoch e + 1 only once e is the one delivered: at most one epoch
+      // is prepared ahead (its batches are bounded by the pool regardless).
+      std::unique_lock lock(mu_);
+      ready_.wait(lock, [&] { return cancelled_ || legs_.size() == 1; });
+      if (cancelled_) break;
+    }
+    Result<EpochPlan> next = next_epoch_(leg.epoch + 1);
+    if (!next.ok()) break;  // Continue declines; the loader plans again and reports the error
+    Leg after{std::make_shared<const EpochPlan>(std::move(next).value()), leg.epoch + 1,
+              leg.base + leg.plan->info.batches};
+    {
+      std::lock_guard lock(mu_);
+      if (cancelled_) break;
+      legs_.push_back(after);
+      ready_.notify_all();
+    }
+    leg = std::move(after);
+  }
+  std::lock_guard lock(mu_);
+  scheduler_done_ = true;
+  ready_.notify_all();
+}
+
+bool EpochRun::ScheduleLeg(const Leg& leg, int64_t first_batch) {
+  const int64_t batches = leg.plan->info.batches;
+  // Remote shards: the reads of the next read_ahead_ batches are queued
+  // before their buffers exist (read_runs.h), so reads in flight are not
+  // capped by the prefetch depth; their bytes wait on the batch until it has a buffer.
   int64_t next_read = first_batch;  // the first batch whose reads are not queued yet
   for (int64_t b = first_batch; b < batches; ++b) {
-    if (ahead > 0) {
-      for (; next_read < batches && next_read <= b + ahead; ++next_read)
-        if (!Begin(next_read, nullptr)) return;
-    }
+    for (; read_ahead_ > 0 && next_read < batches && next_read <= b + read_ahead_; ++next_read)
+      if (!Begin(leg, next_read, nullptr)) return false;
     {
       std::lock_guard lock(mu_);
       scheduler_blocked_ = true;
@@ -147,17 +210,17 @@ void EpochRun::Schedule(int64_t first_batch) {
       std::lock_guard lock(mu_);
       scheduler_blocked_ = false;
     }
-    if (!lease) return;
+    if (!lease) return false;
     if (next_read == b) {  // no read-ahead: begin it with its buffer, as before
-      if (!Begin(b, std::move(lease))) return;
+      if (!Begin(leg, b, std::move(lease))) return false;
       next_read = b + 1;
       continue;
     }
     BatchWork* raw;
     {
       std::lock_guard lock(mu_);
-      if (cancelled_) return;
-      raw = in_flight_.at(b).get();  // held there until its lease is counted below
+      if (cancelled_) return false;
+      raw = in_flight_.at(leg.base + b).get();  // held there until its lease is counted below
       raw->leased = true;
     }
     std::vector<DecodeTask> parked;
@@ -168,20 +231,24 @@ void EpochRun::Schedule(int64_t first_batch) {
     }
     for (DecodeTask& t : parked) {
       if (rec_) rec_->decode_queue_depth++;
-      if (!decode_queue_.Push(std::move(t))) return;
+      if (!decode_queue_.Push(std::move(t))) return false;
     }
     Finish(ReadTask{raw, 0, {}, 1}, Status::Ok());  // the lease was the last thing it waited for
   }
+  return true;
 }
 
-bool EpochRun::Begin(int64_t b, std::unique_ptr<BufferPool::Lease> lease) {
+bool EpochRun::Begin(const Leg& leg, int64_t b, std::unique_ptr<BufferPool::Lease> lease) {
+  const EpochPlan& plan = *leg.plan;
   const int bs = data_->options.batch_size;
-  const int64_t total = plan_->info.rank_samples;
+  const int64_t total = plan.info.rank_samples;
   // Token windows are small and cheap: one task per run of slots (~256 KiB of
   // output) keeps queue traffic off the per-sample path.
   const int run = data_->tokens ? std::max(1, (256 << 10) / (data_->tokens->sample_tokens() * 8)) : 1;
   auto work = std::make_unique<BatchWork>();
   work->index = b;
+  work->epoch = leg.epoch;
+  work->plan = &plan;
   work->size = static_cast<int>(std::min<int64_t>(bs, total - b * bs));
   // Without its buffer the batch also waits for that: one more to count down.
   work->pending = work->size + (lease ? 0 : 1);
@@ -196,13 +263,13 @@ bool EpochRun::Begin(int64_t b, std::unique_ptr<BufferPool::Lease> lease) {
   {
     std::lock_guard lock(mu_);
     if (cancelled_) return false;
-    in_flight_[b] = std::move(work);
+    in_flight_[leg.base + b] = std::move(work);
     if (rec_) rec_->batches_in_progress++;
   }
   for (int slot = 0; slot < size;) {
-    const SampleRef head = plan_->At(b * bs + slot);
+    const SampleRef head = plan.At(b * bs + slot);
     const int count = data_->tokens ? std::min(run, size - slot)
-                                    : RunLength(*plan_, data_->indexes, b * bs + slot, size - slot,
+                                    : RunLength(plan, data_->indexes, b * bs + slot, size - slot,
                                                 CoalesceLimit(data_->options, data_->shards[head.shard]));
     if (!read_queue_.Push(ReadTask{raw, slot, head, count})) return false;
     slot += count;
@@ -211,6 +278,9 @@ bool EpochRun::Begin(int64_t b, std::unique_ptr<BufferPool::Lease> lease) {
 }
 
 void EpochRun::ReadLoop(uint32_t thread) {
+  std::unique_ptr<SampleDecoder> inline_decoder;
+  if (arrays_only_) inline_decoder = std::make_unique<SampleDecoder>(&data_->layout);
+  const BatchLayout& layout = data_->layout;
   while (std::optional<ReadTask> task = read_queue_.Pop()) {
     if (data_->tokens) {
       ReadTokens(*task, thread);
@@ -218,41 +288,55 @@ void EpochRun::ReadLoop(uint32_t thread) {
     }
     // A run of task->count samples, consecutive in one shard: one read of
     // their whole byte range (pipeline/read_runs.h).
+    const EpochPlan& plan = *task->batch->plan;
     const int64_t first = task->batch->index * data_->options.batch_size + task->slot;
     const std::vector<SampleEntry>& samples = data_->indexes[task->ref.shard].samples;
     const uint64_t run_begin = samples[task->ref.sample].begin;
-    const uint64_t run_end = samples[plan_->At(first + task->count - 1).sample].end;
-    Bytes bytes = TakeBuffer();
-    bytes->resize(run_end - run_begin);
+    const uint64_t run_end = samples[plan.At(first + task->count - 1).sample].end;
+    Bytes buf = TakeBuffer();
+    buf->bytes.resize(run_end - run_begin);
+    buf->direct.clear();
+    buf->detours.clear();
+    if (task->count == 1 && read_ahead_ == 0) {
+      // A lone sample whose batch has its buffer: array data goes straight
+      // to its slots (direct_arrays.h).
+      PredictDirect(layout, samples[task->ref.sample], &buf->direct);
+      uint8_t* base = task->batch->lease->data();
+      for (const DirectRange& r : buf->direct) {
+        const ArraySlot& a = layout.arrays[r.array];
+        buf->detours.push_back(
+            {r.offset, {base + a.offset + a.sample_bytes * static_cast<size_t>(task->slot), r.size}});
+      }
+    }
     const uint64_t begin = NowNs();
     if (rec_) rec_->reads_in_flight++;
-    if (!throttle_.Acquire(bytes->size())) return;  // cancelled
+    if (!throttle_.Acquire(buf->bytes.size())) return;  // cancelled
     Result<std::shared_ptr<const RandomAccessReader>> file = files_->Get(task->ref.shard);  // a lease: survives eviction
-    Status st = file.ok() ? (*file)->PRead(run_begin, *bytes) : file.status();
+    Status st = file.ok() ? (*file)->PReadDetoured(run_begin, buf->bytes, buf->detours) : file.status();
     if (rec_) {
       const uint64_t end = NowNs();
       rec_->reads_in_flight--;
-      rec_->read.Add(bytes->size(), end - begin);
+      rec_->read.Add(buf->bytes.size(), end - begin);
       rec_->read_latency.Record(end - begin);
       rec_->AddSpan({SpanKind::kRead, thread, begin, end, task->batch->index, task->slot});
     }
     if (!st.ok()) {
       // Every sample of the run fails with the read's error, each named.
       for (int k = 0; k < task->count; ++k) {
-        const SampleRef ref = plan_->At(first + k);
+        const SampleRef ref = plan.At(first + k);
         Finish(ReadTask{task->batch, task->slot + k, ref, 1},
                st.WithContext("sample '" + samples[ref.sample].key + "'"));
       }
-      GiveBuffer(std::move(bytes));
+      GiveBuffer(std::move(buf));
       continue;
     }
-    std::shared_ptr<const Bytes::element_type> run = Share(std::move(bytes));
+    std::shared_ptr<ReadBuffer> run = Share(std::move(buf));
     std::vector<DecodeTask> decodes;
     decodes.reserve(static_cast<size_t>(task->count));
     for (int k = 0; k < task->count; ++k) {
-      const SampleRef ref = plan_->At(first + k);
+      const SampleRef ref = plan.At(first + k);
       const SampleEntry& entry = samples[ref.sample];
-      std::span<const uint8_t> part(run->data() + (entry.begin - run_begin), entry.end - entry.begin);
+      std::span<uint8_t> part(run->bytes.data() + (entry.begin - run_begin), entry.end - entry.begin);
       decodes.push_back(DecodeTask{ReadTask{task->batch, task->slot + k, ref, 1}, run, part});
     }
     run.reset();
@@ -265,6 +349,10 @@ void EpochRun::ReadLoop(uint32_t thread) {
       }
     }
     for (DecodeTask& d : decodes) {
+      if (arrays_only_) {
+        DecodeOne(*inline_decoder, d, thread);
+        continue;
+      }
       if (rec_) rec_->decode_queue_depth++;
       if (!decode_queue_.Push(std::move(d))) return;
     }
@@ -273,33 +361,35 @@ void EpochRun::ReadLoop(uint32_t thread) {
 
 void EpochRun::DecodeLoop(uint32_t thread) {
   SampleDecoder decoder(&data_->layout);
-  const BatchLayout& layout = data_->layout;
   while (std::optional<DecodeTask> task = decode_queue_.Pop()) {
-    const SampleRef& ref = task->read.ref;
-    BatchWork* batch = task->read.batch;
-    const int slot = task->read.slot;
-    const SampleEntry& entry = data_->indexes[ref.shard].samples[ref.sample];
-    uint8_t* base = batch->lease->data();
-    const uint64_t seed = MixSeed(data_->options.seed, epoch_, ref.global);
-    const uint64_t begin = NowNs();
-    if (rec_) {
-      rec_->decode_queue_depth--;
-      rec_->decodes_in_flight++;
-    }
-    Status st = decoder.Decode(data_->shards[ref.shard], entry, task->bytes, base, slot, seed);
-    if (rec_) {
-      const uint64_t end = NowNs();
-      rec_->decodes_in_flight--;
-      rec_->decode.Add(task->bytes.size(), end - begin);
-      rec_->AddSpan({SpanKind::kDecode, thread, begin, end, batch->index, slot});
-    }
-    int64_t global = static_cast<int64_t>(ref.global);
-    const ArraySlot& index = layout.arrays[layout.index_array];
-    std::memcpy(base + index.offset + index.sample_bytes * slot, &global, sizeof(global));
-    if (!batch->keys.empty()) batch->keys[slot] = data_->shards[ref.shard] + ":" + entry.key;
-    task->run.reset();  // the run's last sample returns its buffer
-    Finish(task->read, std::move(st));
+    if (rec_) rec_->decode_queue_depth--;
+    DecodeOne(decoder, *task, thread);
   }
+}
+
+void EpochRun::DecodeOne(SampleDecoder& decoder, DecodeTask& task, uint32_t thread) {
+  const BatchLayout& layout = data_->layout;
+  const SampleRef& ref = task.read.ref;
+  BatchWork* batch = task.read.batch;
+  const int slot = task.read.slot;
+  const SampleEntry& entry = data_->indexes[ref.shard].samples[ref.sample];
+  uint8_t* base = batch->lease->data();
+  const uint64_t seed = MixSeed(data_->options.seed, batch->epoch, ref.global);
+  const uint64_t begin = NowNs();
+  if (rec_) rec_->decodes_in_flight++;
+  Status st = decoder.Decode(data_->shards[ref.shard], entry, task.bytes, base, slot, seed, task.run->direct);
+  if (rec_) {
+    const uint64_t end = NowNs();
+    rec_->decodes_in_flight--;
+    rec_->decode.Add(task.bytes.size(), end - begin);
+    rec_->AddSpan({SpanKind::kDecode, thread, begin, end, batch->index, slot});
+  }
+  int64_t global = static_cast<int64_t>(ref.global);
+  const ArraySlot& index = layout.arrays[layout.index_array];
+  std::memcpy(base + index.offset + index.sample_bytes * slot, &global, sizeof(global));
+  if (!batch->keys.empty()) batch->keys[slot] = data_->shards[ref.shard] + ":" + entry.key;
+  task.run.reset();  // the run's last sample returns its buffer
+  Finish(task.read, std::move(st));
 }
 
 void EpochRun::ReadTokens(const ReadTask& task, uint32_t thread) {
@@ -314,7 +404,7 @@ void EpochRun::ReadTokens(const ReadTask& task, uint32_t thread) {
   Status st;
   for (int k = 0; k < task.count && st.ok(); ++k) {
     const int slot = task.slot + k;
-    const int64_t global = static_cast<int64_t>(plan_->At(task.batch->index * bs + slot).global);
+    const int64_t global = static_cast<int64_t>(task.batch->plan->At(task.batch->index * bs + slot).global);
     // A remote .bin can fail: the run's error names its first sample.
     st = tokens.Fill(global, reinterpret_cast<int64_t*>(base + out.offset + out.sample_bytes * slot));
     if (!st.ok()) st = st.WithContext("token sample " + std::to_string(global));
@@ -346,7 +436,7 @@ void EpochRun::Finish(const ReadTask& task, Status st) {
 
 Bytes EpochRun::TakeBuffer() {
   std::lock_guard lock(buffers_mu_);
-  if (spare_.empty()) return std::make_unique<Bytes::element_type>();
+  if (spare_.empty()) return std::make_unique<ReadBuffer>();
   Bytes b = std::move(spare_.back());
   spare_.pop_back();
   return b;
@@ -357,9 +447,8 @@ void EpochRun::GiveBuffer(Bytes b) {
   spare_.push_back(std::move(b));
 }
 
-std::shared_ptr<const Bytes::element_type> EpochRun::Share(Bytes b) {
-  return std::shared_ptr<const Bytes::element_type>(
-      b.release(), [this](const Bytes::element_type* p) { GiveBuffer(Bytes(const_cast<Bytes::element_type*>(p))); });
+std::shared_ptr<ReadBuffer> EpochRun::Share(Bytes b) {
+  return std::shared_ptr<ReadBuffer>(b.release(), [this](ReadBuffer* p) { GiveBuffer(Bytes(p)); });
 }
 
 }  // namespace stoker

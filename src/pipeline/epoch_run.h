@@ -13,22 +13,35 @@
 // remote shards it queues the reads of read_ahead_batches further batches
 // before their buffers exist: a reader that finishes a run of such a batch
 // parks its decode tasks on it, and the scheduler queues them when it sets
-// the batch's lease (a batch counts its lease as one more thing pending). Readers pread a sample's whole byte range; decoders write
-// each field into the sample's slot and count the batch down; the last one
-// marks it ready. NextReady() hands batches out strictly in plan order, so the
+// the batch's lease (a batch counts its lease as one more thing pending).
+// Readers pread a run's whole byte range (a lone array sample's data straight
+// into its slots: direct_arrays.h); decoders write each field into the
+// sample's slot and count the batch down; the last one marks it ready. NextReady() hands batches out strictly in plan order, so the
 // sample order never depends on thread timing.
+//
+// Epoch boundaries: once the scheduler has queued the last batch of its epoch
+// e, it plans e + 1 (the usual next set_epoch) and goes on with e + 1's
+// batches into the same pool, so the pool's capacity still bounds every batch
+// buffer and the next epoch's first batches are ready when a slow consumer
+// gets there. Continue(e + 1) hands them over once every batch of e was
+// delivered; any other epoch, or a restore, destroys the run and with it the
+// work prepared ahead. Sample order and seeds come from each batch's own plan
+// and epoch, so a carried-over batch is the batch a fresh run would make.
+// Batches are numbered in one sequence across epochs (each epoch's batch b is
+// base + b), so delivery stays strictly in order.
 //
 // Teardown (the destructor) runs in this order: mark cancelled, cancel both
 // queues, the throttle and the pool (every wait wakes), join every thread,
 // then reset the pool. The decode queue is declared after the spare list, so
-// run buffers its tasks still share return to a list that still exists. Buffers still held by the caller return to the pool
-// whenever they are released.
+// run buffers its tasks still share return to a list that still exists.
+// Buffers still held by the caller return to the pool whenever they are released.
 // Thread-safety: NextReady from one consumer thread; the rest is internal.
 #pragma once
 
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -42,7 +55,9 @@
 #include "core/page_allocator.h"
 #include "core/rate_limiter.h"
 #include "observe/recorder.h"
+#include "io/reader.h"
 #include "pipeline/batch_layout.h"
+#include "pipeline/direct_arrays.h"
 #include "pipeline/planner.h"
 #include "pipeline/shard_files.h"
 #include "pipeline/token_source.h"
@@ -56,7 +71,9 @@ struct DecodeTask;
 // A batch being made: its buffer, how many samples are still missing, and the
 // first error among its samples (lowest slot wins, so the error is deterministic).
 struct BatchWork {
-  int64_t index = 0;
+  int64_t index = 0;      // within its epoch
+  uint64_t epoch = 0;     // whose plan and seeds it follows
+  const EpochPlan* plan = nullptr;  // that epoch's; owned by the run or the loader, outlives the batch's tasks
   int size = 0;
   std::unique_ptr<BufferPool::Lease> lease;
   std::vector<std::string> keys;
@@ -95,16 +112,25 @@ struct ReadTask {
   int count = 1;
 };
 
-// Read buffers map their pages directly (see core/page_allocator.h): freed at
-// an epoch's end, they go back to the kernel instead of lingering in arenas.
-using Bytes = std::unique_ptr<std::vector<uint8_t, PageAllocator<uint8_t>>>;
+// A sample's staging buffer, with the array ranges the reader placed straight
+// into their slots instead (pipeline/direct_arrays.h). Its bytes map their
+// pages directly (see core/page_allocator.h): freed at an epoch's end, they go
+// back to the kernel instead of lingering in arenas.
+struct ReadBuffer {
+  std::vector<uint8_t, PageAllocator<uint8_t>> bytes;
+  std::vector<DirectRange> direct;
+  std::vector<RandomAccessReader::Detour> detours;  // the read's, kept for reuse
+};
+using Bytes = std::unique_ptr<ReadBuffer>;
 
 // One sample to decode: its bytes are a part of the run its read fetched; the
 // run's buffer goes back to the spare list when its last sample is decoded.
 struct DecodeTask {
   ReadTask read;  // count 1
-  std::shared_ptr<const Bytes::element_type> run;
-  std::span<const uint8_t> bytes;  // inside *run
+  // Samples of one run own disjoint parts of it: a decode may restore its own
+  // part (RestoreDirect) while another sample of the run decodes.
+  std::shared_ptr<Bytes::element_type> run;
+  std::span<uint8_t> bytes;  // inside run->bytes; run->direct holds a lone sample's direct ranges
 };
 
 // Everything one epoch's threads share with the loader; read-only for them.
@@ -120,11 +146,17 @@ struct Dataset {
   std::shared_ptr<const TokenSource> tokens;
 };
 
+class SampleDecoder;
+
 class EpochRun {
  public:
+  // Plans another epoch (the loader's planner, called on the scheduler thread).
+  using PlanMaker = std::function<Result<EpochPlan>(uint64_t epoch)>;
+
   // Starts the threads at once; delivery begins with `first_batch` of `plan`.
-  EpochRun(const Dataset* data, ShardFiles* files, std::shared_ptr<BufferPool> pool, const EpochPlan* plan,
-           uint64_t epoch, int64_t first_batch);
+  // With `next_epoch` set, each epoch's end carries on into the next (above).
+  EpochRun(const Dataset* data, ShardFiles* files, std::shared_ptr<BufferPool> pool,
+           std::shared_ptr<const EpochPlan> plan, uint64_t epoch, int64_t first_batch, PlanMaker next_epoch = {});
   ~EpochRun();
   EpochRun(const EpochRun&) = delete;
   EpochRun& operator=(const EpochRun&) = delete;
@@ -139,12 +171,34 @@ class EpochRun {
   Result<std::unique_ptr<BatchWork>> NextReady(
       int wait_ms = 0, std::chrono::steady_clock::time_point since = std::chrono::steady_clock::time_point::min());
 
+  // Once every batch of the current epoch was delivered: makes `epoch`, if it
+  // is the one prepared ahead, the current one, delivered from its batch 0,
+  // and returns its plan. nullptr (nothing changed) for any other epoch, an
+  // undelivered batch, no planner, or a plan that failed: the caller then
+  // replaces the run. Waits only for the scheduler to finish planning, which
+  // it does right after queuing the current epoch's last batch.
+  std::shared_ptr<const EpochPlan> Continue(uint64_t epoch);
+  // True while the run delivers `epoch` from its batch 0 and has delivered none.
+  bool AtStartOf(uint64_t epoch);
+
  private:
+  // The epoch being delivered (front) and the one prepared ahead, if any; the
+  // scheduler appends, Continue drops the front. Batch b of a leg is number
+  // leg.base + b in the run's one sequence.
+  struct Leg {
+    std::shared_ptr<const EpochPlan> plan;
+    uint64_t epoch = 0;
+    int64_t base = 0;
+  };
   void Schedule(int64_t first_batch);
-  // Publishes batch b and queues its reads; lease null: read ahead of its
-  // buffer (the scheduler sets it later). False once cancelled.
-  bool Begin(int64_t b, std::unique_ptr<BufferPool::Lease> lease);
+  // Queues one epoch's batches from `first`; false once cancelled.
+  bool ScheduleLeg(const Leg& leg, int64_t first);
+  // Publishes the leg's batch b and queues its reads; lease null: read ahead
+  // of its buffer (the scheduler sets it later). False once cancelled.
+  bool Begin(const Leg& leg, int64_t b, std::unique_ptr<BufferPool::Lease> lease);
   void ReadLoop(uint32_t thread);
+  // Decodes one read sample into its slot and counts it done.
+  void DecodeOne(SampleDecoder& decoder, DecodeTask& task, uint32_t thread);
   void DecodeLoop(uint32_t thread);
   void ReadTokens(const ReadTask& task, uint32_t thread);
   // Counts a sample done (with its error, if any); the last one readies the batch.
@@ -154,16 +208,25 @@ class EpochRun {
   // A run shared by several decode tasks returns through Share's deleter.
   Bytes TakeBuffer();
   void GiveBuffer(Bytes b);
-  std::shared_ptr<const Bytes::element_type> Share(Bytes b);
+  std::shared_ptr<ReadBuffer> Share(Bytes b);
   Status TimeoutError(int64_t batch, int timeout_ms, int missing) const;  // REQUIRES mu_
 
   const Dataset* data_;
   ShardFiles* files_;
   std::shared_ptr<BufferPool> pool_;
-  const EpochPlan* plan_;
-  const uint64_t epoch_;
+  const PlanMaker next_epoch_;
+  const int64_t first_batch_;  // of the first leg
   Recorder* const rec_;  // may be null
   RateLimiter throttle_;
+  // Batches whose reads are queued before their buffers exist (remote
+  // shards; read_runs.h); 0 for local files. Set before the threads start.
+  int64_t read_ahead_ = 0;
+  // Every field is an array (npy/npz) and no read runs ahead of its buffer:
+  // once read straight into its slots a sample needs only its headers
+  // checked, so readers decode it themselves rather than hand it to a decoder
+  // thread (a queue hop and a wake-up per sample cost more than the check).
+  // Set before the threads start.
+  bool arrays_only_ = false;
 
   std::mutex mu_;
   std::condition_variable ready_;
@@ -172,6 +235,9 @@ class EpochRun {
   bool cancelled_ = false;                                    // guarded by mu_
   bool scheduler_blocked_ = false;                            // guarded by mu_
   int64_t granted_for_ = -1;                                  // guarded by mu_
+  std::vector<Leg> legs_;     // guarded by mu_; one or two
+  bool continued_ = false;    // guarded by mu_: the front is an epoch carried over
+  bool scheduler_done_ = false;  // guarded by mu_: the scheduler has returned
 
   std::mutex buffers_mu_;
   std::vector<Bytes> spare_;  // guarded by buffers_mu_

@@ -11,6 +11,7 @@
 
 #include "core/buffer_pool.h"
 #include "core/file.h"
+#include "io/reader.h"
 #include "observe/clock.h"
 #include "pipeline/batch_layout.h"
 #include "pipeline/elastic.h"
@@ -68,10 +69,34 @@ class LoaderImpl : public Loader {
     counts_.reserve(data_.indexes.size());
     for (const ShardIndex& index : data_.indexes) counts_.push_back(static_cast<uint32_t>(index.samples.size()));
     fingerprint_ = DatasetFingerprint(data_);
-    return Plan(0);
+    remote_ = std::any_of(data_.shards.begin(), data_.shards.end(), [](const std::string& s) { return IsRemoteUrl(s); });
+    STOKER_RETURN_IF_ERROR(Plan(0));
+    // The first batch at once: epoch 0's reads begin now, with the index
+    // loaded and the threads started, while the caller sets itself up; a
+    // SetEpoch(0) before the first Next keeps this run. A token loader starts
+    // when asked (at its consumed_samples), and so does one over remote
+    // shards (see remote_ in Start).
+    if (!data_.tokens && !remote_) Start();
+    return Status::Ok();
   }
 
   Status SetEpoch(uint64_t epoch) override {
+    // The run already makes this epoch from its start and nothing of it was
+    // delivered: it is the run a restart would make.
+    if (run_ && !data_.tokens && elastic_.empty() && epoch == epoch_ && next_batch_ == 0 &&
+        run_->AtStartOf(epoch)) {
+      return Status::Ok();
+    }
+    // The run already prepares this epoch (the one after the epoch it just
+    // delivered in full): keep its batches (see epoch_run.h).
+    if (run_ && next_batch_ == plan_->info.batches) {
+      if (std::shared_ptr<const EpochPlan> next = run_->Continue(epoch)) {
+        Adopt(epoch, std::move(next));
+        next_batch_ = 0;
+        waiting_since_.reset();
+        return Status::Ok();
+      }
+    }
     run_.reset();
     STOKER_RETURN_IF_ERROR(Plan(epoch));
     next_batch_ = 0;
@@ -86,7 +111,7 @@ class LoaderImpl : public Loader {
 
   Result<std::shared_ptr<Batch>> NextWithin(int wait_ms, bool* waiting) override {
     *waiting = false;
-    if (next_batch_ >= plan_.info.batches) return std::shared_ptr<Batch>();
+    if (next_batch_ >= plan_->info.batches) return std::shared_ptr<Batch>();
     if (!run_) Start();
     const uint64_t begin = NowNs();
     if (!waiting_since_) waiting_since_ = std::chrono::steady_clock::now();
@@ -105,7 +130,7 @@ class LoaderImpl : public Loader {
     if (!ready.ok()) return ready.status();
     ++next_batch_;
     if (data_.options.on_error == OnError::kSkip) {
-      STOKER_RETURN_IF_ERROR(refill_.Resolve(*work, plan_));  // refills failed slots, keeps the budget
+      STOKER_RETURN_IF_ERROR(refill_.Resolve(*work, *plan_));  // refills failed slots, keeps the budget
     } else if (work->error_slot >= 0) {
       return work->error;
     }
@@ -119,7 +144,7 @@ class LoaderImpl : public Loader {
     return recorder_ ? recorder_->TraceJson() : std::string("{\"traceEvents\":[]}");
   }
 
-  const PlanInfo& plan() const override { return plan_.info; }
+  const PlanInfo& plan() const override { return plan_->info; }
   const LoaderOptions& options() const override { return data_.options; }
 
   std::string State() const override {
@@ -131,7 +156,7 @@ class LoaderImpl : public Loader {
                              {"rank", data_.options.rank},
                              {"world_size", data_.options.world_size},
                              {"batch_size", data_.options.batch_size},
-                             {"dataset_samples", plan_.info.dataset_samples}})
+                             {"dataset_samples", plan_->info.dataset_samples}})
           .dump();
     }
     nlohmann::json j = {{"epoch", epoch_},
@@ -140,7 +165,7 @@ class LoaderImpl : public Loader {
                         {"rank", data_.options.rank},
                         {"world_size", data_.options.world_size},
                         {"batch_size", data_.options.batch_size},
-                        {"dataset_samples", plan_.info.dataset_samples},
+                        {"dataset_samples", plan_->info.dataset_samples},
                         {"dataset", fingerprint_},
                         {"on_error", data_.options.on_error == OnError::kSkip ? "skip" : "raise"},
                         {"skip", refill_.ToJson()}};
@@ -168,7 +193,7 @@ class LoaderImpl : public Loader {
         {"rank", data_.options.rank},
         {"world_size", data_.options.world_size},
         {"batch_size", data_.options.batch_size},
-        {"dataset_samples", plan_.info.dataset_samples}};
+        {"dataset_samples", plan_->info.dataset_samples}};
     for (const auto& [key, mine] : must_match) {
       if (elastic && (std::string_view(key) == "rank" || std::string_view(key) == "world_size")) continue;
       STOKER_ASSIGN_OR_RETURN(int64_t theirs, field(key));
@@ -210,10 +235,12 @@ class LoaderImpl : public Loader {
       next = 0;
     }
     if (!stages.empty()) {
-      STOKER_ASSIGN_OR_RETURN(plan_, PlanRemaining(counts_, data_.options, static_cast<uint64_t>(epoch), stages));
+      STOKER_ASSIGN_OR_RETURN(EpochPlan remaining,
+                              PlanRemaining(counts_, data_.options, static_cast<uint64_t>(epoch), stages));
+      plan_ = std::make_shared<const EpochPlan>(std::move(remaining));
       elastic_ = std::move(stages);
     }
-    if (next < 0 || next > plan_.info.batches) return InvalidArgument("loader state next_batch is out of range");
+    if (next < 0 || next > plan_->info.batches) return InvalidArgument("loader state next_batch is out of range");
     // The skip log names slots of the old ranks' batches: it does not carry across world sizes.
     if (j.contains("skip") && !elastic) STOKER_RETURN_IF_ERROR(refill_.FromJson(j["skip"]));
     next_batch_ = next;
@@ -244,20 +271,34 @@ class LoaderImpl : public Loader {
     if (data_.tokens) {
       // One pass over the token dataset's samples (megatron's epochs are
       // inside its indices); a new epoch starts again at consumed_samples.
-      STOKER_ASSIGN_OR_RETURN(plan_, PlanTokenRun(data_.tokens->size(), token_consumed_, data_.options));
+      STOKER_ASSIGN_OR_RETURN(EpochPlan plan, PlanTokenRun(data_.tokens->size(), token_consumed_, data_.options));
+      plan_ = std::make_shared<const EpochPlan>(std::move(plan));
       epoch_ = epoch;
       return Status::Ok();
     }
-    STOKER_ASSIGN_OR_RETURN(plan_, PlanEpoch(counts_, data_.options, epoch));
+    STOKER_ASSIGN_OR_RETURN(EpochPlan plan, PlanEpoch(counts_, data_.options, epoch));
+    Adopt(epoch, std::make_shared<const EpochPlan>(std::move(plan)));
+    return Status::Ok();
+  }
+  // A shard loader's new epoch with its plan (planned here, or by the run ahead).
+  void Adopt(uint64_t epoch, std::shared_ptr<const EpochPlan> plan) {
+    plan_ = std::move(plan);
     elastic_.clear();
     epoch_ = epoch;
     refill_.StartEpoch(epoch);
-    return Status::Ok();
   }
   void Start() {
     waiting_since_.reset();
-    if (next_batch_ < plan_.info.batches) {
-      run_ = std::make_unique<EpochRun>(&data_, &files_, pool_, &plan_, epoch_, next_batch_);
+    if (next_batch_ < plan_->info.batches) {
+      // Shard loaders prepare the next epoch's first batches as this one ends
+      // (the planner is pure and its inputs fixed, so the run may call it).
+      // A token run's next epoch is the same run again: not carried over.
+      // Nor over remote shards: a read in flight finishes its retries before
+      // the run can stop, so work prepared ahead would hold up a loader
+      // closed after its last epoch for as long as the store misbehaves.
+      EpochRun::PlanMaker next;
+      if (!data_.tokens && !remote_) next = [this](uint64_t epoch) { return PlanEpoch(counts_, data_.options, epoch); };
+      run_ = std::make_unique<EpochRun>(&data_, &files_, pool_, plan_, epoch_, next_batch_, std::move(next));
     }
   }
 
@@ -272,10 +313,11 @@ class LoaderImpl : public Loader {
   std::shared_ptr<BufferPool> pool_;
   std::unique_ptr<Recorder> recorder_;  // outlives run_, whose threads record into it
   std::vector<uint32_t> counts_;
-  EpochPlan plan_;
+  std::shared_ptr<const EpochPlan> plan_;  // shared with the run, which may have planned it
   uint64_t epoch_ = 0;
   int64_t next_batch_ = 0;
   int64_t token_consumed_ = 0;  // token runs: the plan starts at this global sample
+  bool remote_ = false;  // some shard is read over HTTP/S3: no early start, no carry-over (see Start)
   std::vector<ElasticStage> elastic_;  // non-empty: this epoch resumed across world sizes
   std::unique_ptr<EpochRun> run_;  // last member: torn down first
 };

@@ -69,8 +69,9 @@ uint8_t* SampleDecoder::SlotOf(uint8_t* batch_buffer, size_t array, int slot) co
   return batch_buffer + a.offset + a.sample_bytes * static_cast<size_t>(slot);
 }
 
-Status SampleDecoder::Decode(const std::string& shard, const SampleEntry& entry, std::span<const uint8_t> bytes,
-                             uint8_t* batch_buffer, int slot, uint64_t sample_seed) {
+Status SampleDecoder::Decode(const std::string& shard, const SampleEntry& entry, std::span<uint8_t> bytes,
+                             uint8_t* batch_buffer, int slot, uint64_t sample_seed,
+                             std::span<const DirectRange> direct) {
   for (size_t f = 0; f < layout_->fields.size(); ++f) {
     const FieldLayout& field = layout_->fields[f];
     const MemberRef* member = entry.Find(field.spec.field);
@@ -84,6 +85,17 @@ Status SampleDecoder::Decode(const std::string& shard, const SampleEntry& entry,
         member->inline_data.empty()
             ? bytes.subspan(member->offset - entry.begin, member->size)
             : std::span(reinterpret_cast<const uint8_t*>(member->inline_data.data()), member->inline_data.size());
+    // This field's direct ranges: adjacent in `direct`, which is in offset
+    // order, since each field's ranges lie inside its own member.
+    size_t first = 0;
+    while (first < direct.size() && direct[first].field != f) ++first;
+    size_t count = 0;
+    while (first + count < direct.size() && direct[first + count].field == f) ++count;
+    if (count > 0) {
+      const std::span<const DirectRange> mine = direct.subspan(first, count);
+      if (VerifyDirect(*layout_, field, data, member->offset - entry.begin, mine, batch_buffer, slot)) continue;
+      RestoreDirect(*layout_, mine, batch_buffer, slot, bytes);
+    }
     Status st = DecodeField(field, *member, data, batch_buffer, slot, MixSeed(sample_seed, f));
     if (!st.ok()) {
       return st.WithContext(shard + ": member '" + member->name + "' at offset " + std::to_string(member->offset));

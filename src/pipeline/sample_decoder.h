@@ -14,6 +14,7 @@
 #include "codecs/image_decoder.h"
 #include "formats/sample_index.h"
 #include "pipeline/batch_layout.h"
+#include "pipeline/direct_arrays.h"
 
 namespace stoker {
 
@@ -21,9 +22,12 @@ class SampleDecoder {
  public:
   explicit SampleDecoder(const BatchLayout* layout) : layout_(layout) {}
 
-  // `bytes` holds the sample's [entry.begin, entry.end) range of `shard`.
-  Status Decode(const std::string& shard, const SampleEntry& entry, std::span<const uint8_t> bytes,
-                uint8_t* batch_buffer, int slot, uint64_t sample_seed);
+  // `bytes` holds the sample's [entry.begin, entry.end) range of `shard`,
+  // except `direct`: ranges the reader placed in their slots instead (see
+  // direct_arrays.h). A field whose ranges verify needs no decode; one whose
+  // do not gets its bytes back into `bytes` and decodes as usual.
+  Status Decode(const std::string& shard, const SampleEntry& entry, std::span<uint8_t> bytes,
+                uint8_t* batch_buffer, int slot, uint64_t sample_seed, std::span<const DirectRange> direct = {});
 
  private:
   Status DecodeField(const FieldLayout& field, const MemberRef& member, std::span<const uint8_t> data,

@@ -51,6 +51,7 @@ nb::dict StatsToPython(const RecorderSnapshot& s) {
   d["pool_wait_s"] = s.pool_wait_s;
   d["consumer_wait_s"] = s.consumer_wait_s;
   d["batches_delivered"] = s.batches_delivered;
+  d["batches_carried"] = s.batches_carried;
   d["reads_in_flight"] = s.reads_in_flight;
   d["decodes_in_flight"] = s.decodes_in_flight;
   d["decode_queue_depth"] = s.decode_queue_depth;

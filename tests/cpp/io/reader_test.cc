@@ -115,5 +115,49 @@ TEST(ReaderTest, UnreachableServerFailsWithUrlAttemptsAndElapsed) {
   EXPECT_NE(m.find(" s;"), std::string::npos) << m;
 }
 
+// Detoured reads: the detours' bytes land in their destinations, the rest in
+// out, from one preadv (local) and from the default read-then-copy path alike.
+class CopyingReader : public RandomAccessReader {
+ public:
+  explicit CopyingReader(const RandomAccessReader* inner) : inner_(inner) {}
+  Result<size_t> ReadAt(uint64_t offset, std::span<uint8_t> out) const override { return inner_->ReadAt(offset, out); }
+  uint64_t Size() const override { return inner_->Size(); }
+  const std::string& Name() const override { return inner_->Name(); }
+
+ private:
+  const RandomAccessReader* inner_;
+};
+
+TEST(PosixReaderTest, DetouredReadPlacesEachPieceOnce) {
+  const std::string path = ::testing::TempDir() + "/detour.bin";
+  std::vector<uint8_t> content(100000);
+  for (size_t i = 0; i < content.size(); ++i) content[i] = static_cast<uint8_t>(i * 7 + i / 251);
+  {
+    auto f = File::OpenWrite(path);
+    ASSERT_TRUE(f.ok());
+    ASSERT_TRUE(f->Write(content).ok());
+  }
+  auto posix = PosixReader::Open(path);
+  ASSERT_TRUE(posix.ok());
+  CopyingReader copying(posix->get());
+  for (const RandomAccessReader* r : {static_cast<const RandomAccessReader*>(posix->get()),
+                                      static_cast<const RandomAccessReader*>(&copying)}) {
+    const uint64_t offset = 1234;
+    std::vector<uint8_t> out(60000, 0), a(5000, 0), b(30000, 0);
+    // One detour at the very start, one in the middle; the gap between them and the tail go to out.
+    std::vector<RandomAccessReader::Detour> detours = {{0, a}, {20000, b}};
+    ASSERT_TRUE(r->PReadDetoured(offset, out, detours).ok());
+    EXPECT_TRUE(std::equal(a.begin(), a.end(), content.begin() + offset));
+    EXPECT_TRUE(std::equal(b.begin(), b.end(), content.begin() + offset + 20000));
+    EXPECT_TRUE(std::equal(out.begin() + 5000, out.begin() + 20000, content.begin() + offset + 5000));
+    EXPECT_TRUE(std::equal(out.begin() + 50000, out.end(), content.begin() + offset + 50000));
+    // Past the end: a short read is an error, as PRead's.
+    std::vector<uint8_t> big(200000);
+    std::vector<RandomAccessReader::Detour> one = {{10, std::span<uint8_t>(a)}};
+    EXPECT_FALSE(r->PReadDetoured(0, big, one).ok());
+  }
+  std::remove(path.c_str());
+}
+
 }  // namespace
 }  // namespace stoker
