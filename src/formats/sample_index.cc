@@ -66,6 +66,23 @@ bool IsUtf8(std::string_view s) {
   return true;
 }
 
+// A compressed shard whose stream broke: the codec's fault, and the tar member
+// it cuts (the scan of the decoded prefix stops there) or, when it falls
+// between members, how far the tar got.
+Status DamagedShard(const RandomAccessReader& file, const Status& damage) {
+  Result<std::vector<TarMember>> prefix = ScanTar(file, file.Size());
+  std::string where;
+  if (!prefix.ok()) {
+    where = "; the damage cuts the tar here: " + prefix.status().message();
+  } else if (!prefix->empty()) {
+    // Not "the damaged member": a checksum found at the end may blame any byte before it.
+    const TarMember& m = prefix->back();
+    where = "; the tar decoded before it holds " + std::to_string(prefix->size()) + " members, the last '" + m.name +
+            "' at offset " + std::to_string(m.header_offset);
+  }
+  return DataLoss(damage.message() + where);
+}
+
 }  // namespace
 
 Result<KeyRule> ParseKeyRule(std::string_view name) {
@@ -242,17 +259,20 @@ Result<ShardIndex> ReadShardIndex(const std::string& index_path) {
 Result<ShardIndex> LoadOrBuildShardIndex(const std::string& shard_path, KeyRule rule) {
   STOKER_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessReader> file, OpenReader(shard_path));
   const uint64_t size = file->Size();
-  // Compressed shards are not read (yet): say so instead of "bad tar header".
+  // gzip is decompressed by the reader itself (io/gzip_reader.h); zstd is not
+  // read (yet): say so instead of "bad tar header".
   uint8_t magic[4] = {};
-  if (size >= 4 && file->ReadAt(0, magic).ok()) {
+  if (!file->Compression() && size >= 4 && file->ReadAt(0, magic).ok()) {
     const bool gz = magic[0] == 0x1f && magic[1] == 0x8b;
     const bool zst = magic[0] == 0x28 && magic[1] == 0xb5 && magic[2] == 0x2f && magic[3] == 0xfd;
     if (gz || zst) {
       return FailedPrecondition(shard_path + " is " + (gz ? "gzip" : "zstd") +
-                                "-compressed; stoker reads uncompressed tar shards: decompress it (" +
-                                (gz ? "gunzip" : "zstd -d") + ") or repack with `stoker pack`");
+                                "-compressed and its name does not say so (stoker reads a remote gzip shard named " +
+                                "*.gz or *.tgz, and no zstd yet): decompress it (" + (gz ? "gunzip" : "zstd -d") +
+                                ") or repack with `stoker pack`");
     }
   }
+  if (Status damage = file->Damage(); !damage.ok()) return DamagedShard(*file, damage);
   const std::string index_path = IndexPathFor(shard_path);
   Result<ShardIndex> sidecar = ReadShardIndex(index_path);
   if (sidecar.ok()) {
