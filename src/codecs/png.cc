@@ -1,10 +1,13 @@
-// codecs/png.cc — PNG decode with libspng (see header).
+// codecs/png.cc — PNG decode with libspng (see header); the common 8-bit
+// kinds go through codecs/png_fast.h first, libspng takes the rest and errors.
 // libspng's SPNG_FMT_RGB8 does palette expansion, gray replication and
 // alpha stripping like Pillow for 8-bit and lower depths; 16-bit images are
 // decoded in their own format (host-endian) and reduced here, because
 // Pillow's rules for them (high byte; gray clipped) are its own.
 // Thread-safety: stateless.
 #include "codecs/png.h"
+
+#include "codecs/png_fast.h"
 
 #include <spng.h>
 
@@ -29,6 +32,7 @@ constexpr uint64_t kMaxPixels = uint64_t{1} << 28;
 }  // namespace
 
 Status DecodePngRgb(std::span<const uint8_t> png, std::vector<uint8_t>& rgb, int* width, int* height) {
+  if (DecodePngRgbFast(png, rgb, width, height)) return Status::Ok();  // 8-bit kinds, libdeflate
   std::unique_ptr<spng_ctx, CtxFree> ctx(spng_ctx_new(0));
   if (!ctx) return Internal("spng_ctx_new failed");
   spng_ctx* c = ctx.get();
