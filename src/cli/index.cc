@@ -7,6 +7,7 @@
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "formats/sample_index.h"
+#include "io/reader.h"
 #include "formats/tar.h"
 
 namespace stoker::cli {
@@ -17,8 +18,9 @@ Status IndexShard(const std::string& path, const std::string& rule_name, bool qu
   ShardIndex index;
   index.shard_path = path;
   STOKER_ASSIGN_OR_RETURN(index.samples, GroupWithRule(members, rule_name, path, &index.key_rule));
-  STOKER_ASSIGN_OR_RETURN(File file, File::OpenRead(path));
-  STOKER_ASSIGN_OR_RETURN(index.shard_size, file.Size());
+  // The size the loader compares with: a .tar.gz's uncompressed size.
+  STOKER_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessReader> file, OpenReader(path));
+  index.shard_size = file->Size();
   STOKER_RETURN_IF_ERROR(WriteIndexAtomically(index));
   if (!quiet) {
     std::printf("%s: %zu samples, key rule %s\n", IndexPathFor(path).c_str(), index.samples.size(),

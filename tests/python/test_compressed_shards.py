@@ -137,3 +137,32 @@ def test_gz_crc_mismatch_is_an_error(shards, tmp_path):
     bad.write_bytes(bytes(data))
     with pytest.raises(stoker.StokerError, match="incorrect data check"):
         stoker.Loader(str(bad), FIELDS, batch_size=2)
+
+
+def test_cli_inspect_index_and_bench_read_gz(shards):
+    """inspect lists the .tar.gz's members as the .tar's (uncompressed offsets),
+    infers its fields; index writes a sidecar the loader accepts; bench runs."""
+    import subprocess
+
+    from conftest import stoker_bin
+
+    exe = stoker_bin()
+    if exe is None:
+        pytest.skip("no stoker command built")
+
+    def cli(*args):
+        return subprocess.run([exe, *map(str, args)], capture_output=True, text=True, check=True, timeout=120)
+
+    tar = json.loads(cli("inspect", shards["tar"][0], "--json", "-n", 100).stdout)
+    gz = json.loads(cli("inspect", shards["gz"][0], "--json", "-n", 100).stdout)
+    assert gz.pop("compression") == "gzip" and tar.pop("compression") == "none"
+    tar.pop("shard"), gz.pop("shard")
+    assert gz == tar
+    assert "inferred  -f img:image:224" in cli("inspect", shards["gz2"][0]).stdout
+    cli("index", shards["gz"][1])
+    idx = json.loads(Path(shards["gz"][1] + ".idx").read_text())
+    assert idx["shard_size"] == Path(shards["tar"][1]).stat().st_size  # the uncompressed size the reader reports
+    _, rows = _epoch([shards["gz"][1]])  # through the sidecar
+    assert len(rows) == 48
+    out = json.loads(cli("bench", *shards["gz"], "-f", "img:image:64", "--batch-size", 8, "--epochs", 1, "--json").stdout)
+    assert out["dataset_samples"] == 96
