@@ -259,17 +259,17 @@ Result<ShardIndex> ReadShardIndex(const std::string& index_path) {
 Result<ShardIndex> LoadOrBuildShardIndex(const std::string& shard_path, KeyRule rule) {
   STOKER_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessReader> file, OpenReader(shard_path));
   const uint64_t size = file->Size();
-  // gzip is decompressed by the reader itself (io/gzip_reader.h); zstd is not
-  // read (yet): say so instead of "bad tar header".
+  // gzip and zstd are decompressed by the reader itself (io/reader.h); a
+  // remote one whose name does not say so is not sniffed: say so instead of
+  // "bad tar header".
   uint8_t magic[4] = {};
   if (!file->Compression() && size >= 4 && file->ReadAt(0, magic).ok()) {
     const bool gz = magic[0] == 0x1f && magic[1] == 0x8b;
     const bool zst = magic[0] == 0x28 && magic[1] == 0xb5 && magic[2] == 0x2f && magic[3] == 0xfd;
     if (gz || zst) {
       return FailedPrecondition(shard_path + " is " + (gz ? "gzip" : "zstd") +
-                                "-compressed and its name does not say so (stoker reads a remote gzip shard named " +
-                                "*.gz or *.tgz, and no zstd yet): decompress it (" + (gz ? "gunzip" : "zstd -d") +
-                                ") or repack with `stoker pack`");
+                                "-compressed but its name does not say so: a remote shard is read compressed when " +
+                                "named *.gz, *.tgz or *.zst; rename it, decompress it, or repack with `stoker pack`");
     }
   }
   if (Status damage = file->Damage(); !damage.ok()) return DamagedShard(*file, damage);

@@ -8,6 +8,7 @@
 #include "core/file.h"
 #include "io/cache_reader.h"
 #include "io/gzip_reader.h"
+#include "io/zstd_reader.h"
 #include "io/http_reader.h"
 #include "io/posix_reader.h"
 #include "io/s3.h"
@@ -100,11 +101,12 @@ Result<std::unique_ptr<RandomAccessReader>> OpenReader(const std::string& url) {
   }
   // By content for a local file (one pread); a remote object only when its
   // name says so, since the check would cost a round trip per open.
-  const bool maybe_gz = !r->remote() || url.ends_with(".gz") || url.ends_with(".tgz");
-  uint8_t magic[2] = {};
-  if (maybe_gz && r->Size() >= 2) {
+  const bool maybe = !r->remote() || url.ends_with(".gz") || url.ends_with(".tgz") || url.ends_with(".zst");
+  uint8_t magic[4] = {};
+  if (maybe && r->Size() >= 4) {
     STOKER_RETURN_IF_ERROR(r->PRead(0, magic));
-    if (IsGzipMagic(magic, 2)) return OpenGzipReader(std::move(r));
+    if (IsGzipMagic(magic, 4)) return OpenGzipReader(std::move(r));
+    if (IsZstdMagic(magic, 4)) return OpenZstdReader(std::move(r));
   }
   return r;
 }

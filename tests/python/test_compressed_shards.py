@@ -1,5 +1,5 @@
-"""Gzipped shards (.tar.gz): read in place through io/gzip_reader's access
-points. Shuffled reads jump across many points and must give the same
+"""Compressed shards (.tar.gz, .tar.zst): read in place through
+io/gzip_reader's access points and io/zstd_reader's frame starts. Shuffled reads jump across many points and must give the same
 samples, in the same order, as the uncompressed shard; pixels equal Pillow's
 and strings what webdataset yields from the .tar.gz itself; a truncated or
 corrupt stream fails at construction naming the file, the offsets and the
@@ -10,6 +10,8 @@ from __future__ import annotations
 import gzip
 import io
 import json
+import shutil
+import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -24,13 +26,17 @@ SIDE = 160  # noise images: ~60 KB each, so a shard spans several 1 MiB access p
 @pytest.fixture(scope="module")
 def shards(tmp_path_factory) -> dict:
     """Two TarWriter shards of noise PNG/WebP + caption + metadata, each as
-    .tar, as .tar.gz (one gzip member) and as .tar.gz of two members split
-    inside a sample (as `cat a.gz b.gz` or pigz -i would make)."""
+    .tar, as .tar.gz (one gzip member), as .tar.gz of two members split
+    inside a sample (as `cat a.gz b.gz` or pigz -i would make), and as
+    .tar.zst in one frame and in many."""
     import webdataset as wds
+
+    if shutil.which("zstd") is None:
+        pytest.skip("the zstd command (Debian package zstd) writes the .tar.zst inputs")
 
     rng = np.random.default_rng(11)
     d = tmp_path_factory.mktemp("gz")
-    out = {"tar": [], "gz": [], "gz2": [], "samples": {}}
+    out = {"tar": [], "gz": [], "gz2": [], "zst": [], "zst_frames": [], "samples": {}}
     for s in range(2):
         tar = d / f"noise-{s:06d}.tar"
         with wds.TarWriter(str(tar)) as sink:
@@ -51,9 +57,19 @@ def shards(tmp_path_factory) -> dict:
         gz2.parent.mkdir(exist_ok=True)
         cut = len(raw) // 2 + 777
         gz2.write_bytes(gzip.compress(raw[:cut], compresslevel=1) + gzip.compress(raw[cut:], compresslevel=9))
+        # zstd by its own command: one frame; and 256 KiB chunks as frames of their own.
+        zst = d / f"noise-{s:06d}.tar.zst"
+        zst.write_bytes(subprocess.run(["zstd", "-q", "-c", "-3", str(tar)], capture_output=True, check=True).stdout)
+        frames = d / "frames" / f"noise-{s:06d}.tar.zst"
+        frames.parent.mkdir(exist_ok=True)
+        frames.write_bytes(b"".join(subprocess.run(["zstd", "-q", "-c"], input=raw[i:i + (256 << 10)],
+                                                   capture_output=True, check=True).stdout
+                                    for i in range(0, len(raw), 256 << 10)))
         out["tar"].append(str(tar))
         out["gz"].append(str(gz))
         out["gz2"].append(str(gz2))
+        out["zst"].append(str(zst))
+        out["zst_frames"].append(str(frames))
     assert len(raw) > 2 << 20  # three access points or more per shard
     return out
 
@@ -72,7 +88,7 @@ def _epoch(paths, **kw):
     return keys, rows
 
 
-@pytest.mark.parametrize("kind", ["gz", "gz2"])
+@pytest.mark.parametrize("kind", ["gz", "gz2", "zst", "zst_frames"])
 def test_shuffled_gz_equals_tar_and_pillow(shards, kind):
     tar_keys, tar_rows = _epoch(shards["tar"], shuffle=True, seed=3, decode_threads=2)
     keys, rows = _epoch(shards[kind], shuffle=True, seed=3, decode_threads=2)
@@ -166,3 +182,13 @@ def test_cli_inspect_index_and_bench_read_gz(shards):
     assert len(rows) == 48
     out = json.loads(cli("bench", *shards["gz"], "-f", "img:image:64", "--batch-size", 8, "--epochs", 1, "--json").stdout)
     assert out["dataset_samples"] == 96
+
+
+def test_truncated_zst_names_file_offset_and_member(shards, tmp_path):
+    data = Path(shards["zst"][0]).read_bytes()
+    bad = tmp_path / "cut-000000.tar.zst"
+    bad.write_bytes(data[: len(data) // 2])
+    with pytest.raises(stoker.StokerError) as e:
+        stoker.Loader(str(bad), FIELDS, batch_size=2)
+    msg = str(e.value)
+    assert "cut-000000.tar.zst: zstd stream truncated" in msg and "member 's0-" in msg, msg
