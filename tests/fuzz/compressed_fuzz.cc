@@ -1,7 +1,8 @@
-// tests/fuzz/gzip_fuzz.cc — the gzip reader (io/gzip_reader.h) on any bytes:
-// building the access table over a damaged stream must not crash, and what it
-// accepts must read back the same whether read whole or from access points in
-// pieces; then the tar scan over the decompressed bytes.
+// tests/fuzz/compressed_fuzz.cc — the gzip and zstd readers (io/gzip_reader.h,
+// io/zstd_reader.h) on any bytes: building the restart table over a damaged
+// stream must not crash, and what it accepts must read back the same whether
+// read whole or from restart points in pieces; then the tar scan over the
+// decompressed bytes.
 #include <cstdint>
 #include <cstring>
 #include <vector>
@@ -10,13 +11,16 @@
 #include "fuzz_input.h"
 #include "io/gzip_reader.h"
 #include "io/posix_reader.h"
+#include "io/zstd_reader.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  if (!stoker::IsGzipMagic(data, size)) return 0;
+  const bool gz = stoker::IsGzipMagic(data, size), zst = stoker::IsZstdMagic(data, size);
+  if (!gz && !zst) return 0;
   stoker::fuzz::MemFile mem(data, size);
   auto raw = stoker::PosixReader::Open(mem.path());
   if (!raw.ok()) return 0;
-  auto reader = stoker::OpenGzipReader(std::move(raw).value(), /*span=*/4096);
+  auto reader = gz ? stoker::OpenGzipReader(std::move(raw).value(), /*span=*/4096)
+                   : stoker::OpenZstdReader(std::move(raw).value());
   if (!reader.ok()) return 0;
   const stoker::RandomAccessReader& r = **reader;
   const uint64_t n = r.Size();
