@@ -223,6 +223,7 @@ struct Cursor {
   uint64_t out = 0;
   bool raw_mode = true;   // a raw deflate stream (started at a point), else gzip framing
   bool member_end = false;  // inflate reached the end of a member
+  bool broken = false;      // inflate met the stream's fault: not reusable
 };
 
 class GzipReader : public RandomAccessReader {
@@ -289,6 +290,7 @@ class GzipReader : public RandomAccessReader {
   }
 
   void GiveBack(std::unique_ptr<Cursor> c) const {
+    if (c->broken) return;
     std::lock_guard lock(mu_);
     if (cursors_.size() >= kMaxCursors) cursors_.erase(cursors_.begin());  // the oldest goes
     cursors_.push_back(std::move(c));
@@ -348,6 +350,10 @@ class GzipReader : public RandomAccessReader {
         continue;
       }
       if (ret != Z_OK && ret != Z_BUF_ERROR) {
+        // A damaged stream's Size() ends where the table pass met the fault;
+        // zlib may report it in the call that writes the last good byte.
+        c.broken = true;
+        if (s.avail_out == 0) break;
         return DataLoss(Name() + ": gzip data corrupt near uncompressed offset " + std::to_string(c.out) + " (" +
                         ZMessage(s, "inflate failed") + "); the file changed since it was opened?");
       }

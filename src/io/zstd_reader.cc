@@ -116,6 +116,7 @@ struct Cursor {
   ZSTD_inBuffer ib{nullptr, 0, 0};
   uint64_t read_off = 0;
   uint64_t out = 0;
+  bool broken = false;  // met the stream's fault: not reusable
 };
 
 class ZstdReader : public RandomAccessReader {
@@ -171,6 +172,7 @@ class ZstdReader : public RandomAccessReader {
   }
 
   void GiveBack(std::unique_ptr<Cursor> c) const {
+    if (c->broken) return;
     std::lock_guard lock(mu_);
     if (cursors_.size() >= kMaxCursors) cursors_.erase(cursors_.begin());
     cursors_.push_back(std::move(c));
@@ -198,6 +200,8 @@ class ZstdReader : public RandomAccessReader {
       const size_t ret = ZSTD_decompressStream(c.dctx.get(), &ob, &c.ib);
       c.out += ob.pos - before;
       if (ZSTD_isError(ret)) {
+        c.broken = true;  // as in gzip_reader.cc: the fault may come with the last good byte
+        if (ob.pos == ob.size) break;
         return DataLoss(Name() + ": zstd data corrupt near uncompressed offset " + std::to_string(c.out) + " (" +
                         ZSTD_getErrorName(ret) + "); the file changed since it was opened?");
       }
