@@ -341,10 +341,13 @@ class GzipReader : public RandomAccessReader {
         c.raw_mode = false;
         c.member_end = false;
       }
-      if (s.avail_in == 0) STOKER_RETURN_IF_ERROR(Refill(c));
+      // At the end of the input zlib may still hold output (the rest of a
+      // match, of a stored block): inflate with no input before giving up.
+      Status refill = s.avail_in == 0 ? Refill(c) : Status::Ok();
       const uInt before = s.avail_out;
       const int ret = inflate(&s, Z_NO_FLUSH);
       c.out += before - s.avail_out;
+      if (!refill.ok() && s.avail_out == before) return refill;
       if (ret == Z_STREAM_END) {
         c.member_end = true;
         continue;

@@ -182,6 +182,9 @@ class ZstdReader : public RandomAccessReader {
   Status Decompress(Cursor& c, uint8_t* dst, size_t n) const {
     ZSTD_outBuffer ob{dst, n, 0};
     while (ob.pos < ob.size) {
+      // At the end of the input the decoder may still hold output: call it
+      // with no input before giving up.
+      Status refill = Status::Ok();
       if (c.ib.pos == c.ib.size) {
         const uint64_t csize = raw_->Size();
         const size_t want = static_cast<size_t>(std::min<uint64_t>(c.in.size(), csize > c.read_off ? csize - c.read_off : 0));
@@ -190,15 +193,17 @@ class ZstdReader : public RandomAccessReader {
           STOKER_ASSIGN_OR_RETURN(got, raw_->ReadAt(c.read_off, {c.in.data(), want}));
         }
         if (got == 0) {
-          return DataLoss(Name() + ": zstd stream ends at compressed offset " + std::to_string(c.read_off) +
-                          " (uncompressed offset " + std::to_string(c.out) + "); the file changed since it was opened?");
+          refill = DataLoss(Name() + ": zstd stream ends at compressed offset " + std::to_string(c.read_off) +
+                            " (uncompressed offset " + std::to_string(c.out) + "); the file changed since it was opened?");
+        } else {
+          c.ib = {c.in.data(), got, 0};
+          c.read_off += got;
         }
-        c.ib = {c.in.data(), got, 0};
-        c.read_off += got;
       }
       const size_t before = ob.pos;
       const size_t ret = ZSTD_decompressStream(c.dctx.get(), &ob, &c.ib);
       c.out += ob.pos - before;
+      if (!refill.ok() && ob.pos == before && !ZSTD_isError(ret)) return refill;
       if (ZSTD_isError(ret)) {
         c.broken = true;  // as in gzip_reader.cc: the fault may come with the last good byte
         if (ob.pos == ob.size) break;
