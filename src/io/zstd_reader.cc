@@ -66,7 +66,18 @@ Result<std::shared_ptr<const FrameTable>> BuildTable(const RandomAccessReader& r
       ib = {in.data(), got, 0};
       read_off += got;
     }
-    if (fresh_frame && totout > table->starts.back().out) table->starts.push_back({consumed, totout});
+    if (fresh_frame) {
+      // Only zstd frames (and skippable ones): libzstd may also decode the
+      // pre-1.0 "legacy" formats, whose streaming decoders are not trusted here.
+      uint8_t magic[4] = {};
+      STOKER_RETURN_IF_ERROR(raw.PRead(consumed, {magic, std::min<size_t>(4, csize - consumed)}));
+      const bool skippable = (magic[0] & 0xf0) == 0x50 && magic[1] == 0x2a && magic[2] == 0x4d && magic[3] == 0x18;
+      if (csize - consumed < 4 || !(IsZstdMagic(magic, 4) || skippable)) {
+        fault("data that does not start a zstd frame");
+        break;
+      }
+      if (totout > table->starts.back().out) table->starts.push_back({consumed, totout});
+    }
     fresh_frame = false;
     ZSTD_outBuffer ob{out.data(), out.size(), 0};
     const size_t before = ib.pos;
