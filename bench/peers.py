@@ -91,7 +91,7 @@ class LooseImages:
 # -- factories ---------------------------------------------------------------------------------
 
 def stoker_loader(w: dict, shards: list[Path], decode_threads: int, io_depth: int, *, observe: bool = True,
-                  record_stats: bool = True):
+                  record_stats: bool = True, **extra):
     import stoker
 
     if w["name"] == "A":
@@ -110,7 +110,7 @@ def stoker_loader(w: dict, shards: list[Path], decode_threads: int, io_depth: in
     def make():
         if not record_stats and "record_stats" not in kwargs:
             return _loader_without_recording(stoker, shards, fields, w, decode_threads, io_depth)
-        kw = {"observe": observe, **kwargs}
+        kw = {"observe": observe, **kwargs, **extra}
         if kw["observe"]:
             kw["window"] = 100000
         return stoker.Loader([str(p) for p in shards], fields=fields, batch_size=w["batch"], shuffle=False,

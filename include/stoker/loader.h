@@ -77,7 +77,8 @@ struct TokenOptions {
   std::string split = "100,0,0";   // megatron's split string
   int split_index = 0;             // 0 train, 1 valid, 2 test
   bool add_extra_token = true;     // add_extra_token_to_sequence
-  std::string cache_dir;           // empty: <dir of each path>/cache/stoker_indices
+  std::string cache_dir;           // empty: <dir of each path>/cache/stoker_indices (a URL: under
+                                   // STOKER_CACHE_DIR, else not cached)
   int64_t consumed_samples = 0;    // start here (megatron's consumed_samples)
 };
 
@@ -110,6 +111,15 @@ struct LoaderOptions {
 
   int decode_threads = 0;          // 0: one per hardware thread
   int io_depth = 4;                // concurrent reads, apart from decode threads
+  // Consecutive samples of one batch that lie next to each other in one shard
+  // are fetched by one read of up to this many bytes (one ranged GET instead
+  // of one round trip per sample). -1: auto (8 MiB for remote shards, off for
+  // local files, whose reads cost no round trip); 0: off.
+  int64_t coalesce_bytes = -1;
+  // Batches whose reads start before a batch buffer is free for them (their
+  // bytes wait, bounded), so reads in flight are not capped by
+  // prefetch_batches. -1: auto (io_depth for remote shards, 0 for local).
+  int read_ahead_batches = -1;
   uint64_t max_read_bytes_per_s = 0;  // 0: unlimited; else readers share this bandwidth
   int prefetch_batches = 2;        // whole batches decoded ahead of the consumer
   int timeout_ms = 0;              // >0: Next() fails (DeadlineExceeded) after waiting this long

@@ -30,6 +30,14 @@ struct RecorderSnapshot {
   int io_depth = 0, decode_threads = 0;
   std::vector<uint64_t> read_latency;  // LatencyHistogram buckets
   uint64_t spans_dropped = 0;
+  // Remote storage (HTTP, S3): the process-wide counters every remote reader
+  // adds to (several loaders in one process share them).
+  uint64_t remote_requests = 0;   // sent, retries included
+  uint64_t remote_retries = 0;    // requests repeated after a fault
+  uint64_t remote_throttled = 0;  // 429 / 503 answers
+  uint64_t remote_failures = 0;   // requests that spent their retry budget
+  uint64_t cache_hits = 0, cache_misses = 0;  // objects from / into the local cache
+  std::vector<uint64_t> remote_latency_ms_log2;  // bucket i: requests that took < 2^i ms (last: the rest)
 };
 
 }  // namespace stoker

@@ -32,6 +32,19 @@ def _strings(data, lengths, parse_json: bool) -> list:
     return [json.loads(s) for s in out] if parse_json else out
 
 
+def _set_storage(s3_endpoint, cache_dir, cache_bytes) -> None:
+    """Overrides the process-wide storage options that are given (io/reader.h)."""
+    if s3_endpoint is None and cache_dir is None and cache_bytes is None:
+        return
+    o = _stoker.io_options()
+    _stoker.set_io_options(
+        attempts=o["attempts"], timeout_ms=o["timeout_ms"], backoff_ms=o["backoff_ms"],
+        backoff_max_ms=o["backoff_max_ms"],
+        s3_endpoint=o["s3_endpoint"] if s3_endpoint is None else str(s3_endpoint),
+        cache_dir=o["cache_dir"] if cache_dir is None else str(cache_dir),
+        cache_bytes=o["cache_bytes"] if cache_bytes is None else int(cache_bytes))
+
+
 def _distributed_rank_world() -> tuple[int, int]:
     """rank and world size from torch.distributed, else torchrun's environment."""
     try:
@@ -79,6 +92,16 @@ class Loader:
     read buffers and decode scratch together: a configuration that cannot fit
     is refused at construction with the number it would need.
 
+    Remote shards (``http://``, ``https://``, ``s3://``): ``io_depth`` reads
+    run at once apart from decode; a batch's neighbouring samples in one shard
+    are one ranged GET of up to ``coalesce_bytes`` (default 8 MiB; 0: one GET
+    per sample), and the reads of ``read_ahead_batches`` batches (default
+    ``io_depth``) start before a batch buffer is free for them.
+    ``s3_endpoint`` (an S3-compatible server, path-style), ``cache_dir`` and
+    ``cache_bytes`` (a local LRU cache of remote objects) set the process's
+    storage options, as STOKER_S3_ENDPOINT / STOKER_CACHE_DIR /
+    STOKER_CACHE_BYTES do: every loader of the process shares them.
+
     ``observe=False`` turns it off; ``jsonl=path`` writes one record per batch
     (``stoker report path -o report.html``); ``trace_spans=N`` keeps the last N
     stage spans for ``save_trace(path)``.
@@ -99,6 +122,11 @@ class Loader:
         world_size: int | None = None,
         decode_threads: int = 0,
         io_depth: int = 4,
+        coalesce_bytes: int | None = None,
+        read_ahead_batches: int | None = None,
+        s3_endpoint: str | None = None,
+        cache_dir: str | os.PathLike | None = None,
+        cache_bytes: int | None = None,
         max_read_bytes_per_s: int = 0,
         prefetch: int = 2,
         timeout: float | None = None,
@@ -133,6 +161,7 @@ class Loader:
             rank = env_rank if rank is None else rank
             world_size = env_world if world_size is None else world_size
 
+        _set_storage(s3_endpoint, cache_dir, cache_bytes)
         opt = _stoker.LoaderOptions()
         single = isinstance(sources, (str, os.PathLike))
         opt.sources = [str(sources)] if single else [str(s) for s in sources]
@@ -152,6 +181,8 @@ class Loader:
         opt.world_size = world_size
         opt.decode_threads = decode_threads
         opt.io_depth = io_depth
+        opt.coalesce_bytes = -1 if coalesce_bytes is None else int(coalesce_bytes)
+        opt.read_ahead_batches = -1 if read_ahead_batches is None else int(read_ahead_batches)
         opt.max_read_bytes_per_s = max_read_bytes_per_s
         opt.prefetch_batches = prefetch
         opt.timeout_ms = 0 if timeout is None else max(1, int(timeout * 1000))

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "stoker/status.h"
 
@@ -28,12 +29,16 @@ struct PackOptions {
 };
 Status RunPack(const PackOptions& options);
 
+// Storage flags (--s3-endpoint, --cache-dir, ...) on the root app; call before the subcommands.
+void RegisterIoFlags(CLI::App& app);
 void RegisterSynth(CLI::App& app, Status* status);
 void RegisterPack(CLI::App& app, Status* status);
 void RegisterIndex(CLI::App& app, Status* status);
 void RegisterInspect(CLI::App& app, Status* status);
 void RegisterBench(CLI::App& app, Status* status);
 void RegisterDoctor(CLI::App& app, Status* status);
+// `stoker doctor URL...`: latency, bandwidth per reads in flight, the io_depth to use.
+Status RunRemoteDoctor(const std::vector<std::string>& sources, bool json, double run_seconds);
 void RegisterPackTokens(CLI::App& app, Status* status);
 // `stoker inspect X.idx`: documents, tokens, dtype and length stats.
 Status InspectTokens(const std::string& path, bool json);

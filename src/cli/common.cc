@@ -80,8 +80,9 @@ Result<std::vector<SampleEntry>> GroupWithRule(const std::vector<TarMember>& mem
   return webdataset;
 }
 
-Status WriteIndexAtomically(const ShardIndex& index) {
-  const std::string path = IndexPathFor(index.shard_path);
+Status WriteIndexAtomically(const ShardIndex& index) { return WriteIndexAtomically(index, IndexPathFor(index.shard_path)); }
+
+Status WriteIndexAtomically(const ShardIndex& index, const std::string& path) {
   const std::string tmp = path + ".tmp";
   Status status = WriteShardIndex(index, tmp);
   std::error_code ec;

@@ -37,5 +37,7 @@ Result<std::vector<SampleEntry>> GroupWithRule(const std::vector<TarMember>& mem
 // Writes the index sidecar of a shard through a temporary name, so a reader
 // never sees a half-written one.
 Status WriteIndexAtomically(const ShardIndex& index);
+// The same at another path (a remote shard's sidecar, written locally for upload).
+Status WriteIndexAtomically(const ShardIndex& index, const std::string& path);
 
 }  // namespace stoker::cli

@@ -46,6 +46,7 @@
 #include "cli/field_spec.h"
 #include "formats/sample_index.h"
 #include "formats/tar.h"
+#include "io/reader.h"
 #include "observe/histogram.h"
 #include "observe/probes.h"
 #include "stoker/loader.h"
@@ -251,6 +252,9 @@ Status RunLooseDoctor(const DoctorOptions& opt, const std::string& dir) {
 }
 
 Status RunDoctor(const DoctorOptions& opt) {
+  if (std::any_of(opt.sources.begin(), opt.sources.end(), [](const std::string& s) { return IsRemoteUrl(s); })) {
+    return RunRemoteDoctor(opt.sources, opt.json, opt.run_seconds);
+  }
   if (opt.sources.size() == 1 && std::filesystem::is_directory(opt.sources.front())) {
     return RunLooseDoctor(opt, opt.sources.front());
   }

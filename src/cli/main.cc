@@ -13,6 +13,7 @@ int main(int argc, char** argv) {
   CLI::App app{"stoker: pack, inspect and benchmark sharded datasets for deep learning"};
   app.require_subcommand(1);
   stoker::Status status;
+  stoker::cli::RegisterIoFlags(app);
   stoker::cli::RegisterSynth(app, &status);
   stoker::cli::RegisterPack(app, &status);
   stoker::cli::RegisterIndex(app, &status);

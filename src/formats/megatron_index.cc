@@ -117,7 +117,10 @@ MegatronDataset::~MegatronDataset() {
 Result<std::unique_ptr<MegatronDataset>> MegatronDataset::Open(const std::string& prefix) {
   const std::string idx_path = prefix + ".idx";
   const std::string bin_path = prefix + ".bin";
-  STOKER_ASSIGN_OR_RETURN(std::string idx, ReadWholeFile(idx_path));
+  const bool remote = IsRemoteUrl(prefix);
+  Result<std::string> idx_text = remote ? ReadWholeObject(idx_path) : ReadWholeFile(idx_path);
+  if (!idx_text.ok()) return idx_text.status();
+  const std::string& idx = *idx_text;
   const auto* p = reinterpret_cast<const uint8_t*>(idx.data());
   const uint64_t size = idx.size();
   if (size < kMegatronHeaderBytes) {
@@ -164,7 +167,13 @@ Result<std::unique_ptr<MegatronDataset>> MegatronDataset::Open(const std::string
   if (seqs) std::memcpy(out->pointers_.data(), p + pointers_at, 8 * seqs);
   if (docs) std::memcpy(out->documents_.data(), p + documents_at, 8 * docs);
 
-  STOKER_ASSIGN_OR_RETURN(Mapping bin, Mapping::Of(bin_path));
+  Mapping bin;
+  if (remote) {
+    STOKER_ASSIGN_OR_RETURN(out->remote_bin_, OpenReader(bin_path));
+    bin.size = out->remote_bin_->Size();
+  } else {
+    STOKER_ASSIGN_OR_RETURN(bin, Mapping::Of(bin_path));
+  }
   out->bin_ = bin.data;
   out->bin_size_ = bin.size;
   const uint64_t item = DTypeSize(out->dtype_);
@@ -198,8 +207,17 @@ Result<std::unique_ptr<MegatronDataset>> MegatronDataset::Open(const std::string
   return out;
 }
 
-void MegatronDataset::CopyTokens(size_t seq, int64_t offset, int64_t n, int64_t* out) const {
-  const uint8_t* src = bin_ + pointers_[seq] + offset * static_cast<int64_t>(token_bytes());
+Status MegatronDataset::CopyTokens(size_t seq, int64_t offset, int64_t n, int64_t* out) const {
+  const uint64_t at = static_cast<uint64_t>(pointers_[seq] + offset * static_cast<int64_t>(token_bytes()));
+  const uint8_t* src = bin_ + at;
+  if (remote_bin_) {
+    // One ranged read per window; int64 tokens land in place, narrower ones
+    // go through a per-thread buffer and are widened as from the map.
+    thread_local std::vector<uint8_t> buf;
+    buf.resize(static_cast<size_t>(n) * token_bytes());
+    STOKER_RETURN_IF_ERROR(remote_bin_->PRead(at, buf));
+    src = buf.data();
+  }
   switch (dtype_) {
     case DType::kU16: Widen<uint16_t>(src, n, out); break;
     case DType::kI32: Widen<int32_t>(src, n, out); break;
@@ -208,6 +226,7 @@ void MegatronDataset::CopyTokens(size_t seq, int64_t offset, int64_t n, int64_t*
     case DType::kI16: Widen<int16_t>(src, n, out); break;
     default: std::memcpy(out, src, static_cast<size_t>(n) * 8); break;
   }
+  return Status::Ok();
 }
 
 Result<std::unique_ptr<MegatronWriter>> MegatronWriter::Create(const std::string& prefix, DType dtype) {

@@ -1,5 +1,8 @@
 // formats/megatron_index.h — Megatron indexed datasets (`prefix.bin` + `prefix.idx`):
 // the reader (both files memory-mapped, validated at open) and the writer.
+// A remote prefix (http://, https://, s3://; io/reader.h) reads the .idx whole
+// and the .bin through ranged reads instead of a map: CopyTokens then costs a
+// request and can fail, which its Status carries.
 //
 // The .idx layout, as megatron-core 0.16.1 writes it (indexed_dataset.py):
 //   b"MMIDIDX\x00\x00" | <Q version=1> | <B dtype code> | <Q sequence_count> |
@@ -21,6 +24,7 @@
 #include <vector>
 
 #include "core/file.h"
+#include "io/reader.h"
 #include "stoker/dtype.h"
 #include "stoker/status.h"
 
@@ -56,8 +60,9 @@ class MegatronDataset {
   uint64_t bin_bytes() const { return bin_size_; }
 
   // Writes n tokens of sequence `seq` from token `offset` as int64 into out.
-  // Callers keep offset + n <= sequence_lengths()[seq].
-  void CopyTokens(size_t seq, int64_t offset, int64_t n, int64_t* out) const;
+  // Callers keep offset + n <= sequence_lengths()[seq]. Fails only for a
+  // remote .bin (the read's error: URL, range, status, attempts).
+  Status CopyTokens(size_t seq, int64_t offset, int64_t n, int64_t* out) const;
 
  private:
   MegatronDataset() = default;
@@ -67,7 +72,8 @@ class MegatronDataset {
   std::vector<int32_t> lengths_;
   std::vector<int64_t> pointers_;
   std::vector<int64_t> documents_;
-  const uint8_t* bin_ = nullptr;  // mmap of prefix.bin (null when empty)
+  const uint8_t* bin_ = nullptr;  // mmap of prefix.bin (null when empty or remote)
+  std::unique_ptr<RandomAccessReader> remote_bin_;  // a remote prefix's .bin
   uint64_t bin_size_ = 0;
 };
 

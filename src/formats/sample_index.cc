@@ -286,6 +286,19 @@ Result<ShardIndex> LoadOrBuildShardIndex(const std::string& shard_path, KeyRule 
              sidecar.status().code() != StatusCode::kFailedPrecondition) {
     return sidecar.status();  // a corrupt index is reported, not silently bypassed
   }
+  // Compressed shards are not read (yet): say so instead of "bad tar header".
+  // Checked only before a scan: a valid sidecar already says it is a tar, and
+  // the check costs a remote shard a round trip.
+  uint8_t magic[4] = {};
+  if (size >= 4 && file->ReadAt(0, magic).ok()) {
+    const bool gz = magic[0] == 0x1f && magic[1] == 0x8b;
+    const bool zst = magic[0] == 0x28 && magic[1] == 0xb5 && magic[2] == 0x2f && magic[3] == 0xfd;
+    if (gz || zst) {
+      return FailedPrecondition(shard_path + " is " + (gz ? "gzip" : "zstd") +
+                                "-compressed; stoker reads uncompressed tar shards: decompress it (" +
+                                (gz ? "gunzip" : "zstd -d") + ") or repack with `stoker pack`");
+    }
+  }
   ShardIndex index;
   index.shard_path = shard_path;
   index.shard_size = size;

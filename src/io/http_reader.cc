@@ -259,8 +259,31 @@ Status Send(const HttpTarget& t, const IoOptions& o, Request& req) {
 
 }  // namespace
 
+// The version of each object first seen in this process: url -> size, ETag.
+static std::mutex& PinsMu() {
+  static std::mutex mu;
+  return mu;
+}
+static std::map<std::string, std::pair<uint64_t, std::string>>& Pins() {  // guarded by PinsMu()
+  static std::map<std::string, std::pair<uint64_t, std::string>> pins;
+  return pins;
+}
+
 Result<std::unique_ptr<HttpReader>> HttpReader::Open(HttpTarget target, const IoOptions& options) {
   std::unique_ptr<HttpReader> r(new HttpReader(std::move(target), options));
+  {
+    // Opened before in this process: its size and ETag are pinned already, and
+    // every GET carries If-Match (a changed object is a 412: DataLoss), so a
+    // re-open (the loader after the index load, a shard evicted and opened
+    // again) costs no HEAD round trip.
+    std::lock_guard lock(PinsMu());
+    auto it = Pins().find(r->target_.url);
+    if (it != Pins().end()) {
+      r->size_ = it->second.first;
+      r->etag_ = it->second.second;
+      return r;
+    }
+  }
   Request head;
   head.head = true;
   STOKER_RETURN_IF_ERROR(Send(r->target_, r->options_, head));
@@ -271,10 +294,8 @@ Result<std::unique_ptr<HttpReader>> HttpReader::Open(HttpTarget target, const Io
   // The version first seen in this process stays pinned: a shard re-opened
   // later (evicted from ShardFiles, or opened by the loader after its index
   // was built) must be the object the index describes.
-  static std::mutex pins_mu;
-  static std::map<std::string, std::pair<uint64_t, std::string>> pins;  // guarded by pins_mu: url -> size, etag
-  std::lock_guard lock(pins_mu);
-  auto [it, fresh] = pins.try_emplace(r->target_.url, r->size_, r->etag_);
+  std::lock_guard lock(PinsMu());
+  auto [it, fresh] = Pins().try_emplace(r->target_.url, r->size_, r->etag_);
   if (!fresh && (it->second.first != r->size_ || it->second.second != r->etag_)) {
     return DataLoss(r->target_.name + ": the object changed since this process first opened it (size " +
                     std::to_string(it->second.first) + " -> " + std::to_string(r->size_) + ", ETag " +

@@ -75,6 +75,17 @@ StageEvidence StageEvidence::Between(const RecorderSnapshot& before, const Recor
     const uint64_t b = i < after.read_latency.size() ? after.read_latency[i] : 0;
     e.read_latency[i] = du(a, b);
   }
+  e.remote_requests = du(before.remote_requests, after.remote_requests);
+  e.remote_retries = du(before.remote_retries, after.remote_retries);
+  e.remote_throttled = du(before.remote_throttled, after.remote_throttled);
+  e.remote_failures = du(before.remote_failures, after.remote_failures);
+  e.cache_hits = du(before.cache_hits, after.cache_hits);
+  e.cache_misses = du(before.cache_misses, after.cache_misses);
+  for (size_t i = 0; i < e.remote_latency_ms_log2.size(); ++i) {
+    const uint64_t a = i < before.remote_latency_ms_log2.size() ? before.remote_latency_ms_log2[i] : 0;
+    const uint64_t b = i < after.remote_latency_ms_log2.size() ? after.remote_latency_ms_log2[i] : 0;
+    e.remote_latency_ms_log2[i] = du(a, b);
+  }
   // Recording off (no configuration in the snapshot): no evidence.
   if (after.io_depth <= 0 && after.decode_threads <= 0) return StageEvidence{};
   e.requests = 1;
@@ -102,6 +113,13 @@ StageEvidence& StageEvidence::operator+=(const StageEvidence& o) {
   pool_wait_s += o.pool_wait_s;
   consumer_wait_s += o.consumer_wait_s;
   for (size_t i = 0; i < read_latency.size(); ++i) read_latency[i] += o.read_latency[i];
+  remote_requests += o.remote_requests;
+  remote_retries += o.remote_retries;
+  remote_throttled += o.remote_throttled;
+  remote_failures += o.remote_failures;
+  cache_hits += o.cache_hits;
+  cache_misses += o.cache_misses;
+  for (size_t i = 0; i < remote_latency_ms_log2.size(); ++i) remote_latency_ms_log2[i] += o.remote_latency_ms_log2[i];
   requests += o.requests;
   batches_ready += o.batches_ready;
   batches_in_progress += o.batches_in_progress;
@@ -140,6 +158,19 @@ double StageEvidence::ReadersBlocked() const {
 
 double StageEvidence::Percentile(double q) const { return HistogramPercentile(read_latency, q); }
 
+double StageEvidence::RemoteLatencyMs(double q) const {
+  uint64_t total = 0;
+  for (uint64_t n : remote_latency_ms_log2) total += n;
+  if (total == 0) return 0;
+  const double rank = q * static_cast<double>(total);
+  uint64_t seen = 0;
+  for (size_t i = 0; i < remote_latency_ms_log2.size(); ++i) {
+    seen += remote_latency_ms_log2[i];
+    if (static_cast<double>(seen) >= rank && seen > 0) return static_cast<double>(uint64_t{1} << i);
+  }
+  return static_cast<double>(uint64_t{1} << (remote_latency_ms_log2.size() - 1));
+}
+
 // ---- causes -----------------------------------------------------------------
 
 const char* SlowCauseName(SlowCause cause) {
@@ -149,6 +180,8 @@ const char* SlowCauseName(SlowCause cause) {
     case SlowCause::kDecodeBound: return "decode-bound";
     case SlowCause::kPrefetchDrained: return "prefetch drained";
     case SlowCause::kConsumerSide: return "consumer-side";
+    case SlowCause::kRemoteRetries: return "remote retries";
+    case SlowCause::kRemoteThrottled: return "remote throttling";
     case SlowCause::kNoEvidence: return "unknown (no stage evidence)";
     case SlowCause::kUnknown: return "unknown";
   }
@@ -193,6 +226,20 @@ Diagnosis Classify(double python_wait_s, const StageEvidence& e,
     if (starved > blocked) dec_sat = false; else read_sat = false;
   }
   const double p50 = e.ReadLatencyP50();
+  // Remote requests retried while the consumer waited, and decode not the
+  // stage that held it: each retry costs a backoff and a round trip, which
+  // is what made this batch late. Throttling (429/503) is named apart: its
+  // remedy is fewer requests (io_depth down, larger coalesced reads), not more.
+  if (e.remote_retries > 0 && !dec_sat) {
+    const bool throttled = e.remote_throttled * 2 >= e.remote_retries;
+    return {throttled ? SlowCause::kRemoteThrottled : SlowCause::kRemoteRetries,
+            std::to_string(e.remote_retries) + " remote requests retried during the wait (" +
+                std::to_string(e.remote_throttled) + " answered 429/503" +
+                (e.remote_failures ? ", " + std::to_string(e.remote_failures) + " spent their retry budget" : "") +
+                ") of " + std::to_string(e.remote_requests) + " sent; request latency p50 under " +
+                Format("%.0f ms", e.RemoteLatencyMs(0.5)) + ", readers " + Pct(read_u) + " busy (io_depth " +
+                std::to_string(e.io_depth) + ")"};
+  }
   // A cold page cache: this window's reads took milliseconds where earlier
   // ones took microseconds — the same files, now coming from the device.
   if (baseline_latency != nullptr && e.reads >= 2 && Total(*baseline_latency) >= 16 && p50 >= 1e-3 &&
@@ -406,6 +453,16 @@ Verdict BatchMonitor::Diagnose() const {
       v.recommendation = "storage is the bottleneck: raise io_depth (now " + std::to_string(all.io_depth) +
                          ") if the device has headroom — more reads in flight hide latency — else move the "
                          "shards to faster or local storage (decode threads will not help)";
+      break;
+    case SlowCause::kRemoteRetries:
+    case SlowCause::kRemoteThrottled:
+      v.bottleneck = Bottleneck::kStorage;
+      v.recommendation = d.cause == SlowCause::kRemoteThrottled
+                             ? "the remote store throttles (429/503): send fewer, larger requests (lower io_depth, "
+                               "now " + std::to_string(all.io_depth) + "; coalesced reads), or add a local cache "
+                               "(STOKER_CACHE_DIR) so later epochs read no remote byte"
+                             : "remote requests fail and are retried: check the network path and the server; "
+                               "a local cache (STOKER_CACHE_DIR) spares later epochs";
       break;
     case SlowCause::kDecodeBound:
       v.bottleneck = Bottleneck::kDecode;

@@ -13,7 +13,9 @@
 // 20.69s - prefetch_buffer_exhausted") name a cause nobody measured. Here a
 // batch may come with StageEvidence — the difference of two RecorderSnapshots
 // taken around the wait, plus the gauges at the request — and the cause is
-// read from it: readers busy and decoders starved is a storage stall,
+// read from it: remote requests retried during the wait is remote retries
+// (remote throttling when most were 429/503 answers), readers busy and
+// decoders starved is a storage stall,
 // decoders saturated while readers block on the decode queue is decode-bound,
 // an empty ready queue with no stage saturated is a drained prefetch, read
 // latencies jumping from µs to ms is a cold page cache, and an engine that had
@@ -64,6 +66,10 @@ struct StageEvidence {
   double pool_wait_s = 0;                // scheduler waited for a free batch buffer: consumer is slower
   double consumer_wait_s = 0;            // the engine's own measure of Next()'s wait
   std::array<uint64_t, LatencyHistogram::kBuckets> read_latency{};  // reads completed in the window
+  // Remote storage in the window (process-wide counters, see stoker/stats.h).
+  uint64_t remote_requests = 0, remote_retries = 0, remote_throttled = 0, remote_failures = 0;
+  uint64_t cache_hits = 0, cache_misses = 0;
+  std::array<uint64_t, 16> remote_latency_ms_log2{};  // bucket i: requests under 2^i ms
   // Gauges at the request, summed over requests.
   int requests = 0;
   double batches_ready = 0, batches_in_progress = 0, reads_in_flight = 0, decodes_in_flight = 0,
@@ -85,6 +91,8 @@ struct StageEvidence {
   double ReadLatencyP50() const { return Percentile(0.5); }
   double Percentile(double q) const;
   double ReadMBps() const { return window_s > 0 ? static_cast<double>(read_bytes) / window_s / 1e6 : 0; }
+  // Upper bound of the bucket holding the q-quantile of remote request latency, in ms (0: none).
+  double RemoteLatencyMs(double q) const;
 };
 
 enum class SlowCause : uint8_t {
@@ -93,6 +101,8 @@ enum class SlowCause : uint8_t {
   kDecodeBound,
   kPrefetchDrained,
   kConsumerSide,
+  kRemoteRetries,    // remote requests failed and were retried (resets, 5xx, deadlines) during the wait
+  kRemoteThrottled,  // ... mostly because the server answered 429 / 503
   kNoEvidence,  // a wrapped iterable: timing alone
   kUnknown,     // evidence present but inconclusive
 };

@@ -1,5 +1,7 @@
 #include "observe/recorder.h"
 
+#include "io/reader.h"
+
 #include <cstdio>
 
 namespace stoker {
@@ -57,6 +59,16 @@ RecorderSnapshot Recorder::Snapshot() const {
   s.io_depth = io_depth.load(std::memory_order_relaxed);
   s.decode_threads = decode_threads.load(std::memory_order_relaxed);
   s.read_latency = read_latency.Snapshot();
+  IoCounters& io = GlobalIoCounters();
+  s.remote_requests = io.requests.load(std::memory_order_relaxed);
+  s.remote_retries = io.retries.load(std::memory_order_relaxed);
+  s.remote_throttled = io.throttled.load(std::memory_order_relaxed);
+  s.remote_failures = io.failures.load(std::memory_order_relaxed);
+  s.cache_hits = io.cache_hits.load(std::memory_order_relaxed);
+  s.cache_misses = io.cache_misses.load(std::memory_order_relaxed);
+  s.remote_latency_ms_log2.resize(IoCounters::kBuckets);
+  for (int i = 0; i < IoCounters::kBuckets; ++i)
+    s.remote_latency_ms_log2[i] = io.latency_ms_log2[i].load(std::memory_order_relaxed);
   std::lock_guard lock(spans_mu_);
   s.spans_dropped = spans_dropped_;
   return s;

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "observe/clock.h"
+#include "pipeline/read_runs.h"
 #include "pipeline/sample_decoder.h"
 
 namespace stoker {
@@ -55,6 +56,9 @@ EpochRun::~EpochRun() {
   for (auto& t : readers_) t.join();
   for (auto& t : decoders_) t.join();
   pool_->Reset();
+  // Parked runs share buffers whose deleter returns them to spare_, which is
+  // destroyed before in_flight_: let them go while it still exists.
+  for (auto& [index, work] : in_flight_) work->parked.clear();
   if (rec_) {
     // Every thread has stopped: nothing is in flight any more.
     for (const auto& [index, work] : in_flight_) (work->done ? rec_->batches_ready : rec_->batches_in_progress)--;
@@ -91,7 +95,7 @@ Result<std::unique_ptr<BatchWork>> EpochRun::NextReady(int wait_ms, std::chrono:
     }
     // The caller holds every buffer and waits for a batch not yet begun:
     // lend one past capacity rather than wait forever.
-    if (scheduler_blocked_ && it == in_flight_.end() && granted_for_ != next_deliver_) {
+    if (scheduler_blocked_ && (it == in_flight_.end() || !it->second->leased) && granted_for_ != next_deliver_) {
       granted_for_ = next_deliver_;
       pool_->GrantOverflow();
     }
@@ -112,12 +116,26 @@ Status EpochRun::TimeoutError(int64_t batch, int timeout_ms, int missing) const 
 }
 
 void EpochRun::Schedule(int64_t first_batch) {
-  const int bs = data_->options.batch_size;
-  const int64_t total = plan_->info.rank_samples;
-  // Token windows are small and cheap: one task per run of slots (~256 KiB of
-  // output) keeps queue traffic off the per-sample path.
-  const int run = data_->tokens ? std::max(1, (256 << 10) / (data_->tokens->sample_tokens() * 8)) : 1;
-  for (int64_t b = first_batch; b < plan_->info.batches; ++b) {
+  const int64_t batches = plan_->info.batches;
+  // Remote shards: the reads of the next `ahead` batches are queued before
+  // their buffers exist (read_runs.h), so reads in flight are not capped by
+  // the prefetch depth; their bytes wait on the batch until it has a buffer.
+  int64_t ahead = 0;
+  if (!data_->tokens && !data_->shards.empty()) {
+    uint64_t bytes = 0, samples = 0;  // the mean stored sample, for the read-ahead's byte cap
+    for (const ShardIndex& index : data_->indexes) {
+      for (const SampleEntry& e : index.samples) bytes += e.end - e.begin;
+      samples += index.samples.size();
+    }
+    const uint64_t batch_bytes = samples ? bytes / samples * static_cast<uint64_t>(data_->options.batch_size) : 0;
+    ahead = ReadAheadBatches(data_->options, data_->shards.front(), batch_bytes);
+  }
+  int64_t next_read = first_batch;  // the first batch whose reads are not queued yet
+  for (int64_t b = first_batch; b < batches; ++b) {
+    if (ahead > 0) {
+      for (; next_read < batches && next_read <= b + ahead; ++next_read)
+        if (!Begin(next_read, nullptr)) return;
+    }
     {
       std::lock_guard lock(mu_);
       scheduler_blocked_ = true;
@@ -130,28 +148,66 @@ void EpochRun::Schedule(int64_t first_batch) {
       scheduler_blocked_ = false;
     }
     if (!lease) return;
-    auto work = std::make_unique<BatchWork>();
-    work->index = b;
-    work->size = static_cast<int>(std::min<int64_t>(bs, total - b * bs));
-    work->pending = work->size;
-    work->keys.resize(data_->options.include_keys ? work->size : 0);
-    work->lease = std::move(lease);
-    BatchWork* raw = work.get();
-    // Read before publishing: once its last read is queued the batch may be
-    // finished, delivered and freed before the loop tests its bound again
-    // (a use-after-free that scripts/sanitize.sh found).
-    const int size = work->size;
+    if (next_read == b) {  // no read-ahead: begin it with its buffer, as before
+      if (!Begin(b, std::move(lease))) return;
+      next_read = b + 1;
+      continue;
+    }
+    BatchWork* raw;
     {
       std::lock_guard lock(mu_);
       if (cancelled_) return;
-      in_flight_[b] = std::move(work);
-      if (rec_) rec_->batches_in_progress++;
+      raw = in_flight_.at(b).get();  // held there until its lease is counted below
+      raw->leased = true;
     }
-    for (int slot = 0; slot < size; slot += run) {
-      const int count = std::min(run, size - slot);
-      if (!read_queue_.Push(ReadTask{raw, slot, plan_->At(b * bs + slot), count})) return;
+    std::vector<DecodeTask> parked;
+    {
+      std::lock_guard lock(raw->park_mu);
+      raw->lease = std::move(lease);
+      parked.swap(raw->parked);
     }
+    for (DecodeTask& t : parked) {
+      if (rec_) rec_->decode_queue_depth++;
+      if (!decode_queue_.Push(std::move(t))) return;
+    }
+    Finish(ReadTask{raw, 0, {}, 1}, Status::Ok());  // the lease was the last thing it waited for
   }
+}
+
+bool EpochRun::Begin(int64_t b, std::unique_ptr<BufferPool::Lease> lease) {
+  const int bs = data_->options.batch_size;
+  const int64_t total = plan_->info.rank_samples;
+  // Token windows are small and cheap: one task per run of slots (~256 KiB of
+  // output) keeps queue traffic off the per-sample path.
+  const int run = data_->tokens ? std::max(1, (256 << 10) / (data_->tokens->sample_tokens() * 8)) : 1;
+  auto work = std::make_unique<BatchWork>();
+  work->index = b;
+  work->size = static_cast<int>(std::min<int64_t>(bs, total - b * bs));
+  // Without its buffer the batch also waits for that: one more to count down.
+  work->pending = work->size + (lease ? 0 : 1);
+  work->keys.resize(data_->options.include_keys ? work->size : 0);
+  work->leased = lease != nullptr;
+  work->lease = std::move(lease);
+  BatchWork* raw = work.get();
+  // Read before publishing: once its last read is queued the batch may be
+  // finished, delivered and freed before the loop tests its bound again
+  // (a use-after-free that scripts/sanitize.sh found).
+  const int size = work->size;
+  {
+    std::lock_guard lock(mu_);
+    if (cancelled_) return false;
+    in_flight_[b] = std::move(work);
+    if (rec_) rec_->batches_in_progress++;
+  }
+  for (int slot = 0; slot < size;) {
+    const SampleRef head = plan_->At(b * bs + slot);
+    const int count = data_->tokens ? std::min(run, size - slot)
+                                    : RunLength(*plan_, data_->indexes, b * bs + slot, size - slot,
+                                                CoalesceLimit(data_->options, data_->shards[head.shard]));
+    if (!read_queue_.Push(ReadTask{raw, slot, head, count})) return false;
+    slot += count;
+  }
+  return true;
 }
 
 void EpochRun::ReadLoop(uint32_t thread) {
@@ -160,14 +216,19 @@ void EpochRun::ReadLoop(uint32_t thread) {
       ReadTokens(*task, thread);
       continue;
     }
-    const SampleEntry& entry = data_->indexes[task->ref.shard].samples[task->ref.sample];
+    // A run of task->count samples, consecutive in one shard: one read of
+    // their whole byte range (pipeline/read_runs.h).
+    const int64_t first = task->batch->index * data_->options.batch_size + task->slot;
+    const std::vector<SampleEntry>& samples = data_->indexes[task->ref.shard].samples;
+    const uint64_t run_begin = samples[task->ref.sample].begin;
+    const uint64_t run_end = samples[plan_->At(first + task->count - 1).sample].end;
     Bytes bytes = TakeBuffer();
-    bytes->resize(entry.end - entry.begin);
+    bytes->resize(run_end - run_begin);
     const uint64_t begin = NowNs();
     if (rec_) rec_->reads_in_flight++;
     if (!throttle_.Acquire(bytes->size())) return;  // cancelled
     Result<std::shared_ptr<const RandomAccessReader>> file = files_->Get(task->ref.shard);  // a lease: survives eviction
-    Status st = file.ok() ? (*file)->PRead(entry.begin, *bytes) : file.status();
+    Status st = file.ok() ? (*file)->PRead(run_begin, *bytes) : file.status();
     if (rec_) {
       const uint64_t end = NowNs();
       rec_->reads_in_flight--;
@@ -176,12 +237,37 @@ void EpochRun::ReadLoop(uint32_t thread) {
       rec_->AddSpan({SpanKind::kRead, thread, begin, end, task->batch->index, task->slot});
     }
     if (!st.ok()) {
-      Finish(*task, st.WithContext("sample '" + entry.key + "'"));
+      // Every sample of the run fails with the read's error, each named.
+      for (int k = 0; k < task->count; ++k) {
+        const SampleRef ref = plan_->At(first + k);
+        Finish(ReadTask{task->batch, task->slot + k, ref, 1},
+               st.WithContext("sample '" + samples[ref.sample].key + "'"));
+      }
       GiveBuffer(std::move(bytes));
       continue;
     }
-    if (rec_) rec_->decode_queue_depth++;
-    if (!decode_queue_.Push(DecodeTask{*task, std::move(bytes)})) return;
+    std::shared_ptr<const Bytes::element_type> run = Share(std::move(bytes));
+    std::vector<DecodeTask> decodes;
+    decodes.reserve(static_cast<size_t>(task->count));
+    for (int k = 0; k < task->count; ++k) {
+      const SampleRef ref = plan_->At(first + k);
+      const SampleEntry& entry = samples[ref.sample];
+      std::span<const uint8_t> part(run->data() + (entry.begin - run_begin), entry.end - entry.begin);
+      decodes.push_back(DecodeTask{ReadTask{task->batch, task->slot + k, ref, 1}, run, part});
+    }
+    run.reset();
+    {
+      // Read ahead of its buffer: the scheduler queues these once it has one.
+      std::lock_guard lock(task->batch->park_mu);
+      if (!task->batch->lease) {
+        for (DecodeTask& d : decodes) task->batch->parked.push_back(std::move(d));
+        continue;
+      }
+    }
+    for (DecodeTask& d : decodes) {
+      if (rec_) rec_->decode_queue_depth++;
+      if (!decode_queue_.Push(std::move(d))) return;
+    }
   }
 }
 
@@ -200,18 +286,18 @@ void EpochRun::DecodeLoop(uint32_t thread) {
       rec_->decode_queue_depth--;
       rec_->decodes_in_flight++;
     }
-    Status st = decoder.Decode(data_->shards[ref.shard], entry, *task->bytes, base, slot, seed);
+    Status st = decoder.Decode(data_->shards[ref.shard], entry, task->bytes, base, slot, seed);
     if (rec_) {
       const uint64_t end = NowNs();
       rec_->decodes_in_flight--;
-      rec_->decode.Add(task->bytes->size(), end - begin);
+      rec_->decode.Add(task->bytes.size(), end - begin);
       rec_->AddSpan({SpanKind::kDecode, thread, begin, end, batch->index, slot});
     }
     int64_t global = static_cast<int64_t>(ref.global);
     const ArraySlot& index = layout.arrays[layout.index_array];
     std::memcpy(base + index.offset + index.sample_bytes * slot, &global, sizeof(global));
     if (!batch->keys.empty()) batch->keys[slot] = data_->shards[ref.shard] + ":" + entry.key;
-    GiveBuffer(std::move(task->bytes));
+    task->run.reset();  // the run's last sample returns its buffer
     Finish(task->read, std::move(st));
   }
 }
@@ -225,10 +311,13 @@ void EpochRun::ReadTokens(const ReadTask& task, uint32_t thread) {
   const int bs = data_->options.batch_size;
   const uint64_t begin = NowNs();
   if (rec_) rec_->reads_in_flight++;
-  for (int k = 0; k < task.count; ++k) {
+  Status st;
+  for (int k = 0; k < task.count && st.ok(); ++k) {
     const int slot = task.slot + k;
     const int64_t global = static_cast<int64_t>(plan_->At(task.batch->index * bs + slot).global);
-    tokens.Fill(global, reinterpret_cast<int64_t*>(base + out.offset + out.sample_bytes * slot));
+    // A remote .bin can fail: the run's error names its first sample.
+    st = tokens.Fill(global, reinterpret_cast<int64_t*>(base + out.offset + out.sample_bytes * slot));
+    if (!st.ok()) st = st.WithContext("token sample " + std::to_string(global));
     std::memcpy(base + index.offset + index.sample_bytes * slot, &global, sizeof(global));
     if (!task.batch->keys.empty()) task.batch->keys[slot] = std::to_string(global);
   }
@@ -239,7 +328,7 @@ void EpochRun::ReadTokens(const ReadTask& task, uint32_t thread) {
     rec_->read_latency.Record(end - begin);
     rec_->AddSpan({SpanKind::kRead, thread, begin, end, task.batch->index, task.slot});
   }
-  Finish(task, Status::Ok());
+  Finish(task, std::move(st));
 }
 
 void EpochRun::Finish(const ReadTask& task, Status st) {
@@ -266,6 +355,11 @@ Bytes EpochRun::TakeBuffer() {
 void EpochRun::GiveBuffer(Bytes b) {
   std::lock_guard lock(buffers_mu_);
   spare_.push_back(std::move(b));
+}
+
+std::shared_ptr<const Bytes::element_type> EpochRun::Share(Bytes b) {
+  return std::shared_ptr<const Bytes::element_type>(
+      b.release(), [this](const Bytes::element_type* p) { GiveBuffer(Bytes(const_cast<Bytes::element_type*>(p))); });
 }
 
 }  // namespace stoker

@@ -9,14 +9,19 @@
 //
 // The scheduler walks the epoch plan one batch at a time: it takes a buffer
 // from the pool (the pool's capacity is the prefetch bound), then queues one
-// read per sample. Readers pread a sample's whole byte range; decoders write
+// read per sample, or per run of neighbouring samples (read_runs.h). Over
+// remote shards it queues the reads of read_ahead_batches further batches
+// before their buffers exist: a reader that finishes a run of such a batch
+// parks its decode tasks on it, and the scheduler queues them when it sets
+// the batch's lease (a batch counts its lease as one more thing pending). Readers pread a sample's whole byte range; decoders write
 // each field into the sample's slot and count the batch down; the last one
 // marks it ready. NextReady() hands batches out strictly in plan order, so the
 // sample order never depends on thread timing.
 //
 // Teardown (the destructor) runs in this order: mark cancelled, cancel both
 // queues, the throttle and the pool (every wait wakes), join every thread,
-// then reset the pool. Buffers still held by the caller return to the pool
+// then reset the pool. The decode queue is declared after the spare list, so
+// run buffers its tasks still share return to a list that still exists. Buffers still held by the caller return to the pool
 // whenever they are released.
 // Thread-safety: NextReady from one consumer thread; the rest is internal.
 #pragma once
@@ -27,6 +32,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -45,6 +51,8 @@
 
 namespace stoker {
 
+struct DecodeTask;
+
 // A batch being made: its buffer, how many samples are still missing, and the
 // first error among its samples (lowest slot wins, so the error is deterministic).
 struct BatchWork {
@@ -60,6 +68,12 @@ struct BatchWork {
   // sorts them by slot before refilling). Guarded by error_mu.
   std::vector<std::pair<int, Status>> failures;
   bool done = false;    // guarded by EpochRun::mu_
+  bool leased = false;  // guarded by EpochRun::mu_: has its buffer (lease set)
+  // Read ahead of its buffer (remote shards): decode tasks whose bytes arrived
+  // before the lease wait here; the scheduler queues them once it sets the
+  // lease. lease is written once under park_mu; readers test it under park_mu.
+  std::mutex park_mu;
+  std::vector<DecodeTask> parked;  // guarded by park_mu
 
   void RecordError(int slot, Status st) {
     std::lock_guard lock(error_mu);
@@ -75,16 +89,22 @@ struct ReadTask {
   BatchWork* batch;
   int slot;
   SampleRef ref;
-  int count = 1;  // token runs: slots [slot, slot + count), samples ref.global.. in plan order
+  // Slots [slot, slot + count), plan positions in order from ref. Token runs:
+  // windows copied by one task; sample runs: one read of their byte range
+  // (pipeline/read_runs.h), then one decode task per sample.
+  int count = 1;
 };
 
 // Read buffers map their pages directly (see core/page_allocator.h): freed at
 // an epoch's end, they go back to the kernel instead of lingering in arenas.
 using Bytes = std::unique_ptr<std::vector<uint8_t, PageAllocator<uint8_t>>>;
 
+// One sample to decode: its bytes are a part of the run its read fetched; the
+// run's buffer goes back to the spare list when its last sample is decoded.
 struct DecodeTask {
-  ReadTask read;
-  Bytes bytes;
+  ReadTask read;  // count 1
+  std::shared_ptr<const Bytes::element_type> run;
+  std::span<const uint8_t> bytes;  // inside *run
 };
 
 // Everything one epoch's threads share with the loader; read-only for them.
@@ -121,6 +141,9 @@ class EpochRun {
 
  private:
   void Schedule(int64_t first_batch);
+  // Publishes batch b and queues its reads; lease null: read ahead of its
+  // buffer (the scheduler sets it later). False once cancelled.
+  bool Begin(int64_t b, std::unique_ptr<BufferPool::Lease> lease);
   void ReadLoop(uint32_t thread);
   void DecodeLoop(uint32_t thread);
   void ReadTokens(const ReadTask& task, uint32_t thread);
@@ -128,8 +151,10 @@ class EpochRun {
   void Finish(const ReadTask& task, Status st);
   // Read buffers are bounded by the queues (io_depth readers, the decode
   // queue, the decoders), so the spare list never exceeds that many.
+  // A run shared by several decode tasks returns through Share's deleter.
   Bytes TakeBuffer();
   void GiveBuffer(Bytes b);
+  std::shared_ptr<const Bytes::element_type> Share(Bytes b);
   Status TimeoutError(int64_t batch, int timeout_ms, int missing) const;  // REQUIRES mu_
 
   const Dataset* data_;

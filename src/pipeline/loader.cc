@@ -18,6 +18,7 @@
 #include "pipeline/image_folder.h"
 #include "pipeline/memory_budget.h"
 #include "pipeline/planner.h"
+#include "pipeline/shard_indexes.h"
 #include "pipeline/skip_refill.h"
 #include "pipeline/token_source.h"
 #include "stoker/loader.h"
@@ -299,10 +300,7 @@ Result<std::unique_ptr<Loader>> Loader::Create(LoaderOptions options) {
     STOKER_RETURN_IF_ERROR(ImageFolderShards(options.sources[0], &data.shards, &data.indexes));
   } else {
     STOKER_ASSIGN_OR_RETURN(data.shards, ExpandSources(options.sources));
-    for (const std::string& shard : data.shards) {
-      STOKER_ASSIGN_OR_RETURN(ShardIndex index, LoadOrBuildShardIndex(shard, options.key_rule));
-      data.indexes.push_back(std::move(index));
-    }
+    STOKER_ASSIGN_OR_RETURN(data.indexes, LoadShardIndexes(data.shards, options.key_rule));
   }
   // The first sample teaches the shapes of array fields.
   const ShardIndex* first = nullptr;

@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <thread>
 
+#include "pipeline/read_runs.h"
+
 namespace stoker {
 
 namespace {
@@ -35,7 +37,25 @@ MemoryNeed EstimateMemory(const LoaderOptions& o, const BatchLayout& layout, con
   }
   MemoryNeed need;
   need.batch_buffers = (static_cast<uint64_t>(std::max(1, o.prefetch_batches)) + 1) * layout.buffer_bytes;
+  // Each reader, queued task and decoder holds at most one read buffer; a
+  // buffer holds one sample, or a run of them (pipeline/read_runs.h) no larger
+  // than the coalesce limit. Runs belong to batches in progress, so all of
+  // them together never exceed those batches' samples.
+  uint64_t limit = 0, ahead = 0;
+  for (const ShardIndex& index : indexes) {
+    limit = std::max(limit, CoalesceLimit(o, index.shard_path));
+    ahead = std::max<uint64_t>(
+        ahead, static_cast<uint64_t>(ReadAheadBatches(o, index.shard_path,
+                                                      static_cast<uint64_t>(std::max(1, o.batch_size)) * max_sample)));
+  }
   need.read_buffers = (readers + queue + decoders + 1) * max_sample;
+  if (limit > max_sample) {
+    const uint64_t in_batches = (static_cast<uint64_t>(std::max(1, o.prefetch_batches)) + 2) *
+                                static_cast<uint64_t>(std::max(1, o.batch_size)) * max_sample;
+    need.read_buffers = std::max(need.read_buffers, std::min((readers + queue + decoders + 1) * limit, in_batches));
+  }
+  // Batches read ahead of their buffers hold their samples' bytes.
+  need.read_buffers += ahead * static_cast<uint64_t>(std::max(1, o.batch_size)) * max_sample;
   need.decode_scratch = decoders * ((jpeg ? 12 * max_sample : 0) + (npz ? max_sample : 0));
   need.overhead = uint64_t{16} << 20;
   return need;

@@ -17,19 +17,31 @@ size_t ShardFiles::DefaultMaxOpenFiles() {
 }
 
 Result<std::shared_ptr<const RandomAccessReader>> ShardFiles::Get(uint32_t shard) {
-  std::lock_guard lock(mu_);
+  std::unique_lock lock(mu_);
   Entry& e = entries_[shard];
+  while (e.opening) opened_.wait(lock);  // one opener per shard; it is bounded by its retry budget
   if (e.file) {
     lru_.splice(lru_.begin(), lru_, e.lru_pos);
     return e.file;
   }
-  while (lru_.size() >= max_open_) EvictOne();
+  while (!lru_.empty() && lru_.size() >= max_open_) EvictOne();
+  // Open without the lock: a remote open is a HEAD round trip (and its
+  // retries), which must not stall reads of shards already open.
+  e.opening = true;
+  lock.unlock();
   Result<std::unique_ptr<RandomAccessReader>> f = OpenReader((*paths_)[shard]);
-  if (!f.ok() && f.status().code() == StatusCode::kIoError && !lru_.empty()) {
-    EvictIdle();  // descriptors held elsewhere in the process: make room, retry once
-    f = OpenReader((*paths_)[shard]);
+  if (!f.ok() && f.status().code() == StatusCode::kIoError) {
+    lock.lock();
+    const bool idle = !lru_.empty();
+    if (idle) EvictIdle();  // descriptors held elsewhere in the process: make room, retry once
+    lock.unlock();
+    if (idle) f = OpenReader((*paths_)[shard]);
   }
+  lock.lock();
+  e.opening = false;
+  opened_.notify_all();
   if (!f.ok()) return f.status();
+  while (!lru_.empty() && lru_.size() >= max_open_) EvictOne();  // others opened meanwhile
   ++opens_;
   e.file = std::shared_ptr<const RandomAccessReader>(std::move(f).value());
   lru_.push_front(shard);

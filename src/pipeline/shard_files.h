@@ -8,7 +8,9 @@
 // (or 64). Get hands out a shared_ptr lease: a shard evicted while a pread on
 // it is in flight keeps its descriptor until that lease is released, so the
 // descriptors open at once are at most max_open plus the reads in flight
-// (io_depth). If open() still fails (EMFILE from descriptors the process holds
+// (io_depth), plus the opens in flight: a shard is opened without the lock (a
+// remote open is a HEAD round trip that must not stall reads of other
+// shards), one opener per shard, the others waiting for it. If open() still fails (EMFILE from descriptors the process holds
 // elsewhere), every idle cached shard is closed and the open retried once.
 // A remote reader holds no descriptor (its connections belong to the reading
 // threads), but it is counted against the same bound: re-opening one costs a
@@ -17,6 +19,7 @@
 // serves concurrent reads.
 #pragma once
 
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <list>
@@ -48,6 +51,7 @@ class ShardFiles {
   struct Entry {
     std::shared_ptr<const RandomAccessReader> file;  // null when not cached
     std::list<uint32_t>::iterator lru_pos;  // valid when file is set
+    bool opening = false;  // a thread opens it now, without mu_; others wait on opened_
   };
   void EvictOne();   // REQUIRES mu_
   void EvictIdle();  // REQUIRES mu_
@@ -55,6 +59,7 @@ class ShardFiles {
   const std::vector<std::string>* paths_;
   const size_t max_open_;
   mutable std::mutex mu_;
+  std::condition_variable opened_;  // an open finished (with mu_)
   std::vector<Entry> entries_;  // guarded by mu_; one per shard
   std::list<uint32_t> lru_;     // guarded by mu_; front = most recently used
   uint64_t opens_ = 0;          // guarded by mu_

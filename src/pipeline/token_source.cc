@@ -1,6 +1,8 @@
 // pipeline/token_source.cc — see token_source.h.
 #include "pipeline/token_source.h"
 
+#include "io/reader.h"
+
 #include <sys/stat.h>
 
 #include <chrono>
@@ -76,17 +78,37 @@ Result<GptIndices> LoadOrBuild(const MegatronDataset& data, const TokenOptions& 
                                int64_t begin, int64_t end, std::string* origin) {
   struct stat st {};
   const std::string idx_path = data.prefix() + ".idx";
-  ::stat(idx_path.c_str(), &st);
+  const bool remote = IsRemoteUrl(data.prefix());
   std::error_code ec;
-  const std::string abs = std::filesystem::absolute(data.prefix(), ec).string();
-  const std::string key = "path=" + abs + " idx_bytes=" + std::to_string(st.st_size) +
-                          " idx_mtime=" + std::to_string(st.st_mtim.tv_sec) + "." + std::to_string(st.st_mtim.tv_nsec) +
-                          " seed=" + std::to_string(g.seed) + " seq_len=" + std::to_string(g.seq_len) +
+  // A remote prefix has no mtime: its version is its sizes (the .bin's is
+  // pinned with its ETag by the reader), and its cache lives under the remote
+  // cache directory, if any, never in a local path made from the URL.
+  std::string version;
+  if (remote) {
+    version = "url=" + data.prefix() + " sequences=" + std::to_string(data.num_sequences()) +
+              " documents=" + std::to_string(data.document_indices().size()) +
+              " bin_bytes=" + std::to_string(data.bin_bytes());
+  } else {
+    ::stat(idx_path.c_str(), &st);
+    version = "path=" + std::filesystem::absolute(data.prefix(), ec).string() + " idx_bytes=" +
+              std::to_string(st.st_size) + " idx_mtime=" + std::to_string(st.st_mtim.tv_sec) + "." +
+              std::to_string(st.st_mtim.tv_nsec);
+  }
+  const std::string key = version + " seed=" + std::to_string(g.seed) + " seq_len=" + std::to_string(g.seq_len) +
                           " num_samples=" + std::to_string(g.num_samples) + " docs=" + std::to_string(begin) + ":" +
                           std::to_string(end) + " extra=" + std::to_string(g.add_extra_token) + " v=1";
-  std::filesystem::path dir = o.cache_dir.empty()
-                                  ? std::filesystem::path(abs).parent_path() / "cache" / "stoker_indices"
-                                  : std::filesystem::path(o.cache_dir);
+  std::filesystem::path dir;
+  if (!o.cache_dir.empty()) {
+    dir = o.cache_dir;
+  } else if (!remote) {
+    dir = std::filesystem::absolute(data.prefix(), ec).parent_path() / "cache" / "stoker_indices";
+  } else if (!DefaultIoOptions().cache_dir.empty()) {
+    dir = std::filesystem::path(DefaultIoOptions().cache_dir) / "stoker_indices";
+  } else {  // remote, no cache directory: built in memory each time
+    STOKER_ASSIGN_OR_RETURN(GptIndices built, BuildGptIndices(data.sequence_lengths(), begin, end, g));
+    *origin = "built";
+    return built;
+  }
   char name[64];
   std::snprintf(name, sizeof(name), "%016llx-gpt.idx.bin", static_cast<unsigned long long>(Fnv1a(key)));
   const std::string path = (dir / name).string();
@@ -168,13 +190,13 @@ Result<std::unique_ptr<TokenSource>> TokenSource::Open(const TokenOptions& o, ui
   return src;
 }
 
-void TokenSource::Fill(int64_t i, int64_t* out) const {
+Status TokenSource::Fill(int64_t i, int64_t* out) const {
   if (dataset_index_.empty()) return FillGpt(parts_[0], i, out);
-  FillGpt(parts_[dataset_index_[i]], dataset_sample_index_[i], out);
+  return FillGpt(parts_[dataset_index_[i]], dataset_sample_index_[i], out);
 }
 
 // GPTDataset._query_document_sample_shuffle_indices, writing in place.
-void TokenSource::FillGpt(const Part& part, int64_t idx, int64_t* out) const {
+Status TokenSource::FillGpt(const Part& part, int64_t idx, int64_t* out) const {
   const GptIndices& g = part.indices;
   const MegatronDataset& data = *part.data;
   const std::vector<int32_t>& lengths = data.sequence_lengths();
@@ -183,26 +205,28 @@ void TokenSource::FillGpt(const Part& part, int64_t idx, int64_t* out) const {
   const int64_t d1 = g.sample_index[2 * j + 2], o1 = g.sample_index[2 * j + 3];
   int64_t written = 0;
   const int64_t want = sample_tokens_;
-  auto take = [&](int64_t pos, int64_t offset, int64_t length) {
+  auto take = [&](int64_t pos, int64_t offset, int64_t length) -> Status {
     const int32_t doc = g.document_index[pos];
     length = std::min<int64_t>(length, lengths[doc] - offset);
     length = std::min<int64_t>(length, want - written);
-    if (length <= 0) return;
-    data.CopyTokens(static_cast<size_t>(doc), offset, length, out + written);
+    if (length <= 0) return Status::Ok();
+    STOKER_RETURN_IF_ERROR(data.CopyTokens(static_cast<size_t>(doc), offset, length, out + written));
     written += length;
+    return Status::Ok();
   };
   const int64_t tail = extra_token_ ? 1 : 0;
   if (d0 == d1) {
-    take(d0, o0, o1 - o0 + tail);
+    STOKER_RETURN_IF_ERROR(take(d0, o0, o1 - o0 + tail));
   } else {
     for (int64_t p = d0; p <= d1; ++p) {
       const int64_t offset = p > d0 ? 0 : o0;
       const int64_t length = p < d1 ? lengths[g.document_index[p]] - offset : o1 + tail;
-      take(p, offset, length);
+      STOKER_RETURN_IF_ERROR(take(p, offset, length));
     }
   }
   // Megatron pads a short sample with its pad id, then maps pad ids to 0.
   for (; written < want; ++written) out[written] = 0;
+  return Status::Ok();
 }
 
 }  // namespace stoker

@@ -27,7 +27,7 @@ class TokenSource {
   int64_t size() const { return size_; }                  // len() of the top-level dataset
   int sample_tokens() const { return sample_tokens_; }    // seq_len + add_extra_token
   // Sample i, as GPTDataset[i]["tokens"] followed by its last label.
-  void Fill(int64_t i, int64_t* out) const;
+  Status Fill(int64_t i, int64_t* out) const;
   // Where an index came from: "built" or "cached", per dataset, and build seconds.
   const std::vector<std::string>& index_origin() const { return origin_; }
   double index_seconds() const { return index_seconds_; }
@@ -37,7 +37,7 @@ class TokenSource {
     const MegatronDataset* data;
     GptIndices indices;
   };
-  void FillGpt(const Part& part, int64_t i, int64_t* out) const;
+  Status FillGpt(const Part& part, int64_t i, int64_t* out) const;
 
   std::vector<std::unique_ptr<MegatronDataset>> files_;
   std::vector<Part> parts_;

@@ -62,6 +62,17 @@ nb::dict StatsToPython(const RecorderSnapshot& s) {
   for (uint64_t c : s.read_latency) buckets.append(c);
   d["read_latency_buckets"] = buckets;  // bucket i: [2^(i-1), 2^i) microseconds
   d["spans_dropped"] = s.spans_dropped;
+  nb::dict remote;  // process-wide (every remote reader of the process)
+  remote["requests"] = s.remote_requests;
+  remote["retries"] = s.remote_retries;
+  remote["throttled"] = s.remote_throttled;
+  remote["failures"] = s.remote_failures;
+  remote["cache_hits"] = s.cache_hits;
+  remote["cache_misses"] = s.cache_misses;
+  nb::list ms;
+  for (uint64_t c : s.remote_latency_ms_log2) ms.append(c);
+  remote["latency_ms_log2"] = ms;  // bucket i: requests that took < 2^i ms
+  d["remote"] = remote;
   return d;
 }
 
@@ -146,6 +157,8 @@ void RegisterLoader(nb::module_& m) {
       .def_rw("partition", &LoaderOptions::partition)
       .def_rw("decode_threads", &LoaderOptions::decode_threads)
       .def_rw("io_depth", &LoaderOptions::io_depth)
+      .def_rw("coalesce_bytes", &LoaderOptions::coalesce_bytes)
+      .def_rw("read_ahead_batches", &LoaderOptions::read_ahead_batches)
       .def_rw("max_read_bytes_per_s", &LoaderOptions::max_read_bytes_per_s)
       .def_rw("prefetch_batches", &LoaderOptions::prefetch_batches)
       .def_rw("timeout_ms", &LoaderOptions::timeout_ms)

@@ -40,6 +40,13 @@ nb::dict EvidenceToPython(const StageEvidence& e) {
   d["decode_queue_depth"] = e.decode_queue_depth / n;
   d["io_depth"] = e.io_depth;
   d["decode_threads"] = e.decode_threads;
+  d["remote_requests"] = e.remote_requests;
+  d["remote_retries"] = e.remote_retries;
+  d["remote_throttled"] = e.remote_throttled;
+  d["remote_failures"] = e.remote_failures;
+  d["remote_p50_ms"] = e.RemoteLatencyMs(0.5);
+  d["cache_hits"] = e.cache_hits;
+  d["cache_misses"] = e.cache_misses;
   return d;
 }
 

@@ -73,7 +73,12 @@ void RegisterTokens(nb::module_& m) {
           [](const MegatronDataset& d, size_t i) {
             if (i >= d.num_sequences()) Raise(InvalidArgument("sequence " + std::to_string(i) + " out of range"));
             std::vector<int64_t> out(static_cast<size_t>(d.sequence_lengths()[i]));
-            d.CopyTokens(i, 0, static_cast<int64_t>(out.size()), out.data());
+            Status st;
+            {
+              nb::gil_scoped_release release;  // a remote .bin: a request
+              st = d.CopyTokens(i, 0, static_cast<int64_t>(out.size()), out.data());
+            }
+            if (!st.ok()) Raise(std::move(st));
             return ToNumpy(std::move(out));
           },
           "i"_a, "Sequence i as int64.");

@@ -128,10 +128,12 @@ def s3(data):
                 os.environ[k] = v
 
 
-def stream(sources, **kw):
+def stream(sources, created=None, **kw):
     kw.setdefault("batch_size", 8)
     kw.setdefault("drop_last", False)
     loader = stoker.Loader(sources, FIELDS(), output="numpy", io_depth=4, decode_threads=2, **kw)
+    if created:
+        created()  # the loader exists (index fetched, shards opened), no batch read yet
     out = []
     for b in loader:
         keys = [k.split(":")[-1] for k in b["__key__"]]
@@ -194,6 +196,133 @@ def test_http_faults_within_budget_deliver_the_local_stream(scenario, data, http
         assert http_proxy.faults > faults_before
         assert after["retries"] > before["retries"]
     assert after["failures"] == before["failures"]
+
+
+@pytest.fixture(scope="module")
+def local_in_order(data):
+    root, _ = data
+    return stream(str(root / "plain" / SHARDS), shuffle=False)
+
+
+def shard_gets(proxy, layout):
+    return sum(n for path, n in proxy.gets.items() if path.startswith(f"/{layout}/") and path.endswith(".tar"))
+
+
+@pytest.mark.parametrize("scenario", ["pass", "resets mid-body", "short bodies"])
+def test_coalesced_runs_deliver_the_local_stream(scenario, data, http_proxy, local_in_order):
+    """In stream order a batch's samples are neighbours in one shard: one
+    ranged GET fetches each run (pipeline/read_runs.h), split into samples
+    without a byte moved, faults inside a run resumed."""
+    io_options(attempts=20)
+    http_proxy.set(script=FAULTS.get(scenario, ["pass"]), latency=0)
+    before = []
+    got = stream(f"{http_proxy.url}/indexed/{SHARDS}", shuffle=False,
+                 created=lambda: before.append(shard_gets(http_proxy, "indexed")))
+    gets = shard_gets(http_proxy, "indexed") - before[0]
+    http_proxy.set(script=["pass"])
+    assert_same(got, local_in_order)
+    # 60 samples in 8 batches of 8 (the last short) over 3 shards of 20: at
+    # most 10 runs (a batch split at a shard boundary), plus retries.
+    if scenario == "pass":
+        assert gets <= 10, gets
+
+
+def test_coalescing_off_reads_one_sample_per_get(data, http_proxy, local_in_order):
+    io_options()
+    http_proxy.set(script=["pass"], latency=0)
+    before = []
+    got = stream(f"{http_proxy.url}/indexed/{SHARDS}", shuffle=False, coalesce_bytes=0,
+                 created=lambda: before.append(shard_gets(http_proxy, "indexed")))
+    assert shard_gets(http_proxy, "indexed") - before[0] == 60
+    assert_same(got, local_in_order)
+
+
+def test_coalesced_runs_hide_latency(data, http_proxy, local_in_order):
+    """With 50 ms per request, one GET per sample costs the 60 samples at
+    least 60 * 50 ms / io_depth 4 = 0.75 s; coalesced runs need about 10 round trips."""
+    io_options()
+    http_proxy.set(script=["pass"], latency=0.05)
+    try:
+        t0 = time.perf_counter()
+        got = stream(f"{http_proxy.url}/indexed/{SHARDS}", shuffle=False)
+        coalesced = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        stream(f"{http_proxy.url}/indexed/{SHARDS}", shuffle=False, coalesce_bytes=0)
+        per_sample = time.perf_counter() - t0
+    finally:
+        http_proxy.set(script=["pass"], latency=0)
+    assert_same(got, local_in_order)
+    assert per_sample >= 0.75
+    assert coalesced < per_sample, (coalesced, per_sample)
+
+
+@pytest.mark.parametrize("ahead", [0, 1, 8])
+def test_read_ahead_of_buffers_keeps_order_and_never_hangs(ahead, data, http_proxy, local_in_order):
+    """Reads of batches whose buffers are not free yet park their bytes on the
+    batch; a consumer that keeps every batch (the pool lends past capacity)
+    still gets the local stream, in order, and nothing waits forever."""
+    io_options()
+    http_proxy.set(script=["pass", "reset:2000", "pass"], latency=0.01)
+    try:
+        loader = stoker.Loader(f"{http_proxy.url}/indexed/{SHARDS}", FIELDS(), output="numpy", batch_size=4,
+                               drop_last=False, io_depth=3, decode_threads=2, prefetch=1, timeout=30,
+                               read_ahead_batches=ahead)
+        kept = list(loader)  # every buffer held at once
+    finally:
+        http_proxy.set(script=["pass"], latency=0)
+    got = [k for b in kept for k in b["__key__"]]
+    want = [k for keys, _ in local_in_order for k in keys]
+    assert [k.split(":")[-1] for k in got] == want
+    cls = np.concatenate([np.array(b["cls"]) for b in kept])
+    assert cls.tobytes() == np.concatenate([a["cls"] for _, a in local_in_order]).tobytes()
+
+
+def slow_batches_over_http(http_proxy, script):
+    """A loader over HTTP whose 9th data GET meets `script`'s faults; the slow
+    batches its observer reported, and the loader's stream."""
+    io_options(attempts=8, backoff_ms=150, backoff_max_ms=300)
+    # 4 GETs while the loader starts (3 sidecars, the probe), then one per batch.
+    http_proxy.set(script=["pass"] * 12 + script + ["pass"] * 200, latency=0)
+    try:
+        loader = stoker.Loader(f"{http_proxy.url}/indexed/{SHARDS}", FIELDS(), output="numpy", batch_size=4,
+                               io_depth=1, read_ahead_batches=0, decode_threads=1, prefetch=1, timeout=30)
+        n = sum(len(b["__key__"]) for b in loader)
+    finally:
+        http_proxy.set(script=["pass"])
+    return loader.report()["slow_batches"], n
+
+
+@pytest.mark.parametrize("script,cause", [(["status:503"] * 3, "remote throttling"),
+                                          (["reset:100", "short:10", "reset:1"], "remote retries")])
+def test_a_slow_batch_from_remote_faults_is_named_so(data, http_proxy, script, cause):
+    slow, n = slow_batches_over_http(http_proxy, script)
+    assert n == 60
+    named = [s for s in slow if s["cause"] == cause]
+    assert named, slow
+    assert "remote requests retried" in named[0]["line"] and "429/503" in named[0]["line"]
+    assert named[0]["wait_s"] >= 0.15  # at least a backoff
+
+
+def test_without_remote_faults_no_slow_batch_blames_them(data, http_proxy):
+    slow, n = slow_batches_over_http(http_proxy, [])
+    assert n == 60
+    assert not [s for s in slow if s["cause"].startswith("remote")], slow
+
+
+def test_stats_count_remote_requests_and_latency(data, http_proxy):
+    io_options()
+    http_proxy.set(script=["pass"], latency=0.02)
+    try:
+        loader = stoker.Loader(f"{http_proxy.url}/indexed/{SHARDS}", FIELDS(), output="numpy", batch_size=8)
+        before = loader._native.stats()["remote"]
+        list(loader)
+        after = loader._native.stats()["remote"]
+    finally:
+        http_proxy.set(script=["pass"], latency=0)
+    assert after["requests"] > before["requests"]
+    grew = [a - b for a, b in zip(after["latency_ms_log2"], before["latency_ms_log2"])]
+    # 20 ms added per request: none of them in the buckets under 16 ms
+    assert sum(grew) > 0 and sum(grew[:5]) == 0, grew
 
 
 def test_stall_past_the_deadline_is_retried_and_bounded(data, http_proxy, local):
@@ -288,6 +417,105 @@ def test_cli_inspect_reads_a_url(data, http_proxy):
                          check=True, capture_output=True, text=True, env=stoker_env(), timeout=60)
     info = json.loads(out.stdout)
     assert info["num_samples"] == 20
+
+
+def test_cli_doctor_measures_a_remote_source(data, http_proxy):
+    """doctor on URLs: latency with the proxy's 40 ms per request in it,
+    bandwidth per reads in flight, and an io_depth above 1 (one request at a
+    time leaves the link idle for the round trip)."""
+    http_proxy.set(script=["pass"], latency=0.04)
+    try:
+        out = subprocess.run([stoker_bin(), "doctor", "--json", "--run-seconds", "1.2",
+                              f"{http_proxy.url}/indexed/{SHARDS}"],
+                             check=True, capture_output=True, text=True, env=stoker_env(), timeout=120)
+    finally:
+        http_proxy.set(script=["pass"], latency=0)
+    rep = json.loads(out.stdout)
+    assert rep["source"] == "remote" and rep["shards"] == 3
+    assert 0.04 <= rep["latency_s"]["p50"] < 2.0
+    depths = {b["io_depth"]: b["mb_per_s"] for b in rep["bandwidth"]}
+    assert sorted(depths) == [1, 2, 4, 8, 16, 32] and all(v > 0 for v in depths.values())
+    assert depths[8] > 2 * depths[1]  # latency-bound: concurrency pays
+    assert rep["recommended"]["io_depth"] > 1
+    assert rep["recommended"]["bdp_io_depth"] >= 1
+
+
+def test_cli_storage_flags_before_or_after_the_subcommand(data, s3, tmp_path):
+    """--s3-endpoint after the subcommand, --cache-dir before it: inspect and
+    bench read s3:// URLs, and the cache fills."""
+    s3.set(script=["pass"])
+    env = {k: v for k, v in stoker_env().items() if k not in ("STOKER_S3_ENDPOINT", "AWS_ENDPOINT_URL_S3",
+                                                                "AWS_ENDPOINT_URL", "STOKER_CACHE_DIR")}
+    out = subprocess.run([stoker_bin(), "inspect", "--json", "s3://data/train/shard-000001.tar",
+                          "--s3-endpoint", s3.url], check=True, capture_output=True, text=True, env=env, timeout=60)
+    assert json.loads(out.stdout)["num_samples"] == 20
+    cache = tmp_path / "cache"
+    out = subprocess.run([stoker_bin(), "--cache-dir", str(cache), "--s3-endpoint", s3.url, "bench", "--json",
+                          "-f", "cls:scalar:int64", "-b", "4", f"s3://data/train/{SHARDS}"],
+                         capture_output=True, text=True, env=env, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert any(cache.rglob("*")), "nothing cached"
+
+
+def test_loader_storage_keywords(data, s3, local, tmp_path):
+    """s3_endpoint and cache_dir as Loader keywords: the s3:// stream equals
+    the local one, and a second loader is served from the cache."""
+    io_options()  # no endpoint, no cache: the keywords alone must supply them
+    try:
+        got = stream(f"s3://data/train/{SHARDS}", shuffle=True, seed=3, s3_endpoint=s3.url,
+                     cache_dir=tmp_path / "c", cache_bytes=64 << 20)
+        assert_same(got, local)
+        assert _stoker.io_options()["cache_dir"] == str(tmp_path / "c")
+        before = _stoker.io_counters()
+        assert_same(stream(f"s3://data/train/{SHARDS}", shuffle=True, seed=3), local)
+        after = _stoker.io_counters()
+        assert after["cache_hits"] > before["cache_hits"] and after["bytes"] == before["bytes"]
+    finally:
+        io_options()
+
+
+def test_token_loader_reads_a_url(data, http_proxy):
+    """A Megatron .bin/.idx pair over HTTP: the .idx fetched whole, token
+    windows by ranged reads (resets retried); the stream equals the local one."""
+    root, _ = data
+    rng = np.random.default_rng(5)
+    w = _stoker.MegatronWriter.create(str(root / "tok"), "uint16")
+    for _ in range(40):
+        w.add(rng.integers(0, 60000, size=int(rng.integers(5, 300))).astype(np.int64))
+    w.finish()
+
+    def tokens(prefix):
+        loader = stoker.TokenLoader(prefix, seq_len=32, batch_size=8, seed=2, output="numpy", observe=False)
+        return [(np.array(b["tokens"]), np.array(b["__index__"])) for b in loader]
+
+    io_options(attempts=20)
+    http_proxy.set(script=["pass", "pass", "reset:20", "pass", "short:7"])
+    try:
+        got = tokens(f"{http_proxy.url}/tok")
+    finally:
+        http_proxy.set(script=["pass"])
+    want = tokens(str(root / "tok"))
+    assert len(got) == len(want) > 0
+    for (ta, ia), (tb, ib) in zip(got, want):
+        assert ta.tobytes() == tb.tobytes() and ia.tobytes() == ib.tobytes()
+    assert http_proxy.gets["/tok.idx"] >= 1 and http_proxy.gets["/tok.bin"] > len(want)
+    assert not os.path.exists("http:"), "a local path made from the URL (the index cache)"
+
+
+def test_cli_index_a_url_writes_the_sidecar_locally(data, http_proxy, tmp_path):
+    root, _ = data
+    http_proxy.set(script=["pass"])
+    url = f"{http_proxy.url}/plain/shard-000001.tar"
+    bad = subprocess.run([stoker_bin(), "index", url], capture_output=True, text=True, env=stoker_env(), timeout=60)
+    assert bad.returncode != 0 and "--out-dir" in bad.stderr
+    subprocess.run([stoker_bin(), "index", "-q", "-o", str(tmp_path), url], check=True, env=stoker_env(), timeout=60)
+    # The same bytes as the sidecar `stoker index` writes beside the local shard.
+    local = tmp_path / "local"
+    local.mkdir()
+    shutil.copy(root / "plain" / "shard-000001.tar", local)
+    subprocess.run([stoker_bin(), "index", "-q", str(local / "shard-000001.tar")], check=True, env=stoker_env(),
+                   timeout=60)
+    assert (tmp_path / "shard-000001.tar.idx").read_bytes() == (local / "shard-000001.tar.idx").read_bytes()
 
 
 # --- the local cache ---------------------------------------------------------

@@ -56,11 +56,11 @@ TEST_F(MegatronIndexTest, WriterPairReadsBackIdentical) {
     EXPECT_EQ((*data)->document_indices(), (std::vector<int64_t>{0, 1, 2, 3, 4}));
     for (size_t s = 0; s < docs_.size(); ++s) {
       std::vector<int64_t> out(docs_[s].size());
-      (*data)->CopyTokens(s, 0, static_cast<int64_t>(out.size()), out.data());
+      ASSERT_TRUE((*data)->CopyTokens(s, 0, static_cast<int64_t>(out.size()), out.data()).ok());
       EXPECT_EQ(out, docs_[s]);
     }
     std::vector<int64_t> part(3);
-    (*data)->CopyTokens(3, 2, 3, part.data());
+    ASSERT_TRUE((*data)->CopyTokens(3, 2, 3, part.data()).ok());
     EXPECT_EQ(part, (std::vector<int64_t>{6, 7, 8}));
   }
 }

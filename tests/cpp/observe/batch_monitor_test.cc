@@ -162,6 +162,21 @@ TEST(BatchMonitorTest, CauseFromEvidence) {
   EXPECT_EQ(Classify(1.0, cold, &slow_baseline, busy).cause, SlowCause::kStorageStall);
   // Without evidence the cause says so.
   EXPECT_EQ(Classify(1.0, StageEvidence{}, nullptr, busy).cause, SlowCause::kNoEvidence);
+  // The storage evidence with remote requests retried during the wait: named
+  // for the retries, and for throttling when most were 429/503 answers.
+  StageEvidence retried = storage;
+  retried.remote_requests = 12, retried.remote_retries = 3, retried.remote_throttled = 0;
+  retried.remote_latency_ms_log2[5] = 12;  // 16-32 ms
+  Diagnosis r = Classify(1.0, retried, nullptr, busy);
+  EXPECT_EQ(r.cause, SlowCause::kRemoteRetries);
+  EXPECT_NE(r.detail.find("3 remote requests retried"), std::string::npos) << r.detail;
+  EXPECT_NE(r.detail.find("p50 under 32 ms"), std::string::npos) << r.detail;
+  retried.remote_throttled = 3;
+  EXPECT_EQ(Classify(1.0, retried, nullptr, busy).cause, SlowCause::kRemoteThrottled);
+  // Retries while decode held the batch: decode-bound still.
+  StageEvidence decode_retried = decode;
+  decode_retried.remote_retries = 2;
+  EXPECT_EQ(Classify(1.0, decode_retried, nullptr, busy).cause, SlowCause::kDecodeBound);
   // Snapshots of a loader with recording off carry no evidence either.
   EXPECT_EQ(StageEvidence::Between(RecorderSnapshot{}, RecorderSnapshot{}).requests, 0);
 }

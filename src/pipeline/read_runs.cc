@@ -1,0 +1,40 @@
+// pipeline/read_runs.cc — see read_runs.h.
+#include "pipeline/read_runs.h"
+
+#include <algorithm>
+
+#include "io/reader.h"
+
+namespace stoker {
+
+uint64_t CoalesceLimit(const LoaderOptions& options, const std::string& shard_path) {
+  if (options.coalesce_bytes >= 0) return static_cast<uint64_t>(options.coalesce_bytes);
+  return IsRemoteUrl(shard_path) ? kRemoteCoalesceBytes : 0;
+}
+
+int ReadAheadBatches(const LoaderOptions& options, const std::string& shard_path, uint64_t batch_bytes) {
+  if (options.read_ahead_batches >= 0) return options.read_ahead_batches;
+  if (!IsRemoteUrl(shard_path)) return 0;
+  const uint64_t fit = batch_bytes > 0 ? kReadAheadBytes / batch_bytes : kReadAheadBytes;
+  return static_cast<int>(std::max<uint64_t>(1, std::min<uint64_t>(std::max(1, options.io_depth), fit)));
+}
+
+int RunLength(const EpochPlan& plan, const std::vector<ShardIndex>& indexes, int64_t first, int n, uint64_t limit) {
+  if (n <= 1 || limit == 0 || plan.strided) return 1;
+  const SampleRef head = plan.At(first);
+  const std::vector<SampleEntry>& samples = indexes[head.shard].samples;
+  const uint64_t begin = samples[head.sample].begin;
+  uint64_t end = samples[head.sample].end;
+  int count = 1;
+  while (count < n) {
+    const SampleRef next = plan.At(first + count);
+    if (next.shard != head.shard) break;
+    const SampleEntry& e = samples[next.sample];
+    if (e.begin < end || e.begin - end > kMaxCoalesceGap || e.end - begin > limit) break;
+    end = e.end;
+    ++count;
+  }
+  return count;
+}
+
+}  // namespace stoker

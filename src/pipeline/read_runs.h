@@ -1,0 +1,48 @@
+// pipeline/read_runs.h — which samples one read fetches.
+//
+// Over HTTP or S3 every read costs a round trip (20 ms and more), so a read
+// per sample leaves the pipeline waiting on latency however many readers run.
+// A batch's consecutive samples that lie one after another in one shard (an
+// unshuffled or buffer-shuffled stream, a shard streamed in order) are read as
+// one run: one ranged GET of their whole byte range, then each sample decoded
+// from its part of that buffer. Local files gain nothing from it (a pread
+// costs no round trip, and one per sample starts decode sooner), so the auto
+// setting coalesces remote shards only.
+// Thread-safety: pure functions on values.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "formats/sample_index.h"
+#include "pipeline/planner.h"
+#include "stoker/loader.h"
+
+namespace stoker {
+
+// The auto limit for remote shards: a few megabytes keep a GET's transfer
+// long next to its round trip, and a batch's read buffers bounded.
+inline constexpr uint64_t kRemoteCoalesceBytes = 8ull << 20;
+// Bytes between two samples (tar headers of members no field asks for) that a
+// run reads and discards rather than end the run.
+inline constexpr uint64_t kMaxCoalesceGap = 64 << 10;
+
+// The most bytes one read covers for a shard at `shard_path`; 0: one sample per read.
+uint64_t CoalesceLimit(const LoaderOptions& options, const std::string& shard_path);
+
+// Batches whose reads are queued before their buffer exists: with one GET
+// per batch, reads in flight are otherwise capped by the prefetch depth (the
+// batch buffers), not io_depth. options.read_ahead_batches, or auto: io_depth
+// for remote shards (enough runs for every reader) but no more batches than
+// kReadAheadBytes of their samples hold (`batch_bytes`: a batch's samples,
+// as stored), and 0 for local files.
+inline constexpr uint64_t kReadAheadBytes = 256ull << 20;
+int ReadAheadBatches(const LoaderOptions& options, const std::string& shard_path, uint64_t batch_bytes);
+
+// How many of the plan positions [first, first + n) one read covers, from
+// `first` (at least 1): the longest prefix in one shard whose samples follow
+// each other (gaps of at most kMaxCoalesceGap) within `limit` bytes.
+int RunLength(const EpochPlan& plan, const std::vector<ShardIndex>& indexes, int64_t first, int n, uint64_t limit);
+
+}  // namespace stoker

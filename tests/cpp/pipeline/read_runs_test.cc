@@ -1,0 +1,69 @@
+// tests/cpp/pipeline/read_runs_test.cc — which samples one read covers.
+#include "pipeline/read_runs.h"
+
+#include <gtest/gtest.h>
+
+namespace stoker {
+namespace {
+
+// Two shards; shard 0: samples of 100 bytes at 0, 100, 200, then one after a
+// gap past kMaxCoalesceGap; shard 1: two samples.
+std::vector<ShardIndex> Indexes() {
+  std::vector<ShardIndex> ix(2);
+  ix[0].shard_path = "http://host/a.tar";
+  for (uint64_t b : {0ull, 100ull, 200ull}) ix[0].samples.push_back({"k", {}, b, b + 100});
+  ix[0].samples.push_back({"far", {}, 300 + kMaxCoalesceGap + 1, 400 + kMaxCoalesceGap + 1});
+  ix[1].shard_path = "/local/b.tar";
+  ix[1].samples.push_back({"x", {}, 0, 50});
+  ix[1].samples.push_back({"y", {}, 60, 120});  // a 10-byte gap: a member no field reads
+  return ix;
+}
+
+EpochPlan Plan(std::vector<std::pair<uint32_t, uint32_t>> order) {
+  EpochPlan p;
+  for (auto [shard, sample] : order) p.samples.push_back({shard, sample, 0});
+  return p;
+}
+
+TEST(ReadRuns, NeighboursInOneShardAreOneRun) {
+  auto ix = Indexes();
+  EpochPlan p = Plan({{0, 0}, {0, 1}, {0, 2}, {0, 3}, {1, 0}, {1, 1}});
+  EXPECT_EQ(RunLength(p, ix, 0, 6, 1 << 20), 3);  // the gap before "far" ends it
+  EXPECT_EQ(RunLength(p, ix, 3, 3, 1 << 20), 1);  // the shard changes after "far"
+  EXPECT_EQ(RunLength(p, ix, 4, 2, 1 << 20), 2);  // a small gap is read through
+}
+
+TEST(ReadRuns, TheBatchTheLimitAndTheOrderBoundARun) {
+  auto ix = Indexes();
+  EpochPlan p = Plan({{0, 0}, {0, 1}, {0, 2}});
+  EXPECT_EQ(RunLength(p, ix, 0, 2, 1 << 20), 2);  // n: the batch's remaining slots
+  EXPECT_EQ(RunLength(p, ix, 0, 3, 200), 2);      // 300 bytes would pass the limit
+  EXPECT_EQ(RunLength(p, ix, 0, 3, 0), 1);        // off
+  EpochPlan back = Plan({{0, 1}, {0, 0}});
+  EXPECT_EQ(RunLength(back, ix, 0, 2, 1 << 20), 1);  // backwards: two reads
+}
+
+TEST(ReadRuns, AutoCoalescesRemoteShardsOnly) {
+  LoaderOptions o;
+  EXPECT_EQ(CoalesceLimit(o, "http://host/a.tar"), kRemoteCoalesceBytes);
+  EXPECT_EQ(CoalesceLimit(o, "s3://bucket/a.tar"), kRemoteCoalesceBytes);
+  EXPECT_EQ(CoalesceLimit(o, "/data/a.tar"), 0u);
+  o.coalesce_bytes = 4096;
+  EXPECT_EQ(CoalesceLimit(o, "/data/a.tar"), 4096u);
+  o.coalesce_bytes = 0;
+  EXPECT_EQ(CoalesceLimit(o, "http://host/a.tar"), 0u);
+}
+
+TEST(ReadRuns, ReadAheadIsIoDepthForRemoteShardsWithinItsBytes) {
+  LoaderOptions o;
+  o.io_depth = 8;
+  EXPECT_EQ(ReadAheadBatches(o, "s3://b/a.tar", 4 << 20), 8);
+  EXPECT_EQ(ReadAheadBatches(o, "s3://b/a.tar", 100ull << 20), 2);   // 256 MiB hold two such batches
+  EXPECT_EQ(ReadAheadBatches(o, "s3://b/a.tar", 1ull << 30), 1);     // never below one
+  EXPECT_EQ(ReadAheadBatches(o, "/data/a.tar", 4 << 20), 0);
+  o.read_ahead_batches = 3;
+  EXPECT_EQ(ReadAheadBatches(o, "/data/a.tar", 4 << 20), 3);
+}
+
+}  // namespace
+}  // namespace stoker
