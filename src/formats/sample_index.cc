@@ -259,19 +259,6 @@ Result<ShardIndex> ReadShardIndex(const std::string& index_path) {
 Result<ShardIndex> LoadOrBuildShardIndex(const std::string& shard_path, KeyRule rule) {
   STOKER_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessReader> file, OpenReader(shard_path));
   const uint64_t size = file->Size();
-  // gzip and zstd are decompressed by the reader itself (io/reader.h); a
-  // remote one whose name does not say so is not sniffed: say so instead of
-  // "bad tar header".
-  uint8_t magic[4] = {};
-  if (!file->Compression() && size >= 4 && file->ReadAt(0, magic).ok()) {
-    const bool gz = magic[0] == 0x1f && magic[1] == 0x8b;
-    const bool zst = magic[0] == 0x28 && magic[1] == 0xb5 && magic[2] == 0x2f && magic[3] == 0xfd;
-    if (gz || zst) {
-      return FailedPrecondition(shard_path + " is " + (gz ? "gzip" : "zstd") +
-                                "-compressed but its name does not say so: a remote shard is read compressed when " +
-                                "named *.gz, *.tgz or *.zst; rename it, decompress it, or repack with `stoker pack`");
-    }
-  }
   if (Status damage = file->Damage(); !damage.ok()) return DamagedShard(*file, damage);
   const std::string index_path = IndexPathFor(shard_path);
   Result<ShardIndex> sidecar = ReadShardIndex(index_path);
@@ -286,17 +273,18 @@ Result<ShardIndex> LoadOrBuildShardIndex(const std::string& shard_path, KeyRule 
              sidecar.status().code() != StatusCode::kFailedPrecondition) {
     return sidecar.status();  // a corrupt index is reported, not silently bypassed
   }
-  // Compressed shards are not read (yet): say so instead of "bad tar header".
-  // Checked only before a scan: a valid sidecar already says it is a tar, and
-  // the check costs a remote shard a round trip.
+  // gzip and zstd are decompressed by the reader itself (io/reader.h); a
+  // remote one whose name does not say so is not sniffed: say so instead of
+  // "bad tar header". Checked only before a scan: a valid sidecar already
+  // says it is a tar, and the check costs a remote shard a round trip.
   uint8_t magic[4] = {};
-  if (size >= 4 && file->ReadAt(0, magic).ok()) {
+  if (!file->Compression() && size >= 4 && file->ReadAt(0, magic).ok()) {
     const bool gz = magic[0] == 0x1f && magic[1] == 0x8b;
     const bool zst = magic[0] == 0x28 && magic[1] == 0xb5 && magic[2] == 0x2f && magic[3] == 0xfd;
     if (gz || zst) {
       return FailedPrecondition(shard_path + " is " + (gz ? "gzip" : "zstd") +
-                                "-compressed; stoker reads uncompressed tar shards: decompress it (" +
-                                (gz ? "gunzip" : "zstd -d") + ") or repack with `stoker pack`");
+                                "-compressed but its name does not say so: a remote shard is read compressed when " +
+                                "named *.gz, *.tgz or *.zst; rename it, decompress it, or repack with `stoker pack`");
     }
   }
   ShardIndex index;
