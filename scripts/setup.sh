@@ -15,6 +15,9 @@ apt_packages=(
   libdeflate-dev         # NPZ (deflate) decode and encode
   libspng-dev            # PNG decode (image fields)
   libwebp-dev            # WebP decode (image fields)
+  zlib1g-dev             # .tar.gz shards: restartable inflate (io/gzip_reader.cc)
+  libzstd-dev            # .tar.zst shards: streaming decompression (io/zstd_reader.cc)
+  zstd                   # tests/python/test_compressed_shards.py writes .tar.zst with it
   libcli11-dev           # the `stoker` command line
   nlohmann-json3-dev     # index files, --json output
   libcurl4-openssl-dev   # io/: HTTP(S) and S3 readers (ranged GETs, connection reuse, built-in AWS SigV4)

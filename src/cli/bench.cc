@@ -17,6 +17,7 @@
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "cli/field_spec.h"
+#include "pipeline/image_folder.h"
 #include "stoker/loader.h"
 
 namespace stoker::cli {
@@ -50,14 +51,24 @@ double Percentile(std::vector<double> v, double q) {
 Status RunBench(const BenchOptions& opt) {
   LoaderOptions lo;
   STOKER_RETURN_IF_ERROR(ConfigureLoader(opt.sources, opt.fields, opt.key_rule, &lo));
-  const std::vector<std::string>& shards = lo.sources;
+  // An image folder's "shards" are its files (pipeline/image_folder.h).
+  std::vector<std::string> shards = lo.sources;
+  std::vector<ShardIndex> indexes;
+  if (IsImageFolderSource(lo.sources)) {
+    shards.clear();
+    STOKER_RETURN_IF_ERROR(ImageFolderShards(lo.sources[0], &shards, &indexes));
+  } else {
+    for (const std::string& shard : shards) {
+      STOKER_ASSIGN_OR_RETURN(ShardIndex index, LoadOrBuildShardIndex(shard, lo.key_rule));
+      indexes.push_back(std::move(index));
+    }
+  }
   // Bytes behind each sample ("shard:key" as Batch::keys() names it), for MB/s.
   std::unordered_map<std::string, uint64_t> sample_bytes;
   uint64_t dataset_bytes = 0;
-  for (const std::string& shard : shards) {
-    STOKER_ASSIGN_OR_RETURN(ShardIndex index, LoadOrBuildShardIndex(shard, lo.key_rule));
-    for (const SampleEntry& s : index.samples) {
-      sample_bytes[shard + ":" + s.key] = s.end - s.begin;
+  for (size_t i = 0; i < indexes.size(); ++i) {
+    for (const SampleEntry& s : indexes[i].samples) {
+      sample_bytes[shards[i] + ":" + s.key] = s.end - s.begin;
       dataset_bytes += s.end - s.begin;
     }
   }

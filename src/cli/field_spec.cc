@@ -6,6 +6,7 @@
 #include "cli/common.h"
 #include "cli/infer_fields.h"
 #include "formats/tar.h"
+#include "pipeline/image_folder.h"
 
 namespace stoker::cli {
 
@@ -74,6 +75,20 @@ Result<FieldSpec> ParseFieldSpec(const std::string& text) {
 
 Status ConfigureLoader(const std::vector<std::string>& sources, const std::vector<std::string>& fields,
                        const std::string& key_rule, LoaderOptions* options) {
+  if (IsImageFolderSource(sources)) {  // a tree of class sub-directories: ImageFolder's fields
+    options->sources = sources;
+    options->key_rule = KeyRule::kWebDataset;
+    std::vector<std::string> specs = fields;
+    if (specs.empty()) {
+      specs = {"image:image:224", "cls:scalar"};
+      std::fprintf(stderr, "inferred: %s (an image folder)\n", FieldFlags(specs).c_str());
+    }
+    for (const std::string& f : specs) {
+      STOKER_ASSIGN_OR_RETURN(FieldSpec spec, ParseFieldSpec(f));
+      options->fields.push_back(std::move(spec));
+    }
+    return Status::Ok();
+  }
   STOKER_ASSIGN_OR_RETURN(options->sources, ExpandSources(sources));
   if (key_rule == "auto") {
     STOKER_ASSIGN_OR_RETURN(std::vector<TarMember> members, ScanTar(options->sources.front()));

@@ -7,6 +7,7 @@
 #include "codecs/image_format.h"
 #include "core/file.h"
 #include "formats/sample_index.h"
+#include "io/reader.h"
 
 namespace stoker::cli {
 namespace {
@@ -28,7 +29,8 @@ Result<std::vector<std::string>> InferFields(const std::string& shard, KeyRule r
   STOKER_ASSIGN_OR_RETURN(ShardIndex index, LoadOrBuildShardIndex(shard, rule));
   if (index.samples.empty()) return InvalidArgument(shard + " holds no samples to infer fields from");
   const SampleEntry& s = index.samples.front();
-  STOKER_ASSIGN_OR_RETURN(File file, File::OpenRead(shard));
+  // Through the reader: member offsets of a .tar.gz are in its uncompressed bytes.
+  STOKER_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessReader> file, OpenReader(shard));
   std::vector<std::string> out;
   for (const MemberRef& m : s.members) {
     if (m.field.ends_with(".npy") || m.field == "npy") {
@@ -41,14 +43,14 @@ Result<std::vector<std::string>> InferFields(const std::string& shard, KeyRule r
     }
     if (m.size > (uint64_t{256} << 20)) continue;
     std::vector<uint8_t> head(std::min<uint64_t>(m.size, 32));
-    STOKER_RETURN_IF_ERROR(file.PRead(m.offset, head));
+    STOKER_RETURN_IF_ERROR(file->PRead(m.offset, head));
     if (SniffImageFormat(head) != ImageFormat::kUnknown) {
       out.push_back(m.field + ":image:224");
       continue;
     }
     if (m.size <= 20) {
       std::vector<uint8_t> text(m.size);
-      STOKER_RETURN_IF_ERROR(file.PRead(m.offset, text));
+      STOKER_RETURN_IF_ERROR(file->PRead(m.offset, text));
       if (IsInteger(text)) out.push_back(m.field + ":scalar");
     }
   }

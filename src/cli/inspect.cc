@@ -2,7 +2,9 @@
 // fields with their counts and sizes, and the first samples' members, as text
 // or (--json) as one JSON object. It scans the tar itself rather than trusting
 // a sidecar, so it is also the tool that says where a damaged shard breaks.
+#include <cctype>
 #include <cstdio>
+#include <filesystem>
 #include <map>
 
 #include <nlohmann/json.hpp>
@@ -12,6 +14,7 @@
 #include "cli/infer_fields.h"
 #include "formats/sample_index.h"
 #include "formats/tar.h"
+#include "pipeline/image_folder.h"
 
 namespace stoker::cli {
 namespace {
@@ -27,8 +30,61 @@ struct FieldStats {
   uint64_t count = 0, total = 0;
 };
 
+// A tree of class sub-directories: its classes, files and sizes, in the
+// order and with the labels the loader gives them (torchvision's ImageFolder).
+Status InspectImageFolder(const InspectOptions& opt) {
+  STOKER_ASSIGN_OR_RETURN(ImageFolderListing listing, ListImageFolder(opt.shard));
+  std::vector<uint64_t> per_class(listing.classes.size()), class_bytes(listing.classes.size());
+  std::map<std::string, FieldStats> by_ext;
+  uint64_t total = 0;
+  for (size_t i = 0; i < listing.files.size(); ++i) {
+    std::error_code ec;
+    const uint64_t size = std::filesystem::file_size(listing.files[i], ec);
+    if (ec) return IoError(listing.files[i] + ": " + ec.message());
+    std::string ext = std::filesystem::path(listing.files[i]).extension().string();
+    for (char& c : ext) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    by_ext[ext].count++, by_ext[ext].total += size;
+    per_class[listing.labels[i]]++, class_bytes[listing.labels[i]] += size;
+    total += size;
+  }
+  const size_t shown = std::min(listing.files.size(), size_t(std::max(opt.samples, 0)));
+  if (opt.json) {
+    nlohmann::ordered_json out;
+    out["image_folder"] = opt.shard;
+    out["num_samples"] = listing.files.size();
+    out["size_bytes"] = total;
+    out["classes"] = nlohmann::ordered_json::array();
+    for (size_t c = 0; c < listing.classes.size(); ++c) {
+      out["classes"].push_back({{"name", listing.classes[c]}, {"label", c}, {"count", per_class[c]},
+                                {"total_bytes", class_bytes[c]}});
+    }
+    out["extensions"] = nlohmann::ordered_json::object();
+    for (const auto& [ext, st] : by_ext) out["extensions"][ext] = {{"count", st.count}, {"total_bytes", st.total}};
+    out["samples"] = nlohmann::ordered_json::array();
+    for (size_t i = 0; i < shown; ++i) out["samples"].push_back({{"path", listing.files[i]}, {"label", listing.labels[i]}});
+    std::printf("%s\n", out.dump(2).c_str());
+    return Status::Ok();
+  }
+  std::printf("folder    %s (%s in %zu files; an image folder: one sample per file)\n", opt.shard.c_str(),
+              FormatBytes(double(total)).c_str(), listing.files.size());
+  std::printf("classes   %zu (labels in sorted order, as torchvision's ImageFolder)\n", listing.classes.size());
+  for (size_t c = 0; c < listing.classes.size() && c < 20; ++c) {
+    std::printf("  %4zu %-24s %8llu files %12s\n", c, listing.classes[c].c_str(), (unsigned long long)per_class[c],
+                FormatBytes(double(class_bytes[c])).c_str());
+  }
+  if (listing.classes.size() > 20) std::printf("  ... %zu more\n", listing.classes.size() - 20);
+  for (const auto& [ext, st] : by_ext) {
+    std::printf("%-9s %8llu files %12s total %12s mean\n", ext.c_str(), (unsigned long long)st.count,
+                FormatBytes(double(st.total)).c_str(), FormatBytes(double(st.total) / st.count).c_str());
+  }
+  std::printf("inferred  -f image:image:224 -f cls:scalar\n");
+  for (size_t i = 0; i < shown; ++i) std::printf("  %s  cls %d\n", listing.files[i].c_str(), listing.labels[i]);
+  return Status::Ok();
+}
+
 Status RunInspect(const InspectOptions& opt) {
   if (opt.shard.ends_with(".idx") || opt.shard.ends_with(".bin")) return InspectTokens(opt.shard, opt.json);
+  if (IsImageFolderSource({opt.shard})) return InspectImageFolder(opt);
   STOKER_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessReader> file, OpenReader(opt.shard));  // path or URL
   const uint64_t shard_size = file->Size();
   STOKER_ASSIGN_OR_RETURN(std::vector<TarMember> members, ScanTar(*file, shard_size));
@@ -43,7 +99,8 @@ Status RunInspect(const InspectOptions& opt) {
   if (opt.json) {
     nlohmann::ordered_json out;
     out["shard"] = opt.shard;
-    out["size_bytes"] = shard_size;
+    out["size_bytes"] = shard_size;  // uncompressed, for a .tar.gz
+    out["compression"] = file->Compression() ? file->Compression() : "none";
     out["key_rule"] = KeyRuleName(rule);
     out["num_members"] = members.size();
     out["num_samples"] = samples.size();
@@ -65,8 +122,10 @@ Status RunInspect(const InspectOptions& opt) {
     return Status::Ok();
   }
 
-  std::printf("shard     %s (%s)\nsamples   %zu (key rule %s), %zu members\n", opt.shard.c_str(),
-              FormatBytes(double(shard_size)).c_str(), samples.size(), KeyRuleName(rule), members.size());
+  std::printf("shard     %s (%s%s)\nsamples   %zu (key rule %s), %zu members\n", opt.shard.c_str(),
+              FormatBytes(double(shard_size)).c_str(),
+              file->Compression() ? (std::string(" uncompressed, ") + file->Compression()).c_str() : "",
+              samples.size(), KeyRuleName(rule), members.size());
   std::printf("%-20s %8s %12s %12s\n", "field", "count", "total", "mean");
   for (const auto& [name, st] : fields) {
     std::printf("%-20s %8llu %12s %12s\n", name.c_str(), (unsigned long long)st.count,
@@ -90,7 +149,7 @@ Status RunInspect(const InspectOptions& opt) {
 
 void RegisterInspect(CLI::App& app, Status* status) {
   auto opt = std::make_shared<InspectOptions>();
-  CLI::App* cmd = app.add_subcommand("inspect", "Show the samples and fields of a tar shard, or a Megatron .idx");
+  CLI::App* cmd = app.add_subcommand("inspect", "Show the samples and fields of a tar shard (.tar or .tar.gz), an image folder, or a Megatron .idx");
   cmd->add_option("SHARD", opt->shard, "tar shard")->required();
   cmd->add_option("-n,--samples", opt->samples, "how many samples to list")->capture_default_str();
   cmd->add_option("--key-rule", opt->key_rule, "how members group into samples")

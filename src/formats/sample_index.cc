@@ -66,6 +66,23 @@ bool IsUtf8(std::string_view s) {
   return true;
 }
 
+// A compressed shard whose stream broke: the codec's fault, and the tar member
+// it cuts (the scan of the decoded prefix stops there) or, when it falls
+// between members, how far the tar got.
+Status DamagedShard(const RandomAccessReader& file, const Status& damage) {
+  Result<std::vector<TarMember>> prefix = ScanTar(file, file.Size());
+  std::string where;
+  if (!prefix.ok()) {
+    where = "; the damage cuts the tar here: " + prefix.status().message();
+  } else if (!prefix->empty()) {
+    // Not "the damaged member": a checksum found at the end may blame any byte before it.
+    const TarMember& m = prefix->back();
+    where = "; the tar decoded before it holds " + std::to_string(prefix->size()) + " members, the last '" + m.name +
+            "' at offset " + std::to_string(m.header_offset);
+  }
+  return DataLoss(damage.message() + where);
+}
+
 }  // namespace
 
 Result<KeyRule> ParseKeyRule(std::string_view name) {
@@ -242,6 +259,7 @@ Result<ShardIndex> ReadShardIndex(const std::string& index_path) {
 Result<ShardIndex> LoadOrBuildShardIndex(const std::string& shard_path, KeyRule rule) {
   STOKER_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessReader> file, OpenReader(shard_path));
   const uint64_t size = file->Size();
+  if (Status damage = file->Damage(); !damage.ok()) return DamagedShard(*file, damage);
   const std::string index_path = IndexPathFor(shard_path);
   Result<ShardIndex> sidecar = ReadShardIndex(index_path);
   if (sidecar.ok()) {
@@ -255,17 +273,18 @@ Result<ShardIndex> LoadOrBuildShardIndex(const std::string& shard_path, KeyRule 
              sidecar.status().code() != StatusCode::kFailedPrecondition) {
     return sidecar.status();  // a corrupt index is reported, not silently bypassed
   }
-  // Compressed shards are not read (yet): say so instead of "bad tar header".
-  // Checked only before a scan: a valid sidecar already says it is a tar, and
-  // the check costs a remote shard a round trip.
+  // gzip and zstd are decompressed by the reader itself (io/reader.h); a
+  // remote one whose name does not say so is not sniffed: say so instead of
+  // "bad tar header". Checked only before a scan: a valid sidecar already
+  // says it is a tar, and the check costs a remote shard a round trip.
   uint8_t magic[4] = {};
-  if (size >= 4 && file->ReadAt(0, magic).ok()) {
+  if (!file->Compression() && size >= 4 && file->ReadAt(0, magic).ok()) {
     const bool gz = magic[0] == 0x1f && magic[1] == 0x8b;
     const bool zst = magic[0] == 0x28 && magic[1] == 0xb5 && magic[2] == 0x2f && magic[3] == 0xfd;
     if (gz || zst) {
       return FailedPrecondition(shard_path + " is " + (gz ? "gzip" : "zstd") +
-                                "-compressed; stoker reads uncompressed tar shards: decompress it (" +
-                                (gz ? "gunzip" : "zstd -d") + ") or repack with `stoker pack`");
+                                "-compressed but its name does not say so: a remote shard is read compressed when " +
+                                "named *.gz, *.tgz or *.zst; rename it, decompress it, or repack with `stoker pack`");
     }
   }
   ShardIndex index;

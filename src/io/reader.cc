@@ -8,6 +8,8 @@
 
 #include "core/file.h"
 #include "io/cache_reader.h"
+#include "io/gzip_reader.h"
+#include "io/zstd_reader.h"
 #include "io/http_reader.h"
 #include "io/posix_reader.h"
 #include "io/s3.h"
@@ -99,8 +101,22 @@ bool IsRemoteUrl(const std::string& url) {
 
 Result<std::unique_ptr<RandomAccessReader>> OpenReader(const std::string& url) {
   IoOptions o = DefaultIoOptions();
-  if (IsRemoteUrl(url) && !o.cache_dir.empty()) return OpenCached(url, o);
-  return OpenRemoteUncached(url, o);
+  std::unique_ptr<RandomAccessReader> r;
+  if (IsRemoteUrl(url) && !o.cache_dir.empty()) {
+    STOKER_ASSIGN_OR_RETURN(r, OpenCached(url, o));
+  } else {
+    STOKER_ASSIGN_OR_RETURN(r, OpenRemoteUncached(url, o));
+  }
+  // By content for a local file (one pread); a remote object only when its
+  // name says so, since the check would cost a round trip per open.
+  const bool maybe = !r->remote() || url.ends_with(".gz") || url.ends_with(".tgz") || url.ends_with(".zst");
+  uint8_t magic[4] = {};
+  if (maybe && r->Size() >= 4) {
+    STOKER_RETURN_IF_ERROR(r->PRead(0, magic));
+    if (IsGzipMagic(magic, 4)) return OpenGzipReader(std::move(r));
+    if (IsZstdMagic(magic, 4)) return OpenZstdReader(std::move(r));
+  }
+  return r;
 }
 
 Result<std::unique_ptr<RandomAccessReader>> OpenRemoteUncached(const std::string& url, const IoOptions& o) {

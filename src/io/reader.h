@@ -41,6 +41,11 @@ class RandomAccessReader {
   // local file, megabytes for a remote object (one round trip each).
   virtual size_t PreferredReadSize() const { return 64 * 1024; }
   virtual bool remote() const { return false; }
+  // A reader that decompresses (io/gzip_reader.h, io/zstd_reader.h): the codec's name, else null.
+  virtual const char* Compression() const { return nullptr; }
+  // A decompressing reader whose stream broke: what broke where. Size() then
+  // counts only the bytes before the fault. Ok for every other reader.
+  virtual Status Damage() const { return Status::Ok(); }
 
   // Exactly out.size() bytes at offset; a short read is DataLoss naming the
   // object, offset and how many bytes were there (as File::PRead).
@@ -92,6 +97,9 @@ IoCounters& GlobalIoCounters();
 
 bool IsRemoteUrl(const std::string& url);
 
+// A gzip- or zstd-compressed object (by its magic bytes, whatever its name;
+// a remote one named *.gz, *.tgz, *.zst) is opened through io/gzip_reader.h
+// or io/zstd_reader.h: reads see the uncompressed bytes.
 Result<std::unique_ptr<RandomAccessReader>> OpenReader(const std::string& url);
 // The same without the cache (the cache's own fetches; local paths too).
 Result<std::unique_ptr<RandomAccessReader>> OpenRemoteUncached(const std::string& url, const IoOptions& options);

@@ -1,12 +1,14 @@
 """Writes the fuzzers' seed corpus: small valid inputs made by the peers'
-own writers (tarfile, numpy, Pillow), so the fuzzers start from real
+own writers (tarfile, gzip, the zstd command, numpy, Pillow), so the fuzzers start from real
 structure. The output is committed under tests/fuzz/corpus/<parser>/;
 run again only to change the seeds:  python3 tests/fuzz/make_corpus.py tests/fuzz/corpus
 """
 from __future__ import annotations
 
+import gzip
 import io
 import json
+import subprocess
 import sys
 import tarfile
 from pathlib import Path
@@ -78,6 +80,15 @@ def main(out: Path) -> None:
             "progressive": jpeg_bytes(20, 20, progressive=True),
             "cmyk": jpeg_bytes(8, 8, mode="CMYK"),
         },
+    }
+    shard = tar_bytes([(f"k{i}.txt", bytes(range(i, i + 200)) * 20) for i in range(6)])
+    zstd = lambda b: subprocess.run(["zstd", "-q", "-c"], input=b, capture_output=True, check=True).stdout
+    seeds["compressed"] = {
+        "tar_gz": gzip.compress(shard, mtime=0),
+        "fast": gzip.compress(shard, compresslevel=1, mtime=0),
+        "two_members": gzip.compress(shard[:3000], mtime=0) + gzip.compress(shard[3000:], mtime=0),
+        "tar_zst": zstd(shard),
+        "two_frames": zstd(shard[:3000]) + zstd(shard[3000:]),
     }
     for parser, files in seeds.items():
         d = out / parser

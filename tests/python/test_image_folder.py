@@ -6,7 +6,9 @@ file names, case-insensitive IMG_EXTENSIONS); pixels equal Pillow's."""
 from __future__ import annotations
 
 import io
+import json
 import os
+import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -96,3 +98,26 @@ def test_empty_class_is_an_error(tmp_path):
     Image.new("RGB", (4, 4)).save(tmp_path / "a" / "x.png")
     with pytest.raises(stoker.StokerError, match="class 'b' has no image"):
         stoker.Loader(str(tmp_path), {"image": stoker.image(4)}, batch_size=1)
+
+
+def _cli(*args) -> subprocess.CompletedProcess:
+    from conftest import stoker_bin
+
+    exe = stoker_bin()
+    if exe is None:
+        pytest.skip("no stoker command built")
+    return subprocess.run([exe, *map(str, args)], capture_output=True, text=True, check=True, timeout=120)
+
+
+def test_cli_inspect_and_bench_take_a_folder(tree):
+    """`stoker inspect/bench data/train/`: the same classes, labels and sample
+    count as torchvision's ImageFolder, fields inferred as image + cls."""
+    classes, instances = torchvision_samples(str(tree))
+    out = json.loads(_cli("inspect", tree, "--json", "-n", 100).stdout)
+    assert [c["name"] for c in out["classes"]] == classes
+    assert [c["label"] for c in out["classes"]] == list(range(len(classes)))
+    assert out["num_samples"] == len(instances)
+    assert [(s["path"], s["label"]) for s in out["samples"]] == instances
+    proc = _cli("bench", tree, "--batch-size", 2, "--epochs", 1, "--json")
+    assert "inferred: -f image:image:224 -f cls:scalar (an image folder)" in proc.stderr
+    assert json.loads(proc.stdout)["dataset_samples"] == len(instances)
