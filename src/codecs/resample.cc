@@ -100,19 +100,32 @@ void PlanResampleAxis(Resample filter, int in_size, double in0_d, double in1_d, 
     }
   }
   if (a->src_lo >= a->src_hi) a->src_lo = a->src_hi = 0;
-  a->pairs = (ksize + 1) / 2;
-  a->pair_hi.assign(static_cast<size_t>(count) * a->pairs, 0);
-  a->pair_lo.assign(static_cast<size_t>(count) * a->pairs, 0);
+  a->quads = (ksize + 3) / 4;
+  a->quad_k.assign(static_cast<size_t>(count) * a->quads * 32, 0);
+  a->out_quads.assign(count, 0);
   for (int i = 0; i < count; ++i) {
     const int32_t* k = &a->coeff[static_cast<size_t>(i) * ksize];
-    for (int j = 0; j < a->pairs; ++j) {
-      const int32_t k0 = k[2 * j], k1 = 2 * j + 1 < ksize ? k[2 * j + 1] : 0;
-      // hi = k >> 11 (floor), lo = k & 2047: both fit int16.
-      const uint32_t h0 = static_cast<uint16_t>(k0 >> 11), h1 = static_cast<uint16_t>(k1 >> 11);
-      const uint32_t l0 = static_cast<uint32_t>(k0 & 2047), l1 = static_cast<uint32_t>(k1 & 2047);
-      a->pair_hi[static_cast<size_t>(i) * a->pairs + j] = static_cast<int32_t>(h0 | (h1 << 16));
-      a->pair_lo[static_cast<size_t>(i) * a->pairs + j] = static_cast<int32_t>(l0 | (l1 << 16));
+    a->out_quads[i] = static_cast<uint8_t>(std::min((a->taps[i] + 3) / 4, a->quads));
+    for (int g = 0; g < a->quads; ++g) {
+      int16_t* q = &a->quad_k[(static_cast<size_t>(i) * a->quads + g) * 32];
+      for (int t = 0; t < 4; ++t) {
+        const int32_t kt = 4 * g + t < ksize ? k[4 * g + t] : 0;
+        // hi = k >> 11 (floor), lo = k & 2047: both fit int16.
+        const auto hi = static_cast<int16_t>(kt >> 11), lo = static_cast<int16_t>(kt & 2047);
+        q[t] = q[4 + t] = q[8 + t] = hi;  // R, G | B
+        q[16 + t] = q[20 + t] = q[24 + t] = lo;
+      }
     }
+  }
+  // Group g of output i loads bytes [3 start + 12 g, + 16): past src_hi the
+  // caller's buffer may end (the last row of a region).
+  // The fast outputs are a prefix (the kernel walks them in order).
+  a->quad_end = 0;
+  while (a->quad_end < count) {
+    const int i = a->quad_end;
+    const int groups = a->out_quads[i];
+    if (groups > 0 && 3 * a->start[i] + 12 * (groups - 1) + 16 > 3 * a->src_hi) break;
+    ++a->quad_end;
   }
 }
 
@@ -177,48 +190,52 @@ __attribute__((target("sse4.1"))) void HorizontalRowSse41From(const ResampleAxis
   }
 }
 
-// Two output pixels per 256-bit vector (one per 128-bit lane), two taps per
-// pmaddwd: the bytes of pixels x, x+1 are shuffled to 16-bit pairs
-// (R_x, R_x+1, G_x, G_x+1, B_x, B_x+1, 0, 0) and multiplied by the weights'
-// 11-bit halves; sum = (sum_hi << 11) + sum_lo is the exact 32-bit sum.
-// Taps past an output's own list have weight 0 (Pillow's padding). A pair
-// whose 8-byte loads could pass the axis's last pixel goes to the SSE4.1 loop.
+// One output pixel per 256-bit vector, four taps per pmaddwd: the 16 bytes
+// at a group's first tap (4 pixels and 4 spare bytes) are broadcast to both
+// lanes and shuffled to 16-bit (R0 R1 R2 R3 G0 G1 G2 G3 | B0 B1 B2 B3 0 0 0 0),
+// then multiplied by the weights' 11-bit halves (quad_k);
+// sum = (sum_hi << 11) + sum_lo is the exact 32-bit sum. Taps past an
+// output's own list have weight 0 (Pillow's padding). Returns the pair sums
+// [R01 R23 G01 G23 | B01 B23 0 0].
+__attribute__((target("avx2"))) inline __m256i QuadSums(const ResampleAxis& ax, int i, const uint8_t* s, int src_x0,
+                                                         __m256i shuf) {
+  const uint8_t* p = s + static_cast<size_t>(ax.start[i] - src_x0) * 3;
+  const int16_t* q = &ax.quad_k[static_cast<size_t>(i) * ax.quads * 32];
+  __m256i hi = _mm256_setzero_si256(), lo = _mm256_setzero_si256();
+  const int groups = ax.out_quads[i];
+  for (int g = 0; g < groups; ++g, p += 12, q += 32) {
+    const __m256i px =
+        _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))), shuf);
+    hi = _mm256_add_epi32(hi, _mm256_madd_epi16(px, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q))));
+    lo = _mm256_add_epi32(lo, _mm256_madd_epi16(px, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 16))));
+  }
+  return _mm256_add_epi32(_mm256_slli_epi32(hi, 11), lo);
+}
+
+// Four outputs per step: phaddd turns two outputs' pair sums into their
+// R, G | B sums; the rounding and clamping are Clip8's (shift, then
+// saturating packs). Outputs from quad_end on (their loads could pass
+// src_hi) and the last few go to the SSE4.1 loop.
 __attribute__((target("avx2"))) void HorizontalRowAvx2(const ResampleAxis& ax, const uint8_t* s, int src_x0,
                                                         uint8_t* d) {
-  const int np = ax.pairs;
-  const __m256i shuf = _mm256_setr_epi8(0, -1, 3, -1, 1, -1, 4, -1, 2, -1, 5, -1, -1, -1, -1, -1,  //
-                                        0, -1, 3, -1, 1, -1, 4, -1, 2, -1, 5, -1, -1, -1, -1, -1);
+  const __m256i shuf = _mm256_setr_epi8(0, -1, 3, -1, 6, -1, 9, -1, 1, -1, 4, -1, 7, -1, 10, -1,  //
+                                        2, -1, 5, -1, 8, -1, 11, -1, -1, -1, -1, -1, -1, -1, -1, -1);
+  // (aR aG bR bG cR cG dR dG | aB 0 bB 0 cB 0 dB 0) -> aR aG aB bR ... dB
+  const __m128i order = _mm_setr_epi8(0, 1, 8, 2, 3, 10, 4, 5, 12, 6, 7, 14, -1, -1, -1, -1);
+  const __m256i half = _mm256_set1_epi32(kHalf);
   int i = 0;
-  for (; i + 1 < ax.count; i += 2) {
-    const int s0 = ax.start[i], s1 = ax.start[i + 1];
-    const int n = (std::max(ax.taps[i], ax.taps[i + 1]) + 1) / 2;  // tap pairs
-    if (s0 + 2 * n >= ax.in_size || s1 + 2 * n >= ax.in_size) break;
-    const uint8_t* p0 = s + static_cast<size_t>(s0 - src_x0) * 3;
-    const uint8_t* p1 = s + static_cast<size_t>(s1 - src_x0) * 3;
-    const int32_t* h0 = &ax.pair_hi[static_cast<size_t>(i) * np];
-    const int32_t* l0 = &ax.pair_lo[static_cast<size_t>(i) * np];
-    const int32_t* h1 = h0 + np;
-    const int32_t* l1 = l0 + np;
-    __m256i acc_hi = _mm256_setzero_si256(), acc_lo = _mm256_setzero_si256();
-    for (int j = 0; j < n; ++j) {
-      const __m256i raw = _mm256_set_m128i(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p1 + 6 * j)),
-                                           _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p0 + 6 * j)));
-      const __m256i px = _mm256_shuffle_epi8(raw, shuf);
-      acc_hi = _mm256_add_epi32(acc_hi, _mm256_madd_epi16(px, _mm256_set_m128i(_mm_set1_epi32(h1[j]),
-                                                                                 _mm_set1_epi32(h0[j]))));
-      acc_lo = _mm256_add_epi32(acc_lo, _mm256_madd_epi16(px, _mm256_set_m128i(_mm_set1_epi32(l1[j]),
-                                                                                 _mm_set1_epi32(l0[j]))));
-    }
-    __m256i acc = _mm256_add_epi32(_mm256_add_epi32(_mm256_slli_epi32(acc_hi, 11), acc_lo),
-                                   _mm256_set1_epi32(kHalf));
-    acc = _mm256_srai_epi32(acc, kPrecisionBits);
-    const __m128i v16 = _mm_packs_epi32(_mm256_castsi256_si128(acc), _mm256_extracti128_si256(acc, 1));
-    const uint64_t v8 = static_cast<uint64_t>(_mm_cvtsi128_si64(_mm_packus_epi16(v16, v16)));
-    const uint32_t a8 = static_cast<uint32_t>(v8), b8 = static_cast<uint32_t>(v8 >> 32);
-    std::memcpy(d + 3 * i, &a8, 3);
-    std::memcpy(d + 3 * i + 3, &b8, 3);
+  for (; i + 4 <= ax.quad_end; i += 4) {
+    const __m256i a = QuadSums(ax, i, s, src_x0, shuf), b = QuadSums(ax, i + 1, s, src_x0, shuf);
+    const __m256i c = QuadSums(ax, i + 2, s, src_x0, shuf), e = QuadSums(ax, i + 3, s, src_x0, shuf);
+    const __m256i ab = _mm256_srai_epi32(_mm256_add_epi32(_mm256_hadd_epi32(a, b), half), kPrecisionBits);
+    const __m256i ce = _mm256_srai_epi32(_mm256_add_epi32(_mm256_hadd_epi32(c, e), half), kPrecisionBits);
+    const __m256i w16 = _mm256_packs_epi32(ab, ce);
+    const __m256i w8 = _mm256_packus_epi16(w16, w16);
+    const __m128i x = _mm_shuffle_epi8(_mm256_castsi256_si128(_mm256_permute4x64_epi64(w8, 0x08)), order);
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(d + 3 * i), x);
+    const uint32_t tail = static_cast<uint32_t>(_mm_extract_epi32(x, 2));
+    std::memcpy(d + 3 * i + 8, &tail, 4);
   }
-  // The rest (near the row's end): one pixel at a time.
   if (i < ax.count) HorizontalRowSse41From(ax, i, s, src_x0, d);
 }
 

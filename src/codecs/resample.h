@@ -10,7 +10,7 @@
 // later) that has RGB pixels calls PlanResampleAxis for x and y, decodes at
 // least the source span the axes report, then ResampleRgb.
 // Speed: the vertical pass runs 8 bytes at a time with AVX2 and the
-// horizontal pass two output pixels and two taps per AVX2 pmaddwd (the 22-bit
+// horizontal pass one output pixel and four taps per AVX2 pmaddwd (the 22-bit
 // weights split into exact 11-bit halves), chosen at run time
 // (__builtin_cpu_supports); other CPUs take the scalar loops. Same integers
 // either way, so the same pixels.
@@ -43,11 +43,17 @@ struct ResampleAxis {
   std::vector<int32_t> start;  // per output: first source pixel
   std::vector<int32_t> taps;   // per output: number of source pixels
   std::vector<int32_t> coeff;  // per output: ksize fixed-point weights
-  // The same weights split exactly as k = hi * 2^11 + lo (lo in [0, 2^11)),
-  // two taps per int32 as int16 pairs: the SIMD horizontal pass multiplies
-  // 16-bit pairs (pmaddwd) and recombines, giving the same integers.
-  int pairs = 0;                 // (ksize + 1) / 2 per output
-  std::vector<int32_t> pair_hi, pair_lo;
+  // The same weights for the AVX2 horizontal pass, split exactly as
+  // k = hi * 2^11 + lo (lo in [0, 2^11)) so both halves fit int16 and
+  // pmaddwd gives the same integers: per output, `quads` groups of 4 taps,
+  // each 32 int16 (hi then lo), laid out as the pass's shuffled pixel
+  // vector wants them (R0 R1 R2 R3 G0 G1 G2 G3 | B0 B1 B2 B3 0 0 0 0).
+  int quads = 0;                 // (ksize + 3) / 4
+  std::vector<int16_t> quad_k;   // count * quads * 32
+  std::vector<uint8_t> out_quads;  // per output: groups its own taps need
+  // Outputs [0, quad_end) may load 16 bytes per group inside [src_lo, src_hi)
+  // (start increases with the output); the rest take the per-pixel loop.
+  int quad_end = 0;
   int src_lo = 0, src_hi = 0;  // source pixels [src_lo, src_hi) the window reads
 };
 
