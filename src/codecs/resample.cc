@@ -41,10 +41,8 @@ inline uint8_t Clip8(int32_t v) {
   return static_cast<uint8_t>(v < 0 ? 0 : v > 255 ? 255 : v);
 }
 
-}  // namespace
-
-void PlanResampleAxis(Resample filter, int in_size, double in0_d, double in1_d, int out_size, int first, int count,
-                      ResampleAxis* a) {
+void ComputeAxis(Resample filter, int in_size, double in0_d, double in1_d, int out_size, int first, int count,
+                 ResampleAxis* a) {
   // Pillow takes the box as C floats.
   const float in0 = static_cast<float>(in0_d), in1 = static_cast<float>(in1_d);
   double (*fn)(double) = filter == Resample::kBicubic ? BicubicFilter : BilinearFilter;
@@ -119,13 +117,54 @@ void PlanResampleAxis(Resample filter, int in_size, double in0_d, double in1_d, 
   }
   // Group g of output i loads bytes [3 start + 12 g, + 16): past src_hi the
   // caller's buffer may end (the last row of a region).
+  a->max_quads = 0;
+  for (int i = 0; i < count; ++i) a->max_quads = std::max<int>(a->max_quads, a->out_quads[i]);
   // The fast outputs are a prefix (the kernel walks them in order).
   a->quad_end = 0;
   while (a->quad_end < count) {
     const int i = a->quad_end;
-    const int groups = a->out_quads[i];
-    if (groups > 0 && 3 * a->start[i] + 12 * (groups - 1) + 16 > 3 * a->src_hi) break;
+    if (a->max_quads > 0 && 3 * a->start[i] + 12 * (a->max_quads - 1) + 16 > 3 * a->src_hi) break;
     ++a->quad_end;
+  }
+}
+
+// The last axes planned on this thread. A loader's images mostly share a
+// few sizes (and every image of a center crop one geometry), and planning
+// (the filter in double per tap, a division per output) costs about as much
+// as a tenth of the resample itself; a copy of the cached axis is the same
+// integers.
+struct AxisKey {
+  Resample filter;
+  int in_size;
+  double in0, in1;
+  int out_size, first, count;
+  bool operator==(const AxisKey&) const = default;
+};
+struct CachedAxis {
+  AxisKey key;
+  ResampleAxis axis;
+};
+constexpr size_t kAxisCacheSize = 8;
+thread_local std::vector<CachedAxis> t_axis_cache;  // most recent last
+thread_local size_t t_axis_next = 0;                // slot replaced next once full
+
+}  // namespace
+
+void PlanResampleAxis(Resample filter, int in_size, double in0, double in1, int out_size, int first, int count,
+                      ResampleAxis* a) {
+  const AxisKey key{filter, in_size, in0, in1, out_size, first, count};
+  for (const CachedAxis& c : t_axis_cache) {
+    if (c.key == key) {
+      *a = c.axis;
+      return;
+    }
+  }
+  ComputeAxis(filter, in_size, in0, in1, out_size, first, count, a);
+  if (t_axis_cache.size() < kAxisCacheSize) {
+    t_axis_cache.push_back({key, *a});
+  } else {
+    t_axis_cache[t_axis_next] = {key, *a};
+    t_axis_next = (t_axis_next + 1) % kAxisCacheSize;
   }
 }
 
@@ -197,12 +236,16 @@ __attribute__((target("sse4.1"))) void HorizontalRowSse41From(const ResampleAxis
 // sum = (sum_hi << 11) + sum_lo is the exact 32-bit sum. Taps past an
 // output's own list have weight 0 (Pillow's padding). Returns the pair sums
 // [R01 R23 G01 G23 | B01 B23 0 0].
+// G > 0: every output takes G groups (the plan's max_quads; groups past an
+// output's own are zero weights), so the loop has no branch per output.
+// G == 0: each output its own count.
+template <int G>
 __attribute__((target("avx2"))) inline __m256i QuadSums(const ResampleAxis& ax, int i, const uint8_t* s, int src_x0,
                                                          __m256i shuf) {
   const uint8_t* p = s + static_cast<size_t>(ax.start[i] - src_x0) * 3;
   const int16_t* q = &ax.quad_k[static_cast<size_t>(i) * ax.quads * 32];
   __m256i hi = _mm256_setzero_si256(), lo = _mm256_setzero_si256();
-  const int groups = ax.out_quads[i];
+  const int groups = G > 0 ? G : ax.out_quads[i];
   for (int g = 0; g < groups; ++g, p += 12, q += 32) {
     const __m256i px =
         _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))), shuf);
@@ -214,19 +257,20 @@ __attribute__((target("avx2"))) inline __m256i QuadSums(const ResampleAxis& ax, 
 
 // Four outputs per step: phaddd turns two outputs' pair sums into their
 // R, G | B sums; the rounding and clamping are Clip8's (shift, then
-// saturating packs). Outputs from quad_end on (their loads could pass
-// src_hi) and the last few go to the SSE4.1 loop.
+// saturating packs). Outputs from fast_end on (their loads could pass the
+// buffer) and the last few go to the SSE4.1 loop.
+template <int G>
 __attribute__((target("avx2"))) void HorizontalRowAvx2(const ResampleAxis& ax, const uint8_t* s, int src_x0,
-                                                        uint8_t* d) {
+                                                        uint8_t* d, int fast_end) {
   const __m256i shuf = _mm256_setr_epi8(0, -1, 3, -1, 6, -1, 9, -1, 1, -1, 4, -1, 7, -1, 10, -1,  //
                                         2, -1, 5, -1, 8, -1, 11, -1, -1, -1, -1, -1, -1, -1, -1, -1);
   // (aR aG bR bG cR cG dR dG | aB 0 bB 0 cB 0 dB 0) -> aR aG aB bR ... dB
   const __m128i order = _mm_setr_epi8(0, 1, 8, 2, 3, 10, 4, 5, 12, 6, 7, 14, -1, -1, -1, -1);
   const __m256i half = _mm256_set1_epi32(kHalf);
   int i = 0;
-  for (; i + 4 <= ax.quad_end; i += 4) {
-    const __m256i a = QuadSums(ax, i, s, src_x0, shuf), b = QuadSums(ax, i + 1, s, src_x0, shuf);
-    const __m256i c = QuadSums(ax, i + 2, s, src_x0, shuf), e = QuadSums(ax, i + 3, s, src_x0, shuf);
+  for (; i + 4 <= fast_end; i += 4) {
+    const __m256i a = QuadSums<G>(ax, i, s, src_x0, shuf), b = QuadSums<G>(ax, i + 1, s, src_x0, shuf);
+    const __m256i c = QuadSums<G>(ax, i + 2, s, src_x0, shuf), e = QuadSums<G>(ax, i + 3, s, src_x0, shuf);
     const __m256i ab = _mm256_srai_epi32(_mm256_add_epi32(_mm256_hadd_epi32(a, b), half), kPrecisionBits);
     const __m256i ce = _mm256_srai_epi32(_mm256_add_epi32(_mm256_hadd_epi32(c, e), half), kPrecisionBits);
     const __m256i w16 = _mm256_packs_epi32(ab, ce);
@@ -264,13 +308,19 @@ const bool kHaveSse41 = __builtin_cpu_supports("sse4.1");
 const bool kHaveAvx2 = __builtin_cpu_supports("avx2");
 #endif
 
-void HorizontalRow(const ResampleAxis& ax, const uint8_t* s, int src_x0, uint8_t* d) {
+// fast_end: outputs [0, fast_end) may take the AVX2 loads (ax.quad_end, or
+// more where the row is not the buffer's last: see ResampleRgb).
+void HorizontalRow(const ResampleAxis& ax, const uint8_t* s, int src_x0, uint8_t* d, int fast_end) {
   if (ax.identity) {
     std::memcpy(d, s + static_cast<size_t>(ax.first - src_x0) * 3, static_cast<size_t>(ax.count) * 3);
     return;
   }
 #if STOKER_RESAMPLE_X86
-  if (kHaveAvx2) return HorizontalRowAvx2(ax, s, src_x0, d);
+  if (kHaveAvx2) {
+    if (ax.max_quads == 1) return HorizontalRowAvx2<1>(ax, s, src_x0, d, fast_end);
+    if (ax.max_quads == 2) return HorizontalRowAvx2<2>(ax, s, src_x0, d, fast_end);
+    return HorizontalRowAvx2<0>(ax, s, src_x0, d, fast_end);
+  }
   if (kHaveSse41) return HorizontalRowSse41From(ax, 0, s, src_x0, d);
 #endif
   HorizontalRowScalar(ax, s, src_x0, d);
@@ -288,10 +338,21 @@ void VerticalRow(const uint8_t* const* rows, const int32_t* k, int n, size_t byt
 void ResampleRgb(const ResampleAxis& ax, const ResampleAxis& ay, const uint8_t* src, size_t src_stride, int src_x0,
                  int src_y0, uint8_t* dst, size_t dst_stride, std::vector<uint8_t>* tmp) {
   const size_t row_bytes = static_cast<size_t>(ax.count) * 3;
+  // The AVX2 horizontal pass loads 16 bytes per 4 taps, up to
+  // 12 (max_quads - 1) + 16 bytes from an output's first tap: past src_hi for
+  // the last outputs. On any row but the last one read, those bytes lie in
+  // the next row (the buffer is one block of src_stride-byte rows), so every
+  // output may take it; on the last row only the plan's quad_end.
+  int inner_end = ax.quad_end;
+  if (ax.count > 0 && ax.max_quads > 0 &&
+      3 * static_cast<int64_t>(ax.start[ax.count - 1]) + 12 * (ax.max_quads - 1) + 16 <=
+          3 * static_cast<int64_t>(ax.src_hi) + static_cast<int64_t>(src_stride)) {
+    inner_end = ax.count;
+  }
   if (ay.identity) {  // horizontal pass only, straight into dst
     for (int i = 0; i < ay.count; ++i) {
       HorizontalRow(ax, src + static_cast<size_t>(ay.first + i - src_y0) * src_stride, src_x0,
-                    dst + static_cast<size_t>(i) * dst_stride);
+                    dst + static_cast<size_t>(i) * dst_stride, i + 1 < ay.count ? inner_end : ax.quad_end);
     }
     return;
   }
@@ -308,7 +369,8 @@ void ResampleRgb(const ResampleAxis& ax, const ResampleAxis& ay, const uint8_t* 
     if (tmp->size() < need) tmp->resize(need);
     uint8_t* t = tmp->data();
     for (int y = 0; y < rows; ++y) {
-      HorizontalRow(ax, src + static_cast<size_t>(ay.src_lo + y - src_y0) * src_stride, src_x0, t + row_bytes * y);
+      HorizontalRow(ax, src + static_cast<size_t>(ay.src_lo + y - src_y0) * src_stride, src_x0, t + row_bytes * y,
+                    y + 1 < rows ? inner_end : ax.quad_end);
     }
     mid = t;
     mid_stride = row_bytes;

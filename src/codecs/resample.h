@@ -51,13 +51,15 @@ struct ResampleAxis {
   int quads = 0;                 // (ksize + 3) / 4
   std::vector<int16_t> quad_k;   // count * quads * 32
   std::vector<uint8_t> out_quads;  // per output: groups its own taps need
+  int max_quads = 0;               // the most any output needs
   // Outputs [0, quad_end) may load 16 bytes per group inside [src_lo, src_hi)
   // (start increases with the output); the rest take the per-pixel loop.
   int quad_end = 0;
   int src_lo = 0, src_hi = 0;  // source pixels [src_lo, src_hi) the window reads
 };
 
-// filter: kBilinear or kBicubic.
+// filter: kBilinear or kBicubic. The last few axes planned on the calling
+// thread are kept (thread_local), so a repeated geometry is a copy.
 void PlanResampleAxis(Resample filter, int in_size, double in0, double in1, int out_size, int first, int count,
                       ResampleAxis* axis);
 
