@@ -208,9 +208,10 @@ __attribute__((target("sse4.1"))) void HorizontalRowSse41From(const ResampleAxis
     const int32_t* k = &ax.coeff[static_cast<size_t>(i) * ks];
     int n = ax.taps[i];
     __m128i acc = _mm_set1_epi32(kHalf);
-    // The 4-byte load of the axis's last pixel would read past the row
-    // (possibly past the buffer): that tap is loaded by bytes.
-    const bool last = ax.start[i] + n >= ax.in_size;
+    // The 4-byte load of the last pixel the window reads (src_hi - 1) would
+    // pass what the caller must provide (possibly the buffer's end): that
+    // tap is loaded by bytes.
+    const bool last = ax.start[i] + n >= ax.src_hi;
     if (last) --n;
     for (int x = 0; x < n; ++x) {
       int32_t v;
