@@ -288,6 +288,30 @@ __attribute__((target("avx2"))) void HorizontalRowAvx2(const ResampleAxis& ax, c
 __attribute__((target("avx2"))) void VerticalRowAvx2(const uint8_t* const* rows, const int32_t* k, int n,
                                                       size_t bytes, uint8_t* d) {
   size_t j = 0;
+  // 32 bytes per step: four accumulators share each tap's weight, and one
+  // pack and store serve them all.
+  const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+  for (; j + 32 <= bytes; j += 32) {
+    __m256i a0 = _mm256_set1_epi32(kHalf), a1 = a0, a2 = a0, a3 = a0;
+    for (int y = 0; y < n; ++y) {
+      const uint8_t* r = rows[y] + j;
+      const __m256i w = _mm256_set1_epi32(k[y]);
+      a0 = _mm256_add_epi32(a0, _mm256_mullo_epi32(_mm256_cvtepu8_epi32(_mm_loadl_epi64(
+                                                        reinterpret_cast<const __m128i*>(r))), w));
+      a1 = _mm256_add_epi32(a1, _mm256_mullo_epi32(_mm256_cvtepu8_epi32(_mm_loadl_epi64(
+                                                        reinterpret_cast<const __m128i*>(r + 8))), w));
+      a2 = _mm256_add_epi32(a2, _mm256_mullo_epi32(_mm256_cvtepu8_epi32(_mm_loadl_epi64(
+                                                        reinterpret_cast<const __m128i*>(r + 16))), w));
+      a3 = _mm256_add_epi32(a3, _mm256_mullo_epi32(_mm256_cvtepu8_epi32(_mm_loadl_epi64(
+                                                        reinterpret_cast<const __m128i*>(r + 24))), w));
+    }
+    // packs/packus work per 128-bit lane: (a0 lo, a1 lo, a2 lo, a3 lo |
+    // a0 hi, ...) in 4-byte groups, put back in order by the permute.
+    const __m256i p01 = _mm256_packs_epi32(_mm256_srai_epi32(a0, kPrecisionBits), _mm256_srai_epi32(a1, kPrecisionBits));
+    const __m256i p23 = _mm256_packs_epi32(_mm256_srai_epi32(a2, kPrecisionBits), _mm256_srai_epi32(a3, kPrecisionBits));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + j),
+                        _mm256_permutevar8x32_epi32(_mm256_packus_epi16(p01, p23), order));
+  }
   for (; j + 8 <= bytes; j += 8) {
     __m256i acc = _mm256_set1_epi32(kHalf);
     for (int y = 0; y < n; ++y) {
