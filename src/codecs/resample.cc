@@ -98,6 +98,8 @@ void ComputeAxis(Resample filter, int in_size, double in0_d, double in1_d, int o
     }
   }
   if (a->src_lo >= a->src_hi) a->src_lo = a->src_hi = 0;
+  a->start3.resize(count);
+  for (int i = 0; i < count; ++i) a->start3[i] = 3 * a->start[i];
   a->quads = (ksize + 3) / 4;
   a->quad_k.assign(static_cast<size_t>(count) * a->quads * 32, 0);
   a->out_quads.assign(count, 0);
@@ -241,10 +243,9 @@ __attribute__((target("sse4.1"))) void HorizontalRowSse41From(const ResampleAxis
 // output's own are zero weights), so the loop has no branch per output.
 // G == 0: each output its own count.
 template <int G>
-__attribute__((target("avx2"))) inline __m256i QuadSums(const ResampleAxis& ax, int i, const uint8_t* s, int src_x0,
-                                                         __m256i shuf) {
-  const uint8_t* p = s + static_cast<size_t>(ax.start[i] - src_x0) * 3;
-  const int16_t* q = &ax.quad_k[static_cast<size_t>(i) * ax.quads * 32];
+__attribute__((target("avx2"))) inline __m256i QuadSums(const ResampleAxis& ax, int i, const uint8_t* s0,
+                                                         const int16_t* q, __m256i shuf) {
+  const uint8_t* p = s0 + ax.start3[i];
   __m256i hi = _mm256_setzero_si256(), lo = _mm256_setzero_si256();
   const int groups = G > 0 ? G : ax.out_quads[i];
   for (int g = 0; g < groups; ++g, p += 12, q += 32) {
@@ -268,10 +269,14 @@ __attribute__((target("avx2"))) void HorizontalRowAvx2(const ResampleAxis& ax, c
   // (aR aG bR bG cR cG dR dG | aB 0 bB 0 cB 0 dB 0) -> aR aG aB bR ... dB
   const __m128i order = _mm_setr_epi8(0, 1, 8, 2, 3, 10, 4, 5, 12, 6, 7, 14, -1, -1, -1, -1);
   const __m256i half = _mm256_set1_epi32(kHalf);
+  // Pixel 0 of the axis (start3 counts from it), and the weights walked in order.
+  const uint8_t* s0 = s - static_cast<ptrdiff_t>(src_x0) * 3;
+  const size_t qs = static_cast<size_t>(ax.quads) * 32;
+  const int16_t* q = ax.quad_k.data();
   int i = 0;
-  for (; i + 4 <= fast_end; i += 4) {
-    const __m256i a = QuadSums<G>(ax, i, s, src_x0, shuf), b = QuadSums<G>(ax, i + 1, s, src_x0, shuf);
-    const __m256i c = QuadSums<G>(ax, i + 2, s, src_x0, shuf), e = QuadSums<G>(ax, i + 3, s, src_x0, shuf);
+  for (; i + 4 <= fast_end; i += 4, q += 4 * qs) {
+    const __m256i a = QuadSums<G>(ax, i, s0, q, shuf), b = QuadSums<G>(ax, i + 1, s0, q + qs, shuf);
+    const __m256i c = QuadSums<G>(ax, i + 2, s0, q + 2 * qs, shuf), e = QuadSums<G>(ax, i + 3, s0, q + 3 * qs, shuf);
     const __m256i ab = _mm256_srai_epi32(_mm256_add_epi32(_mm256_hadd_epi32(a, b), half), kPrecisionBits);
     const __m256i ce = _mm256_srai_epi32(_mm256_add_epi32(_mm256_hadd_epi32(c, e), half), kPrecisionBits);
     const __m256i w16 = _mm256_packs_epi32(ab, ce);

@@ -49,6 +49,7 @@ struct ResampleAxis {
   // each 32 int16 (hi then lo), laid out as the pass's shuffled pixel
   // vector wants them (R0 R1 R2 R3 G0 G1 G2 G3 | B0 B1 B2 B3 0 0 0 0).
   int quads = 0;                 // (ksize + 3) / 4
+  std::vector<int32_t> start3;   // per output: 3 * start, the first tap's byte
   std::vector<int16_t> quad_k;   // count * quads * 32
   std::vector<uint8_t> out_quads;  // per output: groups its own taps need
   int max_quads = 0;               // the most any output needs
