@@ -41,10 +41,8 @@ inline uint8_t Clip8(int32_t v) {
   return static_cast<uint8_t>(v < 0 ? 0 : v > 255 ? 255 : v);
 }
 
-}  // namespace
-
-void PlanResampleAxis(Resample filter, int in_size, double in0_d, double in1_d, int out_size, int first, int count,
-                      ResampleAxis* a) {
+void ComputeAxis(Resample filter, int in_size, double in0_d, double in1_d, int out_size, int first, int count,
+                 ResampleAxis* a) {
   // Pillow takes the box as C floats.
   const float in0 = static_cast<float>(in0_d), in1 = static_cast<float>(in1_d);
   double (*fn)(double) = filter == Resample::kBicubic ? BicubicFilter : BilinearFilter;
@@ -100,19 +98,75 @@ void PlanResampleAxis(Resample filter, int in_size, double in0_d, double in1_d, 
     }
   }
   if (a->src_lo >= a->src_hi) a->src_lo = a->src_hi = 0;
-  a->pairs = (ksize + 1) / 2;
-  a->pair_hi.assign(static_cast<size_t>(count) * a->pairs, 0);
-  a->pair_lo.assign(static_cast<size_t>(count) * a->pairs, 0);
+  a->start3.resize(count);
+  for (int i = 0; i < count; ++i) a->start3[i] = 3 * a->start[i];
+  a->quads = (ksize + 3) / 4;
+  a->quad_k.assign(static_cast<size_t>(count) * a->quads * 32, 0);
+  a->out_quads.assign(count, 0);
   for (int i = 0; i < count; ++i) {
     const int32_t* k = &a->coeff[static_cast<size_t>(i) * ksize];
-    for (int j = 0; j < a->pairs; ++j) {
-      const int32_t k0 = k[2 * j], k1 = 2 * j + 1 < ksize ? k[2 * j + 1] : 0;
-      // hi = k >> 11 (floor), lo = k & 2047: both fit int16.
-      const uint32_t h0 = static_cast<uint16_t>(k0 >> 11), h1 = static_cast<uint16_t>(k1 >> 11);
-      const uint32_t l0 = static_cast<uint32_t>(k0 & 2047), l1 = static_cast<uint32_t>(k1 & 2047);
-      a->pair_hi[static_cast<size_t>(i) * a->pairs + j] = static_cast<int32_t>(h0 | (h1 << 16));
-      a->pair_lo[static_cast<size_t>(i) * a->pairs + j] = static_cast<int32_t>(l0 | (l1 << 16));
+    a->out_quads[i] = static_cast<uint8_t>(std::min((a->taps[i] + 3) / 4, a->quads));
+    for (int g = 0; g < a->quads; ++g) {
+      int16_t* q = &a->quad_k[(static_cast<size_t>(i) * a->quads + g) * 32];
+      for (int t = 0; t < 4; ++t) {
+        const int32_t kt = 4 * g + t < ksize ? k[4 * g + t] : 0;
+        // hi = k >> 11 (floor), lo = k & 2047: both fit int16.
+        const auto hi = static_cast<int16_t>(kt >> 11), lo = static_cast<int16_t>(kt & 2047);
+        q[t] = q[4 + t] = q[8 + t] = hi;  // R, G | B
+        q[16 + t] = q[20 + t] = q[24 + t] = lo;
+      }
     }
+  }
+  // Group g of output i loads bytes [3 start + 12 g, + 16): past src_hi the
+  // caller's buffer may end (the last row of a region).
+  a->max_quads = 0;
+  for (int i = 0; i < count; ++i) a->max_quads = std::max<int>(a->max_quads, a->out_quads[i]);
+  // The fast outputs are a prefix (the kernel walks them in order).
+  a->quad_end = 0;
+  while (a->quad_end < count) {
+    const int i = a->quad_end;
+    if (a->max_quads > 0 && 3 * a->start[i] + 12 * (a->max_quads - 1) + 16 > 3 * a->src_hi) break;
+    ++a->quad_end;
+  }
+}
+
+// The last axes planned on this thread. A loader's images mostly share a
+// few sizes (and every image of a center crop one geometry), and planning
+// (the filter in double per tap, a division per output) costs about as much
+// as a tenth of the resample itself; a copy of the cached axis is the same
+// integers.
+struct AxisKey {
+  Resample filter;
+  int in_size;
+  double in0, in1;
+  int out_size, first, count;
+  bool operator==(const AxisKey&) const = default;
+};
+struct CachedAxis {
+  AxisKey key;
+  ResampleAxis axis;
+};
+constexpr size_t kAxisCacheSize = 8;
+thread_local std::vector<CachedAxis> t_axis_cache;  // most recent last
+thread_local size_t t_axis_next = 0;                // slot replaced next once full
+
+}  // namespace
+
+void PlanResampleAxis(Resample filter, int in_size, double in0, double in1, int out_size, int first, int count,
+                      ResampleAxis* a) {
+  const AxisKey key{filter, in_size, in0, in1, out_size, first, count};
+  for (const CachedAxis& c : t_axis_cache) {
+    if (c.key == key) {
+      *a = c.axis;
+      return;
+    }
+  }
+  ComputeAxis(filter, in_size, in0, in1, out_size, first, count, a);
+  if (t_axis_cache.size() < kAxisCacheSize) {
+    t_axis_cache.push_back({key, *a});
+  } else {
+    t_axis_cache[t_axis_next] = {key, *a};
+    t_axis_next = (t_axis_next + 1) % kAxisCacheSize;
   }
 }
 
@@ -156,9 +210,10 @@ __attribute__((target("sse4.1"))) void HorizontalRowSse41From(const ResampleAxis
     const int32_t* k = &ax.coeff[static_cast<size_t>(i) * ks];
     int n = ax.taps[i];
     __m128i acc = _mm_set1_epi32(kHalf);
-    // The 4-byte load of the axis's last pixel would read past the row
-    // (possibly past the buffer): that tap is loaded by bytes.
-    const bool last = ax.start[i] + n >= ax.in_size;
+    // The 4-byte load of the last pixel the window reads (src_hi - 1) would
+    // pass what the caller must provide (possibly the buffer's end): that
+    // tap is loaded by bytes.
+    const bool last = ax.start[i] + n >= ax.src_hi;
     if (last) --n;
     for (int x = 0; x < n; ++x) {
       int32_t v;
@@ -177,48 +232,60 @@ __attribute__((target("sse4.1"))) void HorizontalRowSse41From(const ResampleAxis
   }
 }
 
-// Two output pixels per 256-bit vector (one per 128-bit lane), two taps per
-// pmaddwd: the bytes of pixels x, x+1 are shuffled to 16-bit pairs
-// (R_x, R_x+1, G_x, G_x+1, B_x, B_x+1, 0, 0) and multiplied by the weights'
-// 11-bit halves; sum = (sum_hi << 11) + sum_lo is the exact 32-bit sum.
-// Taps past an output's own list have weight 0 (Pillow's padding). A pair
-// whose 8-byte loads could pass the axis's last pixel goes to the SSE4.1 loop.
-__attribute__((target("avx2"))) void HorizontalRowAvx2(const ResampleAxis& ax, const uint8_t* s, int src_x0,
-                                                        uint8_t* d) {
-  const int np = ax.pairs;
-  const __m256i shuf = _mm256_setr_epi8(0, -1, 3, -1, 1, -1, 4, -1, 2, -1, 5, -1, -1, -1, -1, -1,  //
-                                        0, -1, 3, -1, 1, -1, 4, -1, 2, -1, 5, -1, -1, -1, -1, -1);
-  int i = 0;
-  for (; i + 1 < ax.count; i += 2) {
-    const int s0 = ax.start[i], s1 = ax.start[i + 1];
-    const int n = (std::max(ax.taps[i], ax.taps[i + 1]) + 1) / 2;  // tap pairs
-    if (s0 + 2 * n >= ax.in_size || s1 + 2 * n >= ax.in_size) break;
-    const uint8_t* p0 = s + static_cast<size_t>(s0 - src_x0) * 3;
-    const uint8_t* p1 = s + static_cast<size_t>(s1 - src_x0) * 3;
-    const int32_t* h0 = &ax.pair_hi[static_cast<size_t>(i) * np];
-    const int32_t* l0 = &ax.pair_lo[static_cast<size_t>(i) * np];
-    const int32_t* h1 = h0 + np;
-    const int32_t* l1 = l0 + np;
-    __m256i acc_hi = _mm256_setzero_si256(), acc_lo = _mm256_setzero_si256();
-    for (int j = 0; j < n; ++j) {
-      const __m256i raw = _mm256_set_m128i(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p1 + 6 * j)),
-                                           _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p0 + 6 * j)));
-      const __m256i px = _mm256_shuffle_epi8(raw, shuf);
-      acc_hi = _mm256_add_epi32(acc_hi, _mm256_madd_epi16(px, _mm256_set_m128i(_mm_set1_epi32(h1[j]),
-                                                                                 _mm_set1_epi32(h0[j]))));
-      acc_lo = _mm256_add_epi32(acc_lo, _mm256_madd_epi16(px, _mm256_set_m128i(_mm_set1_epi32(l1[j]),
-                                                                                 _mm_set1_epi32(l0[j]))));
-    }
-    __m256i acc = _mm256_add_epi32(_mm256_add_epi32(_mm256_slli_epi32(acc_hi, 11), acc_lo),
-                                   _mm256_set1_epi32(kHalf));
-    acc = _mm256_srai_epi32(acc, kPrecisionBits);
-    const __m128i v16 = _mm_packs_epi32(_mm256_castsi256_si128(acc), _mm256_extracti128_si256(acc, 1));
-    const uint64_t v8 = static_cast<uint64_t>(_mm_cvtsi128_si64(_mm_packus_epi16(v16, v16)));
-    const uint32_t a8 = static_cast<uint32_t>(v8), b8 = static_cast<uint32_t>(v8 >> 32);
-    std::memcpy(d + 3 * i, &a8, 3);
-    std::memcpy(d + 3 * i + 3, &b8, 3);
+// One output pixel per 256-bit vector, four taps per pmaddwd: the 16 bytes
+// at a group's first tap (4 pixels and 4 spare bytes) are broadcast to both
+// lanes and shuffled to 16-bit (R0 R1 R2 R3 G0 G1 G2 G3 | B0 B1 B2 B3 0 0 0 0),
+// then multiplied by the weights' 11-bit halves (quad_k);
+// sum = (sum_hi << 11) + sum_lo is the exact 32-bit sum. Taps past an
+// output's own list have weight 0 (Pillow's padding). Returns the pair sums
+// [R01 R23 G01 G23 | B01 B23 0 0].
+// G > 0: every output takes G groups (the plan's max_quads; groups past an
+// output's own are zero weights), so the loop has no branch per output.
+// G == 0: each output its own count.
+template <int G>
+__attribute__((target("avx2"))) inline __m256i QuadSums(const ResampleAxis& ax, int i, const uint8_t* s0,
+                                                         const int16_t* q, __m256i shuf) {
+  const uint8_t* p = s0 + ax.start3[i];
+  __m256i hi = _mm256_setzero_si256(), lo = _mm256_setzero_si256();
+  const int groups = G > 0 ? G : ax.out_quads[i];
+  for (int g = 0; g < groups; ++g, p += 12, q += 32) {
+    const __m256i px =
+        _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))), shuf);
+    hi = _mm256_add_epi32(hi, _mm256_madd_epi16(px, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q))));
+    lo = _mm256_add_epi32(lo, _mm256_madd_epi16(px, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 16))));
   }
-  // The rest (near the row's end): one pixel at a time.
+  return _mm256_add_epi32(_mm256_slli_epi32(hi, 11), lo);
+}
+
+// Four outputs per step: phaddd turns two outputs' pair sums into their
+// R, G | B sums; the rounding and clamping are Clip8's (shift, then
+// saturating packs). Outputs from fast_end on (their loads could pass the
+// buffer) and the last few go to the SSE4.1 loop.
+template <int G>
+__attribute__((target("avx2"))) void HorizontalRowAvx2(const ResampleAxis& ax, const uint8_t* s, int src_x0,
+                                                        uint8_t* d, int fast_end) {
+  const __m256i shuf = _mm256_setr_epi8(0, -1, 3, -1, 6, -1, 9, -1, 1, -1, 4, -1, 7, -1, 10, -1,  //
+                                        2, -1, 5, -1, 8, -1, 11, -1, -1, -1, -1, -1, -1, -1, -1, -1);
+  // (aR aG bR bG cR cG dR dG | aB 0 bB 0 cB 0 dB 0) -> aR aG aB bR ... dB
+  const __m128i order = _mm_setr_epi8(0, 1, 8, 2, 3, 10, 4, 5, 12, 6, 7, 14, -1, -1, -1, -1);
+  const __m256i half = _mm256_set1_epi32(kHalf);
+  // Pixel 0 of the axis (start3 counts from it), and the weights walked in order.
+  const uint8_t* s0 = s - static_cast<ptrdiff_t>(src_x0) * 3;
+  const size_t qs = static_cast<size_t>(ax.quads) * 32;
+  const int16_t* q = ax.quad_k.data();
+  int i = 0;
+  for (; i + 4 <= fast_end; i += 4, q += 4 * qs) {
+    const __m256i a = QuadSums<G>(ax, i, s0, q, shuf), b = QuadSums<G>(ax, i + 1, s0, q + qs, shuf);
+    const __m256i c = QuadSums<G>(ax, i + 2, s0, q + 2 * qs, shuf), e = QuadSums<G>(ax, i + 3, s0, q + 3 * qs, shuf);
+    const __m256i ab = _mm256_srai_epi32(_mm256_add_epi32(_mm256_hadd_epi32(a, b), half), kPrecisionBits);
+    const __m256i ce = _mm256_srai_epi32(_mm256_add_epi32(_mm256_hadd_epi32(c, e), half), kPrecisionBits);
+    const __m256i w16 = _mm256_packs_epi32(ab, ce);
+    const __m256i w8 = _mm256_packus_epi16(w16, w16);
+    const __m128i x = _mm_shuffle_epi8(_mm256_castsi256_si128(_mm256_permute4x64_epi64(w8, 0x08)), order);
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(d + 3 * i), x);
+    const uint32_t tail = static_cast<uint32_t>(_mm_extract_epi32(x, 2));
+    std::memcpy(d + 3 * i + 8, &tail, 4);
+  }
   if (i < ax.count) HorizontalRowSse41From(ax, i, s, src_x0, d);
 }
 
@@ -226,6 +293,30 @@ __attribute__((target("avx2"))) void HorizontalRowAvx2(const ResampleAxis& ax, c
 __attribute__((target("avx2"))) void VerticalRowAvx2(const uint8_t* const* rows, const int32_t* k, int n,
                                                       size_t bytes, uint8_t* d) {
   size_t j = 0;
+  // 32 bytes per step: four accumulators share each tap's weight, and one
+  // pack and store serve them all.
+  const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+  for (; j + 32 <= bytes; j += 32) {
+    __m256i a0 = _mm256_set1_epi32(kHalf), a1 = a0, a2 = a0, a3 = a0;
+    for (int y = 0; y < n; ++y) {
+      const uint8_t* r = rows[y] + j;
+      const __m256i w = _mm256_set1_epi32(k[y]);
+      a0 = _mm256_add_epi32(a0, _mm256_mullo_epi32(_mm256_cvtepu8_epi32(_mm_loadl_epi64(
+                                                        reinterpret_cast<const __m128i*>(r))), w));
+      a1 = _mm256_add_epi32(a1, _mm256_mullo_epi32(_mm256_cvtepu8_epi32(_mm_loadl_epi64(
+                                                        reinterpret_cast<const __m128i*>(r + 8))), w));
+      a2 = _mm256_add_epi32(a2, _mm256_mullo_epi32(_mm256_cvtepu8_epi32(_mm_loadl_epi64(
+                                                        reinterpret_cast<const __m128i*>(r + 16))), w));
+      a3 = _mm256_add_epi32(a3, _mm256_mullo_epi32(_mm256_cvtepu8_epi32(_mm_loadl_epi64(
+                                                        reinterpret_cast<const __m128i*>(r + 24))), w));
+    }
+    // packs/packus work per 128-bit lane: (a0 lo, a1 lo, a2 lo, a3 lo |
+    // a0 hi, ...) in 4-byte groups, put back in order by the permute.
+    const __m256i p01 = _mm256_packs_epi32(_mm256_srai_epi32(a0, kPrecisionBits), _mm256_srai_epi32(a1, kPrecisionBits));
+    const __m256i p23 = _mm256_packs_epi32(_mm256_srai_epi32(a2, kPrecisionBits), _mm256_srai_epi32(a3, kPrecisionBits));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + j),
+                        _mm256_permutevar8x32_epi32(_mm256_packus_epi16(p01, p23), order));
+  }
   for (; j + 8 <= bytes; j += 8) {
     __m256i acc = _mm256_set1_epi32(kHalf);
     for (int y = 0; y < n; ++y) {
@@ -247,13 +338,19 @@ const bool kHaveSse41 = __builtin_cpu_supports("sse4.1");
 const bool kHaveAvx2 = __builtin_cpu_supports("avx2");
 #endif
 
-void HorizontalRow(const ResampleAxis& ax, const uint8_t* s, int src_x0, uint8_t* d) {
+// fast_end: outputs [0, fast_end) may take the AVX2 loads (ax.quad_end, or
+// more where the row is not the buffer's last: see ResampleRgb).
+void HorizontalRow(const ResampleAxis& ax, const uint8_t* s, int src_x0, uint8_t* d, int fast_end) {
   if (ax.identity) {
     std::memcpy(d, s + static_cast<size_t>(ax.first - src_x0) * 3, static_cast<size_t>(ax.count) * 3);
     return;
   }
 #if STOKER_RESAMPLE_X86
-  if (kHaveAvx2) return HorizontalRowAvx2(ax, s, src_x0, d);
+  if (kHaveAvx2) {
+    if (ax.max_quads == 1) return HorizontalRowAvx2<1>(ax, s, src_x0, d, fast_end);
+    if (ax.max_quads == 2) return HorizontalRowAvx2<2>(ax, s, src_x0, d, fast_end);
+    return HorizontalRowAvx2<0>(ax, s, src_x0, d, fast_end);
+  }
   if (kHaveSse41) return HorizontalRowSse41From(ax, 0, s, src_x0, d);
 #endif
   HorizontalRowScalar(ax, s, src_x0, d);
@@ -271,10 +368,21 @@ void VerticalRow(const uint8_t* const* rows, const int32_t* k, int n, size_t byt
 void ResampleRgb(const ResampleAxis& ax, const ResampleAxis& ay, const uint8_t* src, size_t src_stride, int src_x0,
                  int src_y0, uint8_t* dst, size_t dst_stride, std::vector<uint8_t>* tmp) {
   const size_t row_bytes = static_cast<size_t>(ax.count) * 3;
+  // The AVX2 horizontal pass loads 16 bytes per 4 taps, up to
+  // 12 (max_quads - 1) + 16 bytes from an output's first tap: past src_hi for
+  // the last outputs. On any row but the last one read, those bytes lie in
+  // the next row (the buffer is one block of src_stride-byte rows), so every
+  // output may take it; on the last row only the plan's quad_end.
+  int inner_end = ax.quad_end;
+  if (ax.count > 0 && ax.max_quads > 0 &&
+      3 * static_cast<int64_t>(ax.start[ax.count - 1]) + 12 * (ax.max_quads - 1) + 16 <=
+          3 * static_cast<int64_t>(ax.src_hi) + static_cast<int64_t>(src_stride)) {
+    inner_end = ax.count;
+  }
   if (ay.identity) {  // horizontal pass only, straight into dst
     for (int i = 0; i < ay.count; ++i) {
       HorizontalRow(ax, src + static_cast<size_t>(ay.first + i - src_y0) * src_stride, src_x0,
-                    dst + static_cast<size_t>(i) * dst_stride);
+                    dst + static_cast<size_t>(i) * dst_stride, i + 1 < ay.count ? inner_end : ax.quad_end);
     }
     return;
   }
@@ -291,7 +399,8 @@ void ResampleRgb(const ResampleAxis& ax, const ResampleAxis& ay, const uint8_t* 
     if (tmp->size() < need) tmp->resize(need);
     uint8_t* t = tmp->data();
     for (int y = 0; y < rows; ++y) {
-      HorizontalRow(ax, src + static_cast<size_t>(ay.src_lo + y - src_y0) * src_stride, src_x0, t + row_bytes * y);
+      HorizontalRow(ax, src + static_cast<size_t>(ay.src_lo + y - src_y0) * src_stride, src_x0, t + row_bytes * y,
+                    y + 1 < rows ? inner_end : ax.quad_end);
     }
     mid = t;
     mid_stride = row_bytes;

@@ -9,8 +9,8 @@
 // Pillow's pixels at a fraction of the cost. Any decoder (JPEG now, PNG/WebP
 // later) that has RGB pixels calls PlanResampleAxis for x and y, decodes at
 // least the source span the axes report, then ResampleRgb.
-// Speed: the vertical pass runs 8 bytes at a time with AVX2 and the
-// horizontal pass two output pixels and two taps per AVX2 pmaddwd (the 22-bit
+// Speed: the vertical pass runs 32 bytes at a time with AVX2 and the
+// horizontal pass one output pixel and four taps per AVX2 pmaddwd (the 22-bit
 // weights split into exact 11-bit halves), chosen at run time
 // (__builtin_cpu_supports); other CPUs take the scalar loops. Same integers
 // either way, so the same pixels.
@@ -43,22 +43,33 @@ struct ResampleAxis {
   std::vector<int32_t> start;  // per output: first source pixel
   std::vector<int32_t> taps;   // per output: number of source pixels
   std::vector<int32_t> coeff;  // per output: ksize fixed-point weights
-  // The same weights split exactly as k = hi * 2^11 + lo (lo in [0, 2^11)),
-  // two taps per int32 as int16 pairs: the SIMD horizontal pass multiplies
-  // 16-bit pairs (pmaddwd) and recombines, giving the same integers.
-  int pairs = 0;                 // (ksize + 1) / 2 per output
-  std::vector<int32_t> pair_hi, pair_lo;
+  // The same weights for the AVX2 horizontal pass, split exactly as
+  // k = hi * 2^11 + lo (lo in [0, 2^11)) so both halves fit int16 and
+  // pmaddwd gives the same integers: per output, `quads` groups of 4 taps,
+  // each 32 int16 (hi then lo), laid out as the pass's shuffled pixel
+  // vector wants them (R0 R1 R2 R3 G0 G1 G2 G3 | B0 B1 B2 B3 0 0 0 0).
+  int quads = 0;                 // (ksize + 3) / 4
+  std::vector<int32_t> start3;   // per output: 3 * start, the first tap's byte
+  std::vector<int16_t> quad_k;   // count * quads * 32
+  std::vector<uint8_t> out_quads;  // per output: groups its own taps need
+  int max_quads = 0;               // the most any output needs
+  // Outputs [0, quad_end) may load 16 bytes per group inside [src_lo, src_hi)
+  // (start increases with the output); the rest take the per-pixel loop.
+  int quad_end = 0;
   int src_lo = 0, src_hi = 0;  // source pixels [src_lo, src_hi) the window reads
 };
 
-// filter: kBilinear or kBicubic.
+// filter: kBilinear or kBicubic. The last few axes planned on the calling
+// thread are kept (thread_local), so a repeated geometry is a copy.
 void PlanResampleAxis(Resample filter, int in_size, double in0, double in1, int out_size, int first, int count,
                       ResampleAxis* axis);
 
 // Resamples HWC RGB. `src` holds source pixels [src_x0, ...) x [src_y0, ...)
 // with row stride src_stride bytes and must cover ax.src_lo..src_hi by
-// ay.src_lo..src_hi. Writes ax.count x ay.count RGB pixels to dst (row
-// stride dst_stride). `tmp` is scratch, grown as needed and kept.
+// ay.src_lo..src_hi, as one block of rows src_stride bytes apart (the SIMD
+// pass may read a row's bytes past src_hi when the next row follows them;
+// never past the last row's src_hi). Writes ax.count x ay.count RGB pixels to
+// dst (row stride dst_stride). `tmp` is scratch, grown as needed and kept.
 void ResampleRgb(const ResampleAxis& ax, const ResampleAxis& ay, const uint8_t* src, size_t src_stride, int src_x0,
                  int src_y0, uint8_t* dst, size_t dst_stride, std::vector<uint8_t>* tmp);
 
