@@ -219,7 +219,11 @@ def test_thousand_shards_under_rlimit_64(tmp_path):
         assert e["cached"] <= 16  # a quarter of 64
     # Flat: the cache's bound plus the reads in flight, never one per shard.
     assert out["peak"] <= out["base"] + 16 + 4, out
-    assert out["epochs"][0]["fds"] == out["epochs"][1]["fds"] <= out["base"] + 16 + 4
+    # After each epoch, too (no descriptor leaks per shard or per epoch). Not equal
+    # from one epoch to the next: when an epoch ends its run is already reading the
+    # next one's first batches, so a shard may be mid-open or mid-eviction.
+    for e in out["epochs"]:
+        assert e["fds"] <= out["base"] + 16 + 4, out
 
 
 def test_max_open_files_is_honoured(damaged):
