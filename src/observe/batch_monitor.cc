@@ -59,6 +59,10 @@ StageEvidence StageEvidence::Between(const RecorderSnapshot& before, const Recor
   // Counters only grow; a snapshot pair from different loaders would not, so clamp.
   auto d = [](double a, double b) { return std::max(0.0, b - a); };
   auto du = [](uint64_t a, uint64_t b) { return b > a ? b - a : 0; };
+  // Per-bin difference of two histograms; a bin a snapshot lacks counts as empty.
+  auto bins = [&du](const auto& a, const auto& b, auto& out) {
+    for (size_t i = 0; i < out.size(); ++i) out[i] = du(i < a.size() ? a[i] : 0, i < b.size() ? b[i] : 0);
+  };
   e.window_s = d(before.time_s, after.time_s);
   e.read_busy_s = d(before.read.busy_s, after.read.busy_s);
   e.decode_busy_s = d(before.decode.busy_s, after.decode.busy_s);
@@ -70,22 +74,14 @@ StageEvidence StageEvidence::Between(const RecorderSnapshot& before, const Recor
   e.decode_queue_get_wait_s = d(before.decode_queue_get_wait_s, after.decode_queue_get_wait_s);
   e.pool_wait_s = d(before.pool_wait_s, after.pool_wait_s);
   e.consumer_wait_s = d(before.consumer_wait_s, after.consumer_wait_s);
-  for (size_t i = 0; i < e.read_latency.size(); ++i) {
-    const uint64_t a = i < before.read_latency.size() ? before.read_latency[i] : 0;
-    const uint64_t b = i < after.read_latency.size() ? after.read_latency[i] : 0;
-    e.read_latency[i] = du(a, b);
-  }
+  bins(before.read_latency, after.read_latency, e.read_latency);
   e.remote_requests = du(before.remote_requests, after.remote_requests);
   e.remote_retries = du(before.remote_retries, after.remote_retries);
   e.remote_throttled = du(before.remote_throttled, after.remote_throttled);
   e.remote_failures = du(before.remote_failures, after.remote_failures);
   e.cache_hits = du(before.cache_hits, after.cache_hits);
   e.cache_misses = du(before.cache_misses, after.cache_misses);
-  for (size_t i = 0; i < e.remote_latency_ms_log2.size(); ++i) {
-    const uint64_t a = i < before.remote_latency_ms_log2.size() ? before.remote_latency_ms_log2[i] : 0;
-    const uint64_t b = i < after.remote_latency_ms_log2.size() ? after.remote_latency_ms_log2[i] : 0;
-    e.remote_latency_ms_log2[i] = du(a, b);
-  }
+  bins(before.remote_latency_ms_log2, after.remote_latency_ms_log2, e.remote_latency_ms_log2);
   // Recording off (no configuration in the snapshot): no evidence.
   if (after.io_depth <= 0 && after.decode_threads <= 0) return StageEvidence{};
   e.requests = 1;
