@@ -9,14 +9,10 @@
 // offset o restarts inflate at the last point at or before o, discards up to
 // `span` bytes, then inflates straight into the caller's buffer. So random
 // access costs at most `span` bytes of inflate per read, and memory is 32 KiB
-// per span (3% of the uncompressed size at 1 MiB) while the shard is open.
-// Decompressors left behind by a read are kept (a few, per reader) and reused
-// by a later read at or shortly after where they stopped, so reading a shard
-// in order inflates it once.
-//
-// The access table is shared process-wide (keyed by name, size and mtime,
-// LRU-bounded by bytes): the index scan, the loader's probe and the reader
-// threads open the same shard and decompress it for the table only once.
+// per span (3% of the uncompressed size at 1 MiB) while the table is cached.
+// Reads, the pool of decompressors reused by reads in order, and the
+// process-wide table cache (STOKER_GZIP_TABLE_CACHE_BYTES, default 256 MiB)
+// are io/restart_reader.h's, shared with io/zstd_reader.h.
 //
 // A damaged stream (truncated, corrupt deflate data, CRC or length mismatch)
 // does not fail the open: Size() then counts the bytes decoded before the

@@ -11,9 +11,8 @@
 // start per out-of-order read, so for it use `shuffle_buffer=N` (reads in
 // shard order reuse their decompressor: each shard is decompressed once) or
 // repack (`stoker pack`).
-// Decompressors left behind by a read are reused by a later read at or after
-// where they stopped, as in io/gzip_reader.h; frame tables are small and not
-// cached across opens.
+// Reads, the cursor pool and the process-wide table cache are
+// io/restart_reader.h's, shared with io/gzip_reader.h.
 // A damaged stream (truncated, corrupt, checksum mismatch) does not fail the
 // open: Size() counts the bytes decoded before the fault and Damage() says
 // what broke where, so the tar scan above can name the member it cuts.
