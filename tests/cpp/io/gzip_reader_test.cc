@@ -4,17 +4,21 @@
 #include <gtest/gtest.h>
 #include <zlib.h>
 
-#include <filesystem>
 #include <random>
 #include <thread>
 
-#include "core/file.h"
+#include "io/compressed_test_data.h"
 #include "io/gzip_reader.h"
 #include "io/posix_reader.h"
 #include "io/reader.h"
 
 namespace stoker {
 namespace {
+
+using test_data::CheckRandomReads;
+using test_data::Read;
+using test_data::Text;
+using test_data::WriteTemp;
 
 // One gzip member (deflateInit2 with windowBits 31) of `data`.
 std::string Gzip(std::string_view data, int level = 6) {
@@ -31,41 +35,12 @@ std::string Gzip(std::string_view data, int level = 6) {
   return out;
 }
 
-// Compressible but not trivially: words from a small vocabulary, random runs.
-std::string Text(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  static const char* words[] = {"stoker ", "shard ", "tar ", "gzip ", "\x00\x01\x02", "window ", "zran "};
-  std::string s;
-  while (s.size() < n) {
-    if (rng() % 8 == 0) {
-      for (int k = 0; k < 64; ++k) s.push_back(static_cast<char>(rng()));
-    } else {
-      s += words[rng() % 7];
-    }
-  }
-  s.resize(n);
-  return s;
-}
-
-std::string WriteTemp(const std::string& name, const std::string& bytes) {
-  const std::string path = std::filesystem::temp_directory_path() / name;
-  EXPECT_TRUE(WriteWholeFile(path, {reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()}).ok());
-  return path;
-}
-
 std::unique_ptr<RandomAccessReader> OpenGz(const std::string& path, uint64_t span) {
   auto raw = PosixReader::Open(path);
   EXPECT_TRUE(raw.ok()) << raw.status().message();
   auto r = OpenGzipReader(std::move(raw).value(), span);
   EXPECT_TRUE(r.ok()) << r.status().message();
   return std::move(r).value();
-}
-
-std::string Read(const RandomAccessReader& r, uint64_t off, size_t n) {
-  std::string out(n, '\0');
-  Status s = r.PRead(off, {reinterpret_cast<uint8_t*>(out.data()), n});
-  EXPECT_TRUE(s.ok()) << s.message();
-  return out;
 }
 
 TEST(GzipReaderTest, RandomReadsEqualTheData) {
@@ -75,12 +50,7 @@ TEST(GzipReaderTest, RandomReadsEqualTheData) {
   ASSERT_EQ(r->Size(), data.size());
   EXPECT_TRUE(r->Damage().ok());
   EXPECT_STREQ(r->Compression(), "gzip");
-  std::mt19937_64 rng(2);
-  for (int i = 0; i < 300; ++i) {
-    const uint64_t off = rng() % data.size();
-    const size_t n = std::min<uint64_t>(rng() % 200000 + 1, data.size() - off);
-    ASSERT_EQ(Read(*r, off, n), data.substr(off, n)) << "offset " << off << " length " << n;
-  }
+  CheckRandomReads(*r, data, 300, 200000, 2);
   // Sequential reads reuse one cursor; the tail read ends exactly at Size().
   for (uint64_t off = 0; off < data.size(); off += 100000) {
     const size_t n = std::min<uint64_t>(100000, data.size() - off);

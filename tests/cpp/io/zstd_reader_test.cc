@@ -4,16 +4,20 @@
 #include <gtest/gtest.h>
 #include <zstd.h>
 
-#include <filesystem>
 #include <random>
 
-#include "core/file.h"
+#include "io/compressed_test_data.h"
 #include "io/posix_reader.h"
 #include "io/reader.h"
 #include "io/zstd_reader.h"
 
 namespace stoker {
 namespace {
+
+using test_data::CheckRandomReads;
+using test_data::Read;
+using test_data::Text;
+using test_data::WriteTemp;
 
 std::string Zstd(std::string_view data, int level = 3) {
   std::string out(ZSTD_compressBound(data.size()), '\0');
@@ -27,43 +31,6 @@ std::string Zstd(std::string_view data, int level = 3) {
   return out;
 }
 
-std::string Text(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  static const char* words[] = {"stoker ", "shard ", "tar ", "zstd ", "frame ", "window "};
-  std::string s;
-  while (s.size() < n) {
-    if (rng() % 8 == 0) {
-      for (int k = 0; k < 64; ++k) s.push_back(static_cast<char>(rng()));
-    } else {
-      s += words[rng() % 6];
-    }
-  }
-  s.resize(n);
-  return s;
-}
-
-std::string WriteTemp(const std::string& name, const std::string& bytes) {
-  const std::string path = std::filesystem::temp_directory_path() / name;
-  EXPECT_TRUE(WriteWholeFile(path, {reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()}).ok());
-  return path;
-}
-
-std::string Read(const RandomAccessReader& r, uint64_t off, size_t n) {
-  std::string out(n, '\0');
-  Status s = r.PRead(off, {reinterpret_cast<uint8_t*>(out.data()), n});
-  EXPECT_TRUE(s.ok()) << s.message();
-  return out;
-}
-
-void CheckRandomReads(const RandomAccessReader& r, const std::string& data, int reads) {
-  std::mt19937_64 rng(reads);
-  for (int i = 0; i < reads; ++i) {
-    const uint64_t off = rng() % data.size();
-    const size_t n = std::min<uint64_t>(rng() % 100000 + 1, data.size() - off);
-    ASSERT_EQ(Read(r, off, n), data.substr(off, n)) << "offset " << off;
-  }
-}
-
 TEST(ZstdReaderTest, OneFrameAndManyFrames) {
   const std::string data = Text(2 << 20, 1);
   std::string many;
@@ -74,7 +41,7 @@ TEST(ZstdReaderTest, OneFrameAndManyFrames) {
     EXPECT_STREQ((*r)->Compression(), "zstd");
     EXPECT_TRUE((*r)->Damage().ok()) << (*r)->Damage().message();
     ASSERT_EQ((*r)->Size(), data.size());
-    CheckRandomReads(**r, data, 60);
+    CheckRandomReads(**r, data, 60, 100000, 60);
     EXPECT_EQ(Read(**r, data.size() - 10, 10), data.substr(data.size() - 10));
   }
 }
