@@ -29,13 +29,13 @@ Result<std::shared_ptr<const RandomAccessReader>> ShardFiles::Get(uint32_t shard
   // retries), which must not stall reads of shards already open.
   e.opening = true;
   lock.unlock();
-  Result<std::unique_ptr<RandomAccessReader>> f = OpenReader((*paths_)[shard]);
+  Result<std::unique_ptr<RandomAccessReader>> f = OpenShardReader((*paths_)[shard]);
   if (!f.ok() && f.status().code() == StatusCode::kIoError) {
     lock.lock();
     const bool idle = !lru_.empty();
     if (idle) EvictIdle();  // descriptors held elsewhere in the process: make room, retry once
     lock.unlock();
-    if (idle) f = OpenReader((*paths_)[shard]);
+    if (idle) f = OpenShardReader((*paths_)[shard]);
   }
   lock.lock();
   e.opening = false;

@@ -15,6 +15,10 @@
 // A remote reader holds no descriptor (its connections belong to the reading
 // threads), but it is counted against the same bound: re-opening one costs a
 // HEAD round trip, which max_open bounds in the same way.
+// A local uncompressed shard is read through its mapping (io/mapped_reader.h,
+// OpenShardReader): the mapping itself lives in a process-wide cache, so a
+// shard evicted here, or a new loader on the same files, finds its pages
+// still mapped.
 // Thread-safety: Get and open_count from any thread; the reader behind a lease
 // serves concurrent reads.
 #pragma once
@@ -28,7 +32,7 @@
 #include <string>
 #include <vector>
 
-#include "io/reader.h"
+#include "io/mapped_reader.h"
 
 namespace stoker {
 

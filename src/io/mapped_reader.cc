@@ -1,0 +1,88 @@
+// io/mapped_reader.cc — see mapped_reader.h.
+#include "io/mapped_reader.h"
+
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+#include "io/fault_guard.h"
+
+namespace stoker {
+
+namespace {
+
+bool MappingWanted() {
+  const char* v = std::getenv("STOKER_MMAP");
+  return v == nullptr || std::strcmp(v, "0") != 0;
+}
+
+}  // namespace
+
+MappedReader::MappedReader(std::unique_ptr<PosixReader> file, std::shared_ptr<const FileMapping> mapping)
+    : file_(std::move(file)), mapping_(std::move(mapping)), size_(mapping_->size()) {}
+
+Result<std::unique_ptr<MappedReader>> MappedReader::Wrap(std::unique_ptr<PosixReader> file) {
+  STOKER_ASSIGN_OR_RETURN(std::shared_ptr<const FileMapping> m, FileMapping::Map(file->file()));
+  return std::unique_ptr<MappedReader>(new MappedReader(std::move(file), std::move(m)));
+}
+
+Status MappedReader::Copy(uint64_t offset, std::span<uint8_t> out) const {
+  if (out.empty()) return Status::Ok();
+  uintptr_t fault = 0;
+  if (CopyGuarded(out.data(), mapping_->data() + offset, out.size(), &fault)) return Status::Ok();
+  const uintptr_t base = reinterpret_cast<uintptr_t>(mapping_->data());
+  const uint64_t at = fault >= base && fault - base < size_ ? fault - base : offset;
+  return DataLoss(Name() + ": the file has no data at offset " + std::to_string(at) + " (reading " +
+                  std::to_string(out.size()) + " bytes at offset " + std::to_string(offset) +
+                  "): it was truncated after it was opened, " + std::to_string(size_) + " bytes then");
+}
+
+Status MappedReader::StillThere(uint64_t offset, uint64_t end) const {
+  struct stat st {};
+  if (::fstat(file_->file().fd(), &st) != 0) return IoError(Name() + ": fstat: " + std::strerror(errno));
+  if (static_cast<uint64_t>(st.st_size) >= end) return Status::Ok();
+  return DataLoss(Name() + ": short read at offset " + std::to_string(offset) + ": the file was truncated to " +
+                  std::to_string(st.st_size) + " bytes while being read (" + std::to_string(size_) +
+                  " when opened), the read needs " + std::to_string(end));
+}
+
+Result<size_t> MappedReader::ReadAt(uint64_t offset, std::span<uint8_t> out) const {
+  if (offset >= size_ || out.empty()) return size_t{0};
+  const size_t n = static_cast<size_t>(std::min<uint64_t>(out.size(), size_ - offset));
+  STOKER_RETURN_IF_ERROR(Copy(offset, out.first(n)));
+  STOKER_RETURN_IF_ERROR(StillThere(offset, offset + n));
+  return n;
+}
+
+Status MappedReader::PReadDetoured(uint64_t offset, std::span<uint8_t> out, std::span<const Detour> detours) const {
+  if (offset > size_ || out.size() > size_ - offset) {
+    return DataLoss(Name() + ": short read at offset " + std::to_string(offset) + ": wanted " +
+                    std::to_string(out.size()) + " bytes, the object has " +
+                    std::to_string(offset < size_ ? size_ - offset : 0));
+  }
+  // The range as pieces, as PosixReader's preadv has them: out's gaps and the
+  // detours' destinations, each copied once out of the mapping.
+  size_t pos = 0;
+  for (const Detour& d : detours) {
+    if (d.at < pos || d.at + d.dest.size() > out.size()) return InvalidArgument("read detours overlap or overrun");
+    STOKER_RETURN_IF_ERROR(Copy(offset + pos, out.subspan(pos, d.at - pos)));
+    STOKER_RETURN_IF_ERROR(Copy(offset + d.at, d.dest));
+    pos = d.at + d.dest.size();
+  }
+  STOKER_RETURN_IF_ERROR(Copy(offset + pos, out.subspan(pos)));
+  return StillThere(offset, offset + out.size());
+}
+
+Result<std::unique_ptr<RandomAccessReader>> OpenShardReader(const std::string& url) {
+  STOKER_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessReader> r, OpenReader(url));
+  if (r->remote() || r->Compression() != nullptr || r->Size() == 0 || !MappingWanted()) return r;
+  auto* posix = dynamic_cast<PosixReader*>(r.get());
+  if (posix == nullptr) return r;
+  r.release();
+  STOKER_ASSIGN_OR_RETURN(std::unique_ptr<MappedReader> mapped, MappedReader::Wrap(std::unique_ptr<PosixReader>(posix)));
+  return std::unique_ptr<RandomAccessReader>(std::move(mapped));
+}
+
+}  // namespace stoker
