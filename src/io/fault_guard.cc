@@ -1,6 +1,7 @@
 // io/fault_guard.cc — see fault_guard.h.
 #include "io/fault_guard.h"
 
+#include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
 
@@ -12,19 +13,56 @@ namespace stoker {
 
 namespace {
 
-// The copy this thread is inside, if any; initial-exec so that reading it in
-// the handler is a plain load from the thread pointer (no __tls_get_addr).
-__attribute__((tls_model("initial-exec"))) thread_local sigjmp_buf* tls_jump = nullptr;
-__attribute__((tls_model("initial-exec"))) thread_local uintptr_t tls_fault = 0;
+// The copies in progress, one slot per thread that ever made one (claimed on
+// its first copy, given back when it exits). Not thread_local: the handler
+// must find its thread's slot without touching TLS, which in a dlopen'd
+// module may allocate on first use (and initial-exec TLS there exhausts the
+// static TLS block). The handler scans for pthread_self(), a load from the
+// thread pointer.
+constexpr int kSlots = 1024;
+struct Slot {
+  std::atomic<pthread_t> owner{};            // 0: free
+  std::atomic<sigjmp_buf*> jump{nullptr};   // set while its owner copies
+  std::atomic<uintptr_t> fault{0};          // the faulting address, for the jump's landing
+};
+Slot slots[kSlots];
 
-std::mutex install_mu;     // serialises installs; the handler reads `previous` without it
+struct ThreadSlot {
+  Slot* slot = nullptr;
+  bool tried = false;
+  ~ThreadSlot() {
+    if (slot != nullptr) slot->owner.store(pthread_t{}, std::memory_order_release);
+  }
+  Slot* Get() {
+    if (!tried) {
+      tried = true;
+      const pthread_t self = pthread_self();
+      for (Slot& s : slots) {
+        pthread_t free{};
+        if (s.owner.compare_exchange_strong(free, self, std::memory_order_acq_rel)) {
+          slot = &s;
+          break;
+        }
+      }
+    }
+    return slot;
+  }
+};
+thread_local ThreadSlot thread_slot;
+
+std::mutex install_mu;      // serialises installs; the handler reads `previous` without it
 struct sigaction previous;  // what was installed before us (chained to)
 
 void OnSigbus(int sig, siginfo_t* info, void* context) {
-  if (sigjmp_buf* jump = tls_jump) {
-    tls_jump = nullptr;
-    tls_fault = reinterpret_cast<uintptr_t>(info->si_addr);
-    siglongjmp(*jump, 1);
+  const pthread_t self = pthread_self();
+  for (Slot& s : slots) {
+    if (!pthread_equal(s.owner.load(std::memory_order_relaxed), self)) continue;
+    if (sigjmp_buf* jump = s.jump.load(std::memory_order_relaxed)) {
+      s.jump.store(nullptr, std::memory_order_relaxed);
+      s.fault.store(reinterpret_cast<uintptr_t>(info->si_addr), std::memory_order_relaxed);
+      siglongjmp(*jump, 1);
+    }
+    break;
   }
   // Not ours: whoever handled SIGBUS before us, or the default action.
   if (previous.sa_flags & SA_SIGINFO) {
@@ -56,21 +94,23 @@ void InstallFaultGuard() {
   if (sigaction(SIGBUS, &mine, &before) == 0) previous = before;
 }
 
-bool CopyGuarded(void* dst, const void* src, size_t n, uintptr_t* fault_at) {
+GuardedCopy CopyGuarded(void* dst, const void* src, size_t n, uintptr_t* fault_at) {
+  Slot* slot = thread_slot.Get();
+  if (slot == nullptr) return GuardedCopy::kUnguarded;  // more threads than slots: the caller preads
   sigjmp_buf jump;
   // savemask 0: SA_NODEFER left SIGBUS unblocked in the handler, so the mask
   // after the jump is the mask before it.
   if (sigsetjmp(jump, 0) != 0) {
     std::atomic_signal_fence(std::memory_order_seq_cst);
-    *fault_at = tls_fault;
-    return false;
+    *fault_at = slot->fault.load(std::memory_order_relaxed);
+    return GuardedCopy::kFaulted;
   }
-  tls_jump = &jump;
+  slot->jump.store(&jump, std::memory_order_relaxed);
   std::atomic_signal_fence(std::memory_order_seq_cst);  // the copy stays inside the guard
   std::memcpy(dst, src, n);
   std::atomic_signal_fence(std::memory_order_seq_cst);
-  tls_jump = nullptr;
-  return true;
+  slot->jump.store(nullptr, std::memory_order_relaxed);
+  return GuardedCopy::kCopied;
 }
 
 }  // namespace stoker

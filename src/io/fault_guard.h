@@ -9,8 +9,8 @@
 //
 // How: one process-wide SIGBUS handler (installed on first use, re-installed if
 // someone replaced it since, e.g. Python's faulthandler) siglongjmps back into
-// the copy only when the faulting thread is inside a guarded copy (a
-// thread_local jump buffer, initial-exec TLS so the handler never allocates);
+// the copy only when the faulting thread is inside a guarded copy (found in a
+// fixed table of per-thread slots by pthread_self(), no TLS in the handler);
 // any other SIGBUS goes on to the handler that was there before, or to the
 // default action (the process dies as it would have without us). The handler
 // runs with SA_NODEFER, so the jump needs no signal-mask restore and the copy
@@ -27,9 +27,14 @@ namespace stoker {
 // Makes sure our SIGBUS handler is the installed one (cheap when it is).
 void InstallFaultGuard();
 
-// memcpy(dst, src, n), except that a SIGBUS while reading src returns false
-// with *fault_at = the faulting address (dst then holds a prefix of the bytes).
-// InstallFaultGuard must have run (a MappedFile does it when it maps).
-bool CopyGuarded(void* dst, const void* src, size_t n, uintptr_t* fault_at);
+enum class GuardedCopy {
+  kCopied,
+  kFaulted,    // *fault_at = the faulting address; dst holds an unspecified part of the bytes
+  kUnguarded,  // nothing copied: this thread has no guard slot (over 1024 threads copy); use pread
+};
+
+// memcpy(dst, src, n), except that a SIGBUS while reading src is reported, not fatal.
+// InstallFaultGuard must have run (FileMapping::Map does it when it maps).
+GuardedCopy CopyGuarded(void* dst, const void* src, size_t n, uintptr_t* fault_at);
 
 }  // namespace stoker

@@ -31,7 +31,9 @@ Result<std::unique_ptr<MappedReader>> MappedReader::Wrap(std::unique_ptr<PosixRe
 Status MappedReader::Copy(uint64_t offset, std::span<uint8_t> out) const {
   if (out.empty()) return Status::Ok();
   uintptr_t fault = 0;
-  if (CopyGuarded(out.data(), mapping_->data() + offset, out.size(), &fault)) return Status::Ok();
+  const GuardedCopy done = CopyGuarded(out.data(), mapping_->data() + offset, out.size(), &fault);
+  if (done == GuardedCopy::kCopied) return Status::Ok();
+  if (done == GuardedCopy::kUnguarded) return file_->PRead(offset, out);
   const uintptr_t base = reinterpret_cast<uintptr_t>(mapping_->data());
   const uint64_t at = fault >= base && fault - base < size_ ? fault - base : offset;
   return DataLoss(Name() + ": the file has no data at offset " + std::to_string(at) + " (reading " +
