@@ -28,7 +28,7 @@ uint64_t EnvBytes(const char* name, uint64_t fallback) {
 // The process-wide cache: every member guarded by mu.
 struct Cache {
   std::mutex mu;
-  const uint64_t max_bytes = EnvBytes("STOKER_MMAP_CACHE_BYTES", 16ull << 30);
+  const uint64_t max_bytes = EnvBytes("STOKER_MMAP_CACHE_BYTES", 4ull << 30);
   const uint64_t max_files = EnvBytes("STOKER_MMAP_CACHE_FILES", 1024);
   struct Entry {
     std::shared_ptr<const FileMapping> mapping;
@@ -60,7 +60,7 @@ FileMapping::~FileMapping() {
   if (data_ != nullptr) ::munmap(const_cast<uint8_t*>(data_), size_);
 }
 
-Result<std::shared_ptr<const FileMapping>> FileMapping::Map(const File& file) {
+Result<std::shared_ptr<const FileMapping>> FileMapping::Map(const File& file, bool keep) {
   struct stat st {};
   if (::fstat(file.fd(), &st) != 0) return IoError(file.path() + ": fstat: " + std::strerror(errno));
   const uint64_t size = static_cast<uint64_t>(st.st_size);
@@ -82,7 +82,7 @@ Result<std::shared_ptr<const FileMapping>> FileMapping::Map(const File& file) {
   std::shared_ptr<const FileMapping> m(new FileMapping(static_cast<const uint8_t*>(p), size));
   std::lock_guard lock(c.mu);
   ++c.maps_made;
-  if (c.max_bytes == 0 || c.max_files == 0 || size > c.max_bytes) return m;
+  if (!keep || c.max_bytes == 0 || c.max_files == 0 || size > c.max_bytes) return m;
   if (auto it = c.entries.find(key); it != c.entries.end()) return it->second.mapping;  // mapped meanwhile
   c.lru.push_front(key);
   c.entries.emplace(key, Cache::Entry{m, c.lru.begin()});

@@ -11,7 +11,7 @@
 // truncated while mapped is the fault guard's business (io/fault_guard.h).
 //
 // Bounds (read once per process from the environment):
-//   STOKER_MMAP_CACHE_BYTES (16 GiB)  mapped bytes the cache keeps alive when no
+//   STOKER_MMAP_CACHE_BYTES (4 GiB)  mapped bytes the cache keeps alive when no
 //       reader holds them (least recently used dropped first); 0: none kept.
 //   STOKER_MMAP_CACHE_FILES (1024)    mappings it keeps (vm.max_map_count is 65530).
 // A mapping a reader still holds is never unmapped under it.
@@ -33,9 +33,10 @@ namespace stoker {
 class FileMapping {
  public:
   // The whole of `file` as fstat sees it now, mapped read-only, shared: from
-  // the cache when it holds this version of the file. A file of size 0 is not
-  // mapped (data() is null).
-  static Result<std::shared_ptr<const FileMapping>> Map(const File& file);
+  // the cache when it holds this version of the file. `keep`: leave the new
+  // mapping in the cache for later readers (else it is unmapped with its
+  // last reader). A file of size 0 is not mapped (data() is null).
+  static Result<std::shared_ptr<const FileMapping>> Map(const File& file, bool keep = true);
 
   ~FileMapping();
   FileMapping(const FileMapping&) = delete;

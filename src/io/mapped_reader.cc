@@ -13,19 +13,19 @@ namespace stoker {
 
 namespace {
 
-bool MappingWanted() {
+}  // namespace
+
+bool MappingEnabled() {
   const char* v = std::getenv("STOKER_MMAP");
   return v == nullptr || std::strcmp(v, "0") != 0;
 }
 
-}  // namespace
-
 MappedReader::MappedReader(std::unique_ptr<PosixReader> file, std::shared_ptr<const FileMapping> mapping)
     : file_(std::move(file)), mapping_(std::move(mapping)), size_(mapping_->size()) {}
 
-Result<std::unique_ptr<MappedReader>> MappedReader::Wrap(std::unique_ptr<PosixReader> file) {
-  STOKER_ASSIGN_OR_RETURN(std::shared_ptr<const FileMapping> m, FileMapping::Map(file->file()));
-  return std::unique_ptr<MappedReader>(new MappedReader(std::move(file), std::move(m)));
+Result<std::unique_ptr<MappedReader>> MappedReader::Wrap(std::unique_ptr<PosixReader>* file, bool keep) {
+  STOKER_ASSIGN_OR_RETURN(std::shared_ptr<const FileMapping> m, FileMapping::Map((*file)->file(), keep));
+  return std::unique_ptr<MappedReader>(new MappedReader(std::move(*file), std::move(m)));
 }
 
 Status MappedReader::Copy(uint64_t offset, std::span<uint8_t> out) const {
@@ -77,14 +77,21 @@ Status MappedReader::PReadDetoured(uint64_t offset, std::span<uint8_t> out, std:
   return StillThere(offset, offset + out.size());
 }
 
+std::unique_ptr<RandomAccessReader> MapIfLocal(std::unique_ptr<RandomAccessReader> reader, bool keep, bool* mapped) {
+  *mapped = false;
+  if (reader->remote() || reader->Compression() != nullptr || reader->Size() == 0 || !MappingEnabled()) return reader;
+  if (dynamic_cast<PosixReader*>(reader.get()) == nullptr) return reader;
+  std::unique_ptr<PosixReader> posix(static_cast<PosixReader*>(reader.release()));
+  Result<std::unique_ptr<MappedReader>> m = MappedReader::Wrap(&posix, keep);
+  if (!m.ok()) return posix;  // mmap refused (address space, vm.max_map_count): pread it
+  *mapped = true;
+  return std::move(m).value();
+}
+
 Result<std::unique_ptr<RandomAccessReader>> OpenShardReader(const std::string& url) {
   STOKER_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessReader> r, OpenReader(url));
-  if (r->remote() || r->Compression() != nullptr || r->Size() == 0 || !MappingWanted()) return r;
-  auto* posix = dynamic_cast<PosixReader*>(r.get());
-  if (posix == nullptr) return r;
-  r.release();
-  STOKER_ASSIGN_OR_RETURN(std::unique_ptr<MappedReader> mapped, MappedReader::Wrap(std::unique_ptr<PosixReader>(posix)));
-  return std::unique_ptr<RandomAccessReader>(std::move(mapped));
+  bool mapped = false;
+  return MapIfLocal(std::move(r), true, &mapped);
 }
 
 }  // namespace stoker

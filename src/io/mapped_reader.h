@@ -6,7 +6,9 @@
 // out of a mapping whose pages are already mapped is memcpy itself. The loader
 // opens its local, uncompressed shards through it (OpenShardReader); remote
 // objects, the local cache of remote objects and compressed shards keep their
-// own readers.
+// own readers. Mapped bytes count in the process's RSS (io/file_mapping.h),
+// so the loader maps only within what its memory budget leaves
+// (pipeline/shard_files.h).
 //
 // The contract stays pread's: a file shorter than a read asks for is DataLoss
 // naming the file and offset. The size is checked before each read against
@@ -16,8 +18,8 @@
 // the middle of a page leaves that page's tail mapped but reading zeros, which
 // neither the fault nor the first check would see.
 //
-// STOKER_MMAP=0 in the environment turns mapping off (OpenShardReader then
-// returns the pread reader), checked at each open.
+// STOKER_MMAP=0 in the environment turns mapping off (MapIfLocal then keeps
+// the pread reader), checked at each open.
 // Thread-safety: reads from many threads at once.
 #pragma once
 
@@ -31,8 +33,9 @@ namespace stoker {
 
 class MappedReader : public RandomAccessReader {
  public:
-  // Maps the file `file` reads (keeping it open for the post-read fstat).
-  static Result<std::unique_ptr<MappedReader>> Wrap(std::unique_ptr<PosixReader> file);
+  // Maps the file `*file` reads (keeping it open for the post-read fstat);
+  // `keep` as FileMapping::Map's. On failure (mmap refused) *file stays.
+  static Result<std::unique_ptr<MappedReader>> Wrap(std::unique_ptr<PosixReader>* file, bool keep = true);
 
   Result<size_t> ReadAt(uint64_t offset, std::span<uint8_t> out) const override;
   Status PReadDetoured(uint64_t offset, std::span<uint8_t> out, std::span<const Detour> detours) const override;
@@ -52,8 +55,15 @@ class MappedReader : public RandomAccessReader {
   uint64_t size_;
 };
 
-// What the loader opens a shard with: OpenReader's reader, except that a
-// local uncompressed file is mapped (MappedReader) unless STOKER_MMAP=0.
+// False when STOKER_MMAP=0 is set now.
+bool MappingEnabled();
+
+// `reader` mapped when it reads a local uncompressed file (a PosixReader, as
+// OpenReader opens one) and mapping is enabled; else, or when the mapping
+// fails, `reader` itself. *mapped says which.
+std::unique_ptr<RandomAccessReader> MapIfLocal(std::unique_ptr<RandomAccessReader> reader, bool keep, bool* mapped);
+
+// OpenReader, then MapIfLocal (kept in the cache).
 Result<std::unique_ptr<RandomAccessReader>> OpenShardReader(const std::string& url);
 
 }  // namespace stoker
