@@ -1,6 +1,8 @@
 // io/fault_guard.cc — see fault_guard.h.
 #include "io/fault_guard.h"
 
+#include "core/stream_copy.h"
+
 #include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -33,7 +35,7 @@ struct ThreadSlot {
   ~ThreadSlot() {
     if (slot != nullptr) slot->owner.store(pthread_t{}, std::memory_order_release);
   }
-  Slot* Get() {
+  __attribute__((noinline)) Slot* Get() {
     if (!tried) {
       tried = true;
       const pthread_t self = pthread_self();
@@ -94,8 +96,8 @@ void InstallFaultGuard() {
   if (sigaction(SIGBUS, &mine, &before) == 0) previous = before;
 }
 
-GuardedCopy CopyGuarded(void* dst, const void* src, size_t n, uintptr_t* fault_at) {
-  Slot* slot = thread_slot.Get();
+GuardedCopy CopyGuarded(void* dst, const void* src, size_t n, uintptr_t* fault_at, bool streaming) {
+  Slot* volatile slot = thread_slot.Get();  // volatile: read again after the jump
   if (slot == nullptr) return GuardedCopy::kUnguarded;  // more threads than slots: the caller preads
   sigjmp_buf jump;
   // savemask 0: SA_NODEFER left SIGBUS unblocked in the handler, so the mask
@@ -107,7 +109,11 @@ GuardedCopy CopyGuarded(void* dst, const void* src, size_t n, uintptr_t* fault_a
   }
   slot->jump.store(&jump, std::memory_order_relaxed);
   std::atomic_signal_fence(std::memory_order_seq_cst);  // the copy stays inside the guard
-  std::memcpy(dst, src, n);
+  if (streaming) {
+    StreamCopy(dst, src, n);
+  } else {
+    std::memcpy(dst, src, n);
+  }
   std::atomic_signal_fence(std::memory_order_seq_cst);
   slot->jump.store(nullptr, std::memory_order_relaxed);
   return GuardedCopy::kCopied;

@@ -33,8 +33,9 @@ enum class GuardedCopy {
   kUnguarded,  // nothing copied: this thread has no guard slot (over 1024 threads copy); use pread
 };
 
-// memcpy(dst, src, n), except that a SIGBUS while reading src is reported, not fatal.
+// memcpy(dst, src, n) (StreamCopy when `streaming`: core/stream_copy.h),
+// except that a SIGBUS while reading src is reported, not fatal.
 // InstallFaultGuard must have run (FileMapping::Map does it when it maps).
-GuardedCopy CopyGuarded(void* dst, const void* src, size_t n, uintptr_t* fault_at);
+GuardedCopy CopyGuarded(void* dst, const void* src, size_t n, uintptr_t* fault_at, bool streaming = false);
 
 }  // namespace stoker

@@ -28,10 +28,10 @@ Result<std::unique_ptr<MappedReader>> MappedReader::Wrap(std::unique_ptr<PosixRe
   return std::unique_ptr<MappedReader>(new MappedReader(std::move(*file), std::move(m)));
 }
 
-Status MappedReader::Copy(uint64_t offset, std::span<uint8_t> out) const {
+Status MappedReader::Copy(uint64_t offset, std::span<uint8_t> out, bool streaming) const {
   if (out.empty()) return Status::Ok();
   uintptr_t fault = 0;
-  const GuardedCopy done = CopyGuarded(out.data(), mapping_->data() + offset, out.size(), &fault);
+  const GuardedCopy done = CopyGuarded(out.data(), mapping_->data() + offset, out.size(), &fault, streaming);
   if (done == GuardedCopy::kCopied) return Status::Ok();
   if (done == GuardedCopy::kUnguarded) return file_->PRead(offset, out);
   const uintptr_t base = reinterpret_cast<uintptr_t>(mapping_->data());
@@ -70,7 +70,8 @@ Status MappedReader::PReadDetoured(uint64_t offset, std::span<uint8_t> out, std:
   for (const Detour& d : detours) {
     if (d.at < pos || d.at + d.dest.size() > out.size()) return InvalidArgument("read detours overlap or overrun");
     STOKER_RETURN_IF_ERROR(Copy(offset + pos, out.subspan(pos, d.at - pos)));
-    STOKER_RETURN_IF_ERROR(Copy(offset + d.at, d.dest));
+    // A detour is a batch slot, read by the consumer long after: streamed.
+    STOKER_RETURN_IF_ERROR(Copy(offset + d.at, d.dest, true));
     pos = d.at + d.dest.size();
   }
   STOKER_RETURN_IF_ERROR(Copy(offset + pos, out.subspan(pos)));

@@ -45,8 +45,8 @@ class MappedReader : public RandomAccessReader {
  private:
   MappedReader(std::unique_ptr<PosixReader> file, std::shared_ptr<const FileMapping> mapping);
   // Copies [offset, offset + out.size()) of the mapping, which the caller has
-  // checked lies inside size_.
-  Status Copy(uint64_t offset, std::span<uint8_t> out) const;
+  // checked lies inside size_; `streaming` for a batch slot (core/stream_copy.h).
+  Status Copy(uint64_t offset, std::span<uint8_t> out, bool streaming = false) const;
   // After reading up to `end`: the file must still reach it.
   Status StillThere(uint64_t offset, uint64_t end) const;
 
