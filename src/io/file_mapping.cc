@@ -66,6 +66,9 @@ Result<std::shared_ptr<const FileMapping>> FileMapping::Map(const File& file, bo
   const uint64_t size = static_cast<uint64_t>(st.st_size);
   if (size == 0) return std::shared_ptr<const FileMapping>(new FileMapping(nullptr, 0));
   const Key key{st.st_dev, st.st_ino, size, st.st_mtim.tv_sec, st.st_mtim.tv_nsec};
+  // At every map, cached or not: a handler installed since the last one
+  // (Python's faulthandler.enable()) is chained behind ours again.
+  InstallFaultGuard();
   Cache& c = TheCache();
   {
     std::lock_guard lock(c.mu);
@@ -74,7 +77,6 @@ Result<std::shared_ptr<const FileMapping>> FileMapping::Map(const File& file, bo
       return it->second.mapping;
     }
   }
-  InstallFaultGuard();
   void* p = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, file.fd(), 0);
   if (p == MAP_FAILED) return IoError(file.path() + ": mmap of " + std::to_string(size) + " bytes: " + std::strerror(errno));
   // Reads of a shard are mostly forward, sample after sample, but a shuffled
