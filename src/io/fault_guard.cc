@@ -104,6 +104,13 @@ GuardedCopy CopyGuarded(void* dst, const void* src, size_t n, uintptr_t* fault_a
   // after the jump is the mask before it.
   if (sigsetjmp(jump, 0) != 0) {
     std::atomic_signal_fence(std::memory_order_seq_cst);
+    // A runtime that wraps handlers (ThreadSanitizer's does) may have blocked
+    // SIGBUS around ours despite SA_NODEFER; blocked, the next fault would
+    // kill the process. Only here, on the rare fault path: no syscall per copy.
+    sigset_t bus;
+    sigemptyset(&bus);
+    sigaddset(&bus, SIGBUS);
+    pthread_sigmask(SIG_UNBLOCK, &bus, nullptr);
     *fault_at = slot->fault.load(std::memory_order_relaxed);
     return GuardedCopy::kFaulted;
   }
