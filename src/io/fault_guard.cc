@@ -64,7 +64,8 @@ void OnSigbus(int sig, siginfo_t* info, void* context) {
       s.fault.store(reinterpret_cast<uintptr_t>(info->si_addr), std::memory_order_relaxed);
       siglongjmp(*jump, 1);
     }
-    break;
+    // No break: after a fork, a slot of a parent's thread may carry the same
+    // pthread_t as a child's thread; only the one with a jump set is ours.
   }
   // Not ours: whoever handled SIGBUS before us, or the default action.
   if (previous.sa_flags & SA_SIGINFO) {
