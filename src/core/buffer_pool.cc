@@ -1,5 +1,8 @@
 #include "core/buffer_pool.h"
 
+#include <sys/mman.h>
+
+#include <cstdint>
 #include <cstdlib>
 #include <new>
 
@@ -7,6 +10,23 @@ namespace stoker {
 
 namespace {
 constexpr size_t kAlignment = 4096;  // page-aligned: ready for pinning and O_DIRECT
+// A buffer of at least a huge page is mapped on huge-page boundaries and
+// advised MADV_HUGEPAGE (transparent huge pages in "madvise" mode, Debian's
+// default, give them only to who asks). Its first touch is then one fault
+// per 2 MiB instead of per 4 KiB: a fresh 19 MB batch buffer filled by
+// memcpy took 14 ms with 4 KiB pages against 4 ms advised and 3 ms refilled,
+// and a fresh loader fills prefetch + 1 of them in its first batches.
+constexpr size_t kHugePage = 2u << 20;
+
+size_t Rounded(size_t bytes, size_t to) { return (bytes + to - 1) / to * to; }
+}  // namespace
+
+void BufferPool::Free(uint8_t* p) const {
+  if (buffer_bytes_ >= kHugePage) {
+    ::munmap(p, Rounded(buffer_bytes_, kHugePage));
+  } else {
+    std::free(p);
+  }
 }
 
 BufferPool::Lease::~Lease() { pool_->Release(data_); }
@@ -17,11 +37,23 @@ std::shared_ptr<BufferPool> BufferPool::Create(size_t buffer_bytes, size_t capac
 
 BufferPool::~BufferPool() {
   // Every lease holds the pool, so by now all buffers are back in free_.
-  for (uint8_t* p : free_) std::free(p);
+  for (uint8_t* p : free_) Free(p);
 }
 
 uint8_t* BufferPool::Allocate() {
-  size_t bytes = (buffer_bytes_ + kAlignment - 1) / kAlignment * kAlignment;
+  if (buffer_bytes_ >= kHugePage) {
+    // Map a huge page more than needed, keep the aligned part, give back the rest.
+    const size_t bytes = Rounded(buffer_bytes_, kHugePage);
+    void* raw = ::mmap(nullptr, bytes + kHugePage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (raw == MAP_FAILED) throw std::bad_alloc();
+    const uintptr_t begin = reinterpret_cast<uintptr_t>(raw);
+    const uintptr_t aligned = Rounded(begin, kHugePage);
+    if (aligned > begin) ::munmap(raw, aligned - begin);
+    if (begin + kHugePage > aligned) ::munmap(reinterpret_cast<void*>(aligned + bytes), begin + kHugePage - aligned);
+    ::madvise(reinterpret_cast<void*>(aligned), bytes, MADV_HUGEPAGE);  // a hint: 4 KiB pages if refused
+    return reinterpret_cast<uint8_t*>(aligned);
+  }
+  size_t bytes = Rounded(buffer_bytes_, kAlignment);
   void* p = std::aligned_alloc(kAlignment, bytes == 0 ? kAlignment : bytes);
   if (p == nullptr) throw std::bad_alloc();
   return static_cast<uint8_t*>(p);
@@ -60,7 +92,7 @@ void BufferPool::Release(uint8_t* data) {
   std::lock_guard lock(mu_);
   if (allocated_ > capacity_) {
     --allocated_;
-    std::free(data);
+    Free(data);
     return;
   }
   free_.push_back(data);

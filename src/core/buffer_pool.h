@@ -62,6 +62,7 @@ class BufferPool : public std::enable_shared_from_this<BufferPool> {
   BufferPool(size_t buffer_bytes, size_t capacity) : buffer_bytes_(buffer_bytes), capacity_(capacity) {}
   void Release(uint8_t* data);
   uint8_t* Allocate();
+  void Free(uint8_t* p) const;
 
   const size_t buffer_bytes_;
   const size_t capacity_;

@@ -28,6 +28,15 @@ namespace stoker {
 
 namespace {
 
+// Shard bytes the loader may keep mapped (pipeline/shard_files.h): mapped
+// pages count in the process's RSS, so under a memory budget only what the
+// budget leaves beyond the engine's own need; without one, no bound.
+uint64_t MappableBytes(const Dataset& d) {
+  if (d.options.memory_budget == 0 || d.tokens) return ShardFiles::kMapUnbounded;
+  const uint64_t need = EstimateMemory(d.options, d.layout, d.indexes).total();
+  return d.options.memory_budget > need ? d.options.memory_budget - need : 0;
+}
+
 class BatchImpl : public Batch {
  public:
   BatchImpl(std::unique_ptr<BatchWork> work, const BatchLayout& layout) : work_(std::move(work)) {
@@ -56,7 +65,7 @@ class LoaderImpl : public Loader {
  public:
   LoaderImpl(Dataset data, std::shared_ptr<BufferPool> pool)
       : data_(std::move(data)),
-        files_(&data_.shards, data_.options.max_open_files),
+        files_(&data_.shards, data_.options.max_open_files, MappableBytes(data_)),
         refill_(&data_, &files_),
         pool_(std::move(pool)),
         recorder_(data_.options.record_stats ? std::make_unique<Recorder>(data_.options.trace_spans) : nullptr) {

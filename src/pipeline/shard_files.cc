@@ -7,8 +7,11 @@
 
 namespace stoker {
 
-ShardFiles::ShardFiles(const std::vector<std::string>* paths, size_t max_open)
-    : paths_(paths), max_open_(max_open > 0 ? max_open : DefaultMaxOpenFiles()), entries_(paths->size()) {}
+ShardFiles::ShardFiles(const std::vector<std::string>* paths, size_t max_open, uint64_t map_bytes)
+    : paths_(paths),
+      max_open_(max_open > 0 ? max_open : DefaultMaxOpenFiles()),
+      map_bytes_(map_bytes),
+      entries_(paths->size()) {}
 
 size_t ShardFiles::DefaultMaxOpenFiles() {
   rlimit lim{};
@@ -43,7 +46,15 @@ Result<std::shared_ptr<const RandomAccessReader>> ShardFiles::Get(uint32_t shard
   if (!f.ok()) return f.status();
   while (!lru_.empty() && lru_.size() >= max_open_) EvictOne();  // others opened meanwhile
   ++opens_;
-  e.file = std::shared_ptr<const RandomAccessReader>(std::move(f).value());
+  std::unique_ptr<RandomAccessReader> reader = std::move(f).value();
+  const uint64_t size = reader->Size();
+  if (map_bytes_ > 0 && size <= map_bytes_ - mapped_) {  // mmap is a syscall: cheap under the lock
+    bool mapped = false;
+    reader = MapIfLocal(std::move(reader), map_bytes_ == kMapUnbounded, &mapped);
+    e.mapped = mapped ? size : 0;
+    mapped_ += e.mapped;
+  }
+  e.file = std::shared_ptr<const RandomAccessReader>(std::move(reader));
   lru_.push_front(shard);
   e.lru_pos = lru_.begin();
   return e.file;
@@ -52,19 +63,30 @@ Result<std::shared_ptr<const RandomAccessReader>> ShardFiles::Get(uint32_t shard
 void ShardFiles::EvictOne() {
   const uint32_t victim = lru_.back();
   lru_.pop_back();
-  entries_[victim].file.reset();  // closes now, or when the last in-flight read releases it
+  Forget(entries_[victim]);  // closes now, or when the last in-flight read releases it
 }
 
 void ShardFiles::EvictIdle() {
   for (auto it = lru_.begin(); it != lru_.end();) {
     Entry& e = entries_[*it];
     if (e.file.use_count() == 1) {
-      e.file.reset();
+      Forget(e);
       it = lru_.erase(it);
     } else {
       ++it;
     }
   }
+}
+
+void ShardFiles::Forget(Entry& e) {
+  e.file.reset();
+  mapped_ -= e.mapped;
+  e.mapped = 0;
+}
+
+uint64_t ShardFiles::mapped_bytes() const {
+  std::lock_guard lock(mu_);
+  return mapped_;
 }
 
 size_t ShardFiles::open_count() const {

@@ -15,6 +15,12 @@
 // A remote reader holds no descriptor (its connections belong to the reading
 // threads), but it is counted against the same bound: re-opening one costs a
 // HEAD round trip, which max_open bounds in the same way.
+// A local uncompressed shard is read through its mapping (io/mapped_reader.h)
+// while the shards mapped at once stay within `map_bytes` (mapped pages count
+// in the process's RSS); past it, a shard is read with pread. With no bound
+// (kMapUnbounded) the mapping outlives the reader in a process-wide cache, so
+// a shard evicted here, or a new loader on the same files, finds its pages
+// still mapped; with a bound (a memory budget) it is unmapped with its reader.
 // Thread-safety: Get and open_count from any thread; the reader behind a lease
 // serves concurrent reads.
 #pragma once
@@ -28,20 +34,24 @@
 #include <string>
 #include <vector>
 
-#include "io/reader.h"
+#include "io/mapped_reader.h"
 
 namespace stoker {
 
 class ShardFiles {
  public:
-  // max_open 0: DefaultMaxOpenFiles().
-  explicit ShardFiles(const std::vector<std::string>* paths, size_t max_open = 0);
+  static constexpr uint64_t kMapUnbounded = ~uint64_t{0};
+  // max_open 0: DefaultMaxOpenFiles(). map_bytes: the shard bytes mapped at
+  // once (0: none); kMapUnbounded: as many as max_open, kept across readers.
+  explicit ShardFiles(const std::vector<std::string>* paths, size_t max_open = 0,
+                      uint64_t map_bytes = kMapUnbounded);
 
   Result<std::shared_ptr<const RandomAccessReader>> Get(uint32_t shard);
 
   size_t max_open() const { return max_open_; }
   size_t open_count() const;  // cached now (leases of evicted shards not counted)
   uint64_t opens() const;     // open() calls so far
+  uint64_t mapped_bytes() const;  // of the shards cached now that are mapped
 
   // A quarter of the soft RLIMIT_NOFILE, in [4, 1024]: the rest stays for the
   // process (Python, torch, sockets) and the reads in flight.
@@ -52,17 +62,21 @@ class ShardFiles {
     std::shared_ptr<const RandomAccessReader> file;  // null when not cached
     std::list<uint32_t>::iterator lru_pos;  // valid when file is set
     bool opening = false;  // a thread opens it now, without mu_; others wait on opened_
+    uint64_t mapped = 0;   // its size when it is read through a mapping
   };
+  void Forget(Entry& e);  // REQUIRES mu_; drops the cached reader
   void EvictOne();   // REQUIRES mu_
   void EvictIdle();  // REQUIRES mu_
 
   const std::vector<std::string>* paths_;
   const size_t max_open_;
+  const uint64_t map_bytes_;
   mutable std::mutex mu_;
   std::condition_variable opened_;  // an open finished (with mu_)
   std::vector<Entry> entries_;  // guarded by mu_; one per shard
   std::list<uint32_t> lru_;     // guarded by mu_; front = most recently used
   uint64_t opens_ = 0;          // guarded by mu_
+  uint64_t mapped_ = 0;         // guarded by mu_; sum of entries' mapped
 };
 
 }  // namespace stoker

@@ -4,13 +4,22 @@ The reader predicts where each .npy's data and each stored .npz entry's data
 lie and preads them into their slots; the decoder verifies the prediction. Every
 test compares against numpy's own loader, including the cases where the
 prediction must fail (byte order, Fortran order, a reordered archive, a changed
-shape of the same size) and where the file is damaged (the error must stay)."""
+shape of the same size) and where the file is damaged (the error must stay).
+Every test runs twice: local shards memory-mapped (the default, io/mapped_reader.h)
+and read with pread (STOKER_MMAP=0)."""
 import io
+import os
 
 import numpy as np
 import pytest
 import stoker
 from conftest import npz_bytes
+
+
+@pytest.fixture(autouse=True, params=["mmap", "pread"])
+def read_path(request, monkeypatch):
+    monkeypatch.setenv("STOKER_MMAP", "1" if request.param == "mmap" else "0")
+    return request.param
 
 
 def _npy(a: np.ndarray) -> bytes:
@@ -107,3 +116,20 @@ def test_direct_read_with_other_fields_in_the_sample(tmp_path):
     _write(tmp_path / "m.tar", samples)
     batches = _load_all(tmp_path / "m.tar", {"cls": stoker.scalar("int64"), "x.npy": stoker.npy()}, batch_size=3)
     _check(batches, refs, "x.npy")
+
+
+def test_shard_truncated_under_the_loader_is_a_clear_error(tmp_path, read_path):
+    rng = np.random.default_rng(4)
+    samples = [(f"k{i:03d}", {"x.npy": _npy(rng.standard_normal((128, 128)).astype(np.float32))}) for i in range(96)]
+    path = tmp_path / "t.tar"
+    _write(path, samples)
+    loader = stoker.Loader([str(path)], fields={"x.npy": stoker.npy()}, batch_size=4, decode_threads=1,
+                           io_depth=1, prefetch=1, observe=False)
+    it = iter(loader)
+    first = next(it)  # the shard is open (mapped) and being read
+    np.testing.assert_array_equal(np.asarray(first["x.npy"][0]), np.load(io.BytesIO(samples[0][1]["x.npy"])))
+    os.truncate(path, path.stat().st_size // 4)
+    with pytest.raises(Exception, match=r"t\.tar.*offset"):
+        for _ in it:
+            pass
+    loader.close()

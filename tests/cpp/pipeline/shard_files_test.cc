@@ -65,6 +65,27 @@ TEST(ShardFilesTest, ALeaseStaysReadableAfterEviction) {
   EXPECT_EQ(ReadAll(**lease), "shard 0");  // the descriptor is still ours
 }
 
+TEST(ShardFilesTest, MapsLocalShardsOnlyWithinItsMapBound) {
+  std::vector<std::string> paths = MakeFiles(6);  // "shard i": 7 bytes each
+  {
+    ShardFiles files(&paths, 4, 15);  // room for two mapped shards
+    for (uint32_t i = 0; i < 6; ++i) {
+      auto f = files.Get(i);
+      ASSERT_TRUE(f.ok());
+      EXPECT_EQ(ReadAll(**f), "shard " + std::to_string(i));  // the same bytes, mapped or not
+      EXPECT_EQ(dynamic_cast<const MappedReader*>(f->get()) != nullptr, i != 2 && i != 3) << i;
+      EXPECT_LE(files.mapped_bytes(), 15u);
+    }
+    // 2 and 3 found no room; 4 and 5 took the room of 0 and 1, evicted before them.
+    EXPECT_EQ(files.mapped_bytes(), 14u);
+  }
+  ShardFiles none(&paths, 4, 0);
+  auto f = none.Get(0);
+  ASSERT_TRUE(f.ok());
+  EXPECT_EQ(dynamic_cast<const MappedReader*>(f->get()), nullptr);
+  EXPECT_EQ(none.mapped_bytes(), 0u);
+}
+
 TEST(ShardFilesTest, ConcurrentReadersNeverSeeAClosedDescriptor) {
   std::vector<std::string> paths = MakeFiles(16);
   ShardFiles files(&paths, 2);
