@@ -61,8 +61,9 @@ class BufferPool : public std::enable_shared_from_this<BufferPool> {
  private:
   BufferPool(size_t buffer_bytes, size_t capacity) : buffer_bytes_(buffer_bytes), capacity_(capacity) {}
   void Release(uint8_t* data);
+  // Page-aligned; from 2 MiB on, mapped on a huge-page boundary (see .cc).
   uint8_t* Allocate();
-  void Free(uint8_t* p) const;
+  void Free(uint8_t* data);
 
   const size_t buffer_bytes_;
   const size_t capacity_;

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "io/backoff.h"
+#include "io/cancel.h"
 
 namespace stoker {
 
@@ -130,6 +131,12 @@ size_t OnBody(char* buf, size_t size, size_t n, void* user) {
 
 bool Retryable(long code) { return code == 408 || code == 429 || code >= 500; }
 
+// libcurl calls it while a transfer runs (at least once a second, also
+// while the server sends nothing): non-zero aborts the transfer.
+int OnProgress(void* user, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
+  return static_cast<const Cancellation*>(user)->cancelled() ? 1 : 0;
+}
+
 // Sends req until it completes or the retry budget is spent.
 Status Send(const HttpTarget& t, const IoOptions& o, Request& req) {
   IoCounters& counters = GlobalIoCounters();
@@ -140,12 +147,25 @@ Status Send(const HttpTarget& t, const IoOptions& o, Request& req) {
   long last_code = 0;
   thread_local std::mt19937_64 rng(std::random_device{}());
   const int attempts = std::max(1, o.attempts);
+  // Work that was dropped (io/cancel.h): no attempt after the cancel, a
+  // back-off that ends at it, a transfer aborted by it.
+  Cancellation* cancel = CurrentCancellation();
+  auto cancelled = [&](int attempt) {
+    return Cancelled(t.name + ": read cancelled after " + std::to_string(attempt - 1) +
+                     " attempts (the loader dropped the work it was for)");
+  };
   for (int attempt = 1;; ++attempt) {
+    if (cancel && cancel->cancelled()) return cancelled(attempt);
     if (attempt > 1) {
-      counters.retries.fetch_add(1, std::memory_order_relaxed);
       std::uniform_real_distribution<double> unit(0.0, 1.0);
-      std::this_thread::sleep_for(std::chrono::milliseconds(
-          BackoffMs(attempt - 1, static_cast<uint64_t>(o.backoff_ms), static_cast<uint64_t>(o.backoff_max_ms), unit(rng))));
+      const std::chrono::milliseconds pause(
+          BackoffMs(attempt - 1, static_cast<uint64_t>(o.backoff_ms), static_cast<uint64_t>(o.backoff_max_ms), unit(rng)));
+      if (cancel) {
+        if (!cancel->SleepFor(pause)) return cancelled(attempt);
+      } else {
+        std::this_thread::sleep_for(pause);
+      }
+      counters.retries.fetch_add(1, std::memory_order_relaxed);
     }
     CURL* h = Handle();
     Attempt a;
@@ -190,12 +210,18 @@ Status Send(const HttpTarget& t, const IoOptions& o, Request& req) {
     curl_easy_setopt(h, CURLOPT_HEADERDATA, &a);
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, OnBody);
     curl_easy_setopt(h, CURLOPT_WRITEDATA, &a);
+    if (cancel) {
+      curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, OnProgress);
+      curl_easy_setopt(h, CURLOPT_XFERINFODATA, cancel);
+      curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
+    }
 
     counters.requests.fetch_add(1, std::memory_order_relaxed);
     const auto t0 = Clock::now();
     CURLcode rc = curl_easy_perform(h);
     counters.RecordLatency(static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count()));
     curl_slist_free_all(headers);
+    if (rc == CURLE_ABORTED_BY_CALLBACK) return cancelled(attempt + 1);
     long code = 0;
     curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
     if (code != 0) last_code = code;

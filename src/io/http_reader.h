@@ -13,6 +13,8 @@
 // each request has its own deadline (IoOptions::timeout_ms). When the budget
 // is spent the error names the URL, range, last status, attempts and elapsed
 // time (code kIoError; 404 is kNotFound at once, other 4xx are not retried).
+// A read on a thread whose Cancellation (io/cancel.h) fires stops: no further
+// attempt, the back-off cut short, a transfer in flight aborted (kCancelled).
 // Thread-safety: ReadAt from many threads at once (each uses its own handle).
 #pragma once
 

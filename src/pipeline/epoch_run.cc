@@ -64,6 +64,7 @@ EpochRun::~EpochRun() {
     cancelled_ = true;
     ready_.notify_all();
   }
+  cancel_reads_.Cancel();
   read_queue_.Cancel();
   decode_queue_.Cancel();
   throttle_.Cancel();
@@ -278,6 +279,7 @@ bool EpochRun::Begin(const Leg& leg, int64_t b, std::unique_ptr<BufferPool::Leas
 }
 
 void EpochRun::ReadLoop(uint32_t thread) {
+  CancelScope cancel_scope(&cancel_reads_);
   std::unique_ptr<SampleDecoder> inline_decoder;
   if (arrays_only_) inline_decoder = std::make_unique<SampleDecoder>(&data_->layout);
   const BatchLayout& layout = data_->layout;

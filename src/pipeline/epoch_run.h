@@ -30,9 +30,12 @@
 // Batches are numbered in one sequence across epochs (each epoch's batch b is
 // base + b), so delivery stays strictly in order.
 //
-// Teardown (the destructor) runs in this order: mark cancelled, cancel both
-// queues, the throttle and the pool (every wait wakes), join every thread,
-// then reset the pool. The decode queue is declared after the spare list, so
+// Teardown (the destructor) runs in this order: mark cancelled, cancel the
+// reads (io/cancel.h: a remote read in a retry back-off or on a stalled
+// server gives up instead of finishing its retries), both queues, the
+// throttle and the pool (every wait wakes), join every thread, then reset
+// the pool. So a run is dropped promptly over any storage, and work prepared
+// ahead (early start, the next epoch) costs nothing when it is not wanted. The decode queue is declared after the spare list, so
 // run buffers its tasks still share return to a list that still exists.
 // Buffers still held by the caller return to the pool whenever they are released.
 // Thread-safety: NextReady from one consumer thread; the rest is internal.
@@ -55,6 +58,7 @@
 #include "core/page_allocator.h"
 #include "core/rate_limiter.h"
 #include "observe/recorder.h"
+#include "io/cancel.h"
 #include "io/reader.h"
 #include "pipeline/batch_layout.h"
 #include "pipeline/direct_arrays.h"
@@ -218,6 +222,9 @@ class EpochRun {
   const int64_t first_batch_;  // of the first leg
   Recorder* const rec_;  // may be null
   RateLimiter throttle_;
+  // The readers' remote reads obey it (each reader installs it); the
+  // destructor cancels it first.
+  Cancellation cancel_reads_;
   // Batches whose reads are queued before their buffers exist (remote
   // shards; read_runs.h); 0 for local files. Set before the threads start.
   int64_t read_ahead_ = 0;

@@ -78,14 +78,14 @@ class LoaderImpl : public Loader {
     counts_.reserve(data_.indexes.size());
     for (const ShardIndex& index : data_.indexes) counts_.push_back(static_cast<uint32_t>(index.samples.size()));
     fingerprint_ = DatasetFingerprint(data_);
-    remote_ = std::any_of(data_.shards.begin(), data_.shards.end(), [](const std::string& s) { return IsRemoteUrl(s); });
     STOKER_RETURN_IF_ERROR(Plan(0));
     // The first batch at once: epoch 0's reads begin now, with the index
     // loaded and the threads started, while the caller sets itself up; a
     // SetEpoch(0) before the first Next keeps this run. A token loader starts
-    // when asked (at its consumed_samples), and so does one over remote
-    // shards (see remote_ in Start).
-    if (!data_.tokens && !remote_) Start();
+    // when asked (at its consumed_samples). Over remote shards too: a run
+    // that is not wanted after all stops promptly (its reads are cancelled,
+    // io/cancel.h).
+    if (!data_.tokens) Start();
     return Status::Ok();
   }
 
@@ -302,11 +302,11 @@ class LoaderImpl : public Loader {
       // Shard loaders prepare the next epoch's first batches as this one ends
       // (the planner is pure and its inputs fixed, so the run may call it).
       // A token run's next epoch is the same run again: not carried over.
-      // Nor over remote shards: a read in flight finishes its retries before
-      // the run can stop, so work prepared ahead would hold up a loader
-      // closed after its last epoch for as long as the store misbehaves.
+      // Remote shards too: work prepared ahead that is not wanted (a loader
+      // closed after its last epoch) is dropped promptly, a read in a retry
+      // back-off or on a stalled server included (epoch_run.h, teardown).
       EpochRun::PlanMaker next;
-      if (!data_.tokens && !remote_) next = [this](uint64_t epoch) { return PlanEpoch(counts_, data_.options, epoch); };
+      if (!data_.tokens) next = [this](uint64_t epoch) { return PlanEpoch(counts_, data_.options, epoch); };
       run_ = std::make_unique<EpochRun>(&data_, &files_, pool_, plan_, epoch_, next_batch_, std::move(next));
     }
   }
@@ -326,7 +326,6 @@ class LoaderImpl : public Loader {
   uint64_t epoch_ = 0;
   int64_t next_batch_ = 0;
   int64_t token_consumed_ = 0;  // token runs: the plan starts at this global sample
-  bool remote_ = false;  // some shard is read over HTTP/S3: no early start, no carry-over (see Start)
   std::vector<ElasticStage> elastic_;  // non-empty: this epoch resumed across world sizes
   std::unique_ptr<EpochRun> run_;  // last member: torn down first
 };

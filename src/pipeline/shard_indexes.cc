@@ -12,7 +12,8 @@ namespace stoker {
 
 Result<std::vector<ShardIndex>> LoadShardIndexes(const std::vector<std::string>& shards, KeyRule rule) {
   const bool remote = std::any_of(shards.begin(), shards.end(), [](const std::string& s) { return IsRemoteUrl(s); });
-  const int threads = remote ? static_cast<int>(std::min<size_t>(shards.size(), kParallelIndexLoads)) : 1;
+  const size_t cores = std::max(1u, std::thread::hardware_concurrency());
+  const int threads = static_cast<int>(std::min<size_t>(shards.size(), remote ? kParallelIndexLoads : cores));
   std::vector<std::optional<Result<ShardIndex>>> results(shards.size());
   std::atomic<size_t> next{0};
   std::atomic<bool> failed{false};

@@ -14,7 +14,7 @@ the proxy's script: a list of actions applied to requests in arrival order
 
 `latency` seconds are added to every request. Only requests whose method is in
 `methods` consume script entries (default GET: bodies). Counters: requests,
-faults. Threads: one per client connection; the script index is under a lock.
+faults, GETs per path and per (path, Range). Threads: one per client connection; the script index is under a lock.
 """
 from __future__ import annotations
 
@@ -35,6 +35,7 @@ class FaultProxy:
         self.requests = 0
         self.faults = 0
         self.gets = collections.Counter()  # path -> GET requests
+        self.ranges = collections.Counter()  # (path, Range header or "") -> GET requests
         self._next = 0
         self._sock = socket.socket()
         self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -64,11 +65,12 @@ class FaultProxy:
         except OSError:
             pass
 
-    def _action(self, method: str, path: str = "") -> str:
+    def _action(self, method: str, path: str = "", byte_range: str = "") -> str:
         with self.lock:
             self.requests += 1
             if method == "GET":
                 self.gets[path] += 1
+                self.ranges[(path, byte_range)] += 1
             if method not in self.methods:
                 return "pass"
             a = self.script[self._next % len(self.script)]
@@ -98,12 +100,17 @@ class FaultProxy:
         return head
 
     @staticmethod
-    def _content_length(head: bytes):
+    def _header(head: bytes, name: bytes):
         for line in head.split(b"\r\n")[1:]:
             k, _, v = line.partition(b":")
-            if k.strip().lower() == b"content-length":
-                return int(v.strip())
+            if k.strip().lower() == name:
+                return v.strip()
         return None
+
+    @staticmethod
+    def _content_length(head: bytes):
+        v = FaultProxy._header(head, b"content-length")
+        return None if v is None else int(v)
 
     def _upstream(self, request: bytes, method: str):
         u = socket.create_connection(("127.0.0.1", self.upstream_port))
@@ -149,7 +156,8 @@ class FaultProxy:
                     buf += chunk
                 body = bytes(buf[:n])
                 del buf[:n]
-                action = self._action(method, head.split(b" ", 2)[1].decode())
+                action = self._action(method, head.split(b" ", 2)[1].decode(),
+                                      (self._header(head, b"range") or b"").decode())
                 if self.latency:
                     time.sleep(self.latency)
                 kind, _, arg = action.partition(":")

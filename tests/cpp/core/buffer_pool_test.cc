@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdint>
+#include <cstring>
 #include <thread>
 
 namespace stoker {
@@ -54,4 +56,32 @@ TEST(BufferPoolTest, CancelWakesABlockedAcquire) {
 }
 
 }  // namespace
+TEST(BufferPoolTest, LargeBuffersStartOnAHugePageAndAreWholeAndRecycled) {
+  // 64 x 224x224x3, a V batch: mapped on a 2 MiB boundary (buffer_pool.cc).
+  const size_t bytes = 64 * 224 * 224 * 3;
+  auto pool = BufferPool::Create(bytes, 2);
+  auto a = pool->Acquire();
+  auto b = pool->Acquire();
+  ASSERT_TRUE(a && b);
+  for (const auto* l : {a.get(), b.get()}) {
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(l->data()) % (2u << 20), 0u);
+    std::memset(l->data(), 0xab, bytes);  // every byte is mapped and writable
+    EXPECT_EQ(l->data()[bytes - 1], 0xab);
+  }
+  uint8_t* first = a->data();
+  a.reset();
+  auto c = pool->Acquire();
+  EXPECT_EQ(c->data(), first);  // recycled, not mapped again
+  pool->GrantOverflow();
+  auto d = pool->Acquire();  // past capacity: unmapped on release
+  ASSERT_TRUE(d);
+  std::memset(d->data(), 1, bytes);
+  d.reset();
+  EXPECT_EQ(pool->overflow_allocations(), 1u);
+  // Small buffers stay on the heap, page-aligned.
+  auto small = BufferPool::Create(1000, 1);
+  auto s = small->Acquire();
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(s->data()) % 4096, 0u);
+}
+
 }  // namespace stoker

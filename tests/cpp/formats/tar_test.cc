@@ -4,7 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+
 #include "formats/tar_bytes.h"
+#include "io/reader.h"
 
 namespace stoker {
 namespace {
@@ -235,6 +238,54 @@ TEST(TarTest, ManySmallMembersAcrossReadWindows) {
   ASSERT_EQ(r->size(), names.size());
   for (size_t i = 0; i < names.size(); ++i) EXPECT_EQ((*r)[i].name, names[i]);
   EXPECT_EQ(Slice(tar, r->back()), "last");
+}
+
+// Counts what a scan reads; `preferred` stands for the reader's kind (a
+// local file's 64 KiB, a remote object's megabytes).
+class CountingReader : public RandomAccessReader {
+ public:
+  CountingReader(const RandomAccessReader* inner, size_t preferred) : inner_(inner), preferred_(preferred) {}
+  Result<size_t> ReadAt(uint64_t offset, std::span<uint8_t> out) const override {
+    reads++;
+    bytes += out.size();
+    return inner_->ReadAt(offset, out);
+  }
+  uint64_t Size() const override { return inner_->Size(); }
+  const std::string& Name() const override { return inner_->Name(); }
+  size_t PreferredReadSize() const override { return preferred_; }
+  mutable std::atomic<uint64_t> reads{0}, bytes{0};
+
+ private:
+  const RandomAccessReader* inner_;
+  size_t preferred_;
+};
+
+TEST(TarTest, MembersOfTensOfKilobytesCostAPageEachLocallyAndWholeWindowsRemotely) {
+  // 64 samples of a 1-byte label and a ~50 KB image, as an ImageNet shard:
+  // every refill lands past the window, among image bytes.
+  std::string tar;
+  for (int i = 0; i < 64; ++i) {
+    tar += Header("s" + std::to_string(i) + ".cls", 1, '0') + Padded("7");
+    const std::string image(40000 + static_cast<size_t>(i) * 331, static_cast<char>(i));
+    tar += Header("s" + std::to_string(i) + ".jpg", image.size(), '0') + Padded(image);
+  }
+  tar += EndBlocks();
+  const std::string path = TempPath("images.tar");
+  WriteFile(path, tar);
+  auto file = OpenReader(path);
+  ASSERT_TRUE(file.ok()) << file.status().ToString();
+  CountingReader local(file->get(), 64 * 1024);
+  auto r = ScanTar(local, tar.size());
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_EQ(r->size(), 128u);
+  EXPECT_EQ((*r)[127].name, "s63.jpg");
+  EXPECT_LE(local.reads.load(), 64u + 2);       // a page per label+image header pair
+  EXPECT_LE(local.bytes.load(), tar.size() / 8);  // not the image bytes (~2.9 MB)
+  CountingReader remote(file->get(), 8u << 20);
+  auto again = ScanTar(remote, tar.size());
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(again->size(), 128u);
+  EXPECT_LE(remote.reads.load(), 2u);  // one round trip covers the shard
 }
 
 }  // namespace

@@ -1,0 +1,184 @@
+// io/cancel.h: a cancelled HTTP request stops waiting in its retry back-off
+// and stops waiting on a stalled server, and sends nothing more; against a
+// real socket server on loopback (one that always answers 503, one that
+// accepts and never answers).
+#include "io/cancel.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+#include <vector>
+
+#include "io/http_reader.h"
+
+namespace stoker {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double SecondsSince(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// A loopback server: answers every request with 503 (`stall` false), or
+// accepts connections and never answers (`stall` true).
+class TinyServer {
+ public:
+  explicit TinyServer(bool stall) : stall_(stall) {
+    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    EXPECT_EQ(::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+    EXPECT_EQ(::listen(fd_, 16), 0);
+    socklen_t len = sizeof a;
+    ::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len);
+    port_ = ntohs(a.sin_port);
+    thread_ = std::thread([this] { Serve(); });
+  }
+  ~TinyServer() {
+    stop_ = true;
+    thread_.join();
+    for (int c : held_) ::close(c);
+    ::close(fd_);
+  }
+  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_) + "/x.tar"; }
+  int requests() const { return requests_.load(); }
+
+ private:
+  void Serve() {
+    while (!stop_) {
+      pollfd p{fd_, POLLIN, 0};
+      if (::poll(&p, 1, 20) <= 0) continue;
+      const int c = ::accept(fd_, nullptr, nullptr);
+      if (c < 0) continue;
+      requests_++;
+      if (stall_) {
+        held_.push_back(c);  // open, silent, until the server ends
+        continue;
+      }
+      char buf[4096];
+      (void)!::recv(c, buf, sizeof buf, 0);
+      const char reply[] = "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
+      (void)!::send(c, reply, sizeof reply - 1, MSG_NOSIGNAL);
+      ::close(c);
+    }
+  }
+
+  const bool stall_;
+  int fd_ = -1;
+  int port_ = 0;
+  std::atomic<bool> stop_{false};
+  std::atomic<int> requests_{0};
+  std::vector<int> held_;  // the server thread's, read after join
+  std::thread thread_;
+};
+
+// Opens `url` (a HEAD with its retries) on a thread obeying `cancel`; the
+// status it ended with and how long after `cancel` fired it returned.
+struct Outcome {
+  Status status;
+  double after_cancel_s = 0;
+};
+Outcome OpenThenCancel(const std::string& url, const IoOptions& o, double cancel_after_s) {
+  Cancellation cancel;
+  Outcome out;
+  Clock::time_point done;
+  std::thread t([&] {
+    CancelScope scope(&cancel);
+    auto r = HttpReader::Open(HttpTarget{url, url, "", "", ""}, o);
+    out.status = r.ok() ? Status::Ok() : r.status();
+    done = Clock::now();
+  });
+  std::this_thread::sleep_for(std::chrono::duration<double>(cancel_after_s));
+  const Clock::time_point fired = Clock::now();
+  cancel.Cancel();
+  t.join();
+  out.after_cancel_s = std::chrono::duration<double>(done - fired).count();
+  return out;
+}
+
+TEST(CancellationTest, SleepForEndsAtCancelAndLaterOnesReturnAtOnce) {
+  Cancellation c;
+  EXPECT_TRUE(c.SleepFor(std::chrono::milliseconds(1)));
+  std::thread t([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    c.Cancel();
+  });
+  const auto t0 = Clock::now();
+  EXPECT_FALSE(c.SleepFor(std::chrono::seconds(30)));
+  EXPECT_LT(SecondsSince(t0), 5.0);
+  t.join();
+  EXPECT_TRUE(c.cancelled());
+  EXPECT_FALSE(c.SleepFor(std::chrono::seconds(30)));
+}
+
+TEST(CancellationTest, ScopesNestPerThread) {
+  Cancellation a, b;
+  EXPECT_EQ(CurrentCancellation(), nullptr);
+  {
+    CancelScope sa(&a);
+    EXPECT_EQ(CurrentCancellation(), &a);
+    {
+      CancelScope sb(&b);
+      EXPECT_EQ(CurrentCancellation(), &b);
+      std::thread([] { EXPECT_EQ(CurrentCancellation(), nullptr); }).join();
+    }
+    EXPECT_EQ(CurrentCancellation(), &a);
+  }
+  EXPECT_EQ(CurrentCancellation(), nullptr);
+}
+
+TEST(CancellationTest, HttpRetryBackoffEndsAtCancelAndNoFurtherAttemptIsSent) {
+  TinyServer server(/*stall=*/false);
+  IoOptions o;
+  o.attempts = 100;
+  o.timeout_ms = 5000;
+  o.backoff_ms = 20000;  // a retry waits 10-20 s: only the cancel ends it soon
+  o.backoff_max_ms = 20000;
+  const Outcome r = OpenThenCancel(server.url(), o, 0.3);
+  EXPECT_EQ(r.status.code(), StatusCode::kCancelled) << r.status.message();
+  EXPECT_NE(r.status.message().find(server.url()), std::string::npos) << r.status.message();
+  EXPECT_LT(r.after_cancel_s, 2.0);  // generous: it is a condition-variable wake-up
+  const int sent = server.requests();
+  EXPECT_EQ(sent, 1);  // the first attempt only: the back-off was cut short, nothing followed
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_EQ(server.requests(), sent);
+}
+
+TEST(CancellationTest, HttpRequestOnAStalledServerIsAbortedAtCancel) {
+  TinyServer server(/*stall=*/true);
+  IoOptions o;
+  o.attempts = 3;
+  o.timeout_ms = 30000;  // the request deadline alone would hold it 30 s
+  o.backoff_ms = 10;
+  o.backoff_max_ms = 10;
+  const Outcome r = OpenThenCancel(server.url(), o, 0.3);
+  EXPECT_EQ(r.status.code(), StatusCode::kCancelled) << r.status.message();
+  // libcurl's progress callback runs at least once a second while idle.
+  EXPECT_LT(r.after_cancel_s, 5.0);
+  EXPECT_EQ(server.requests(), 1);
+}
+
+TEST(CancellationTest, WithoutCancellationRetriesRunToTheirBudget) {
+  TinyServer server(/*stall=*/false);
+  IoOptions o;
+  o.attempts = 3;
+  o.timeout_ms = 2000;
+  o.backoff_ms = 1;
+  o.backoff_max_ms = 2;
+  auto r = HttpReader::Open(HttpTarget{server.url(), server.url(), "", "", ""}, o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kIoError) << r.status().message();
+  EXPECT_NE(r.status().message().find("3 attempts"), std::string::npos) << r.status().message();
+  EXPECT_EQ(server.requests(), 3);
+}
+
+}  // namespace
+}  // namespace stoker
