@@ -7,7 +7,8 @@
 // too (a member of a few dozen KiB, as a JPEG: a window there is mostly data,
 // copied for nothing: 45 MB for 12 shards of 768 ImageNet-sized JPEGs, the
 // loader's whole start-up time); a reader whose reads cost a round trip or a
-// decompression (PreferredReadSize above the window) keeps whole windows. Only the extension headers' payloads (long names, pax records) are read
+// decompression (PreferredReadSize above the window) keeps whole windows.
+// Only the extension headers' payloads (long names, pax records) are read
 // beyond the 512-byte headers; member data never is.
 // Thread-safety: free functions keep no state; TarWriter is single-threaded.
 #include "formats/tar.h"

@@ -35,8 +35,9 @@
 // server gives up instead of finishing its retries), both queues, the
 // throttle and the pool (every wait wakes), join every thread, then reset
 // the pool. So a run is dropped promptly over any storage, and work prepared
-// ahead (early start, the next epoch) costs nothing when it is not wanted. The decode queue is declared after the spare list, so
-// run buffers its tasks still share return to a list that still exists.
+// ahead (early start, the next epoch) costs nothing when it is not wanted.
+// The decode queue is declared after the spare list, so run buffers its tasks
+// still share return to a list that still exists.
 // Buffers still held by the caller return to the pool whenever they are released.
 // Thread-safety: NextReady from one consumer thread; the rest is internal.
 #pragma once
@@ -57,9 +58,9 @@
 #include "core/buffer_pool.h"
 #include "core/page_allocator.h"
 #include "core/rate_limiter.h"
-#include "observe/recorder.h"
 #include "io/cancel.h"
 #include "io/reader.h"
+#include "observe/recorder.h"
 #include "pipeline/batch_layout.h"
 #include "pipeline/direct_arrays.h"
 #include "pipeline/planner.h"
