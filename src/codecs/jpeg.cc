@@ -27,6 +27,7 @@
 
 #include "codecs/decode_scratch.h"
 #include "codecs/jpeg_fallback.h"
+#include "codecs/jpeg_raw_resample.h"
 #include "codecs/jpeg_region.h"
 #include "codecs/jpeg_rgb_region.h"
 #include "codecs/libjpeg_decompressor.h"
@@ -206,6 +207,16 @@ Status JpegDecoder::Impl::DecodeResampled(std::span<const uint8_t> jpeg, const I
   PlanGeometryResample(g, spec.resample, denom, sw, sh, &plan);
   uint8_t* rgb = Grow(scratch.rgb, static_cast<size_t>(g.win_w) * g.win_h * 3);
   const bool cmyk = h.colorspace == TJCS_CMYK || h.colorspace == TJCS_YCCK;
+  if (region_decode && !cmyk && denom == 1) {
+    // Raw planes of only the iMCUs the filter reaches, libjpeg's upsampling
+    // and color conversion redone row by row on the columns it reads.
+    STOKER_ASSIGN_OR_RETURN(const bool done, DecodeRawResampled(lj, scratch, jpeg, plan, rgb,
+                                                                static_cast<size_t>(g.win_w) * 3));
+    if (done) {
+      WriteOutput(rgb, g.win_w, g.win_h, spec, g.hflip, out);
+      return Status::Ok();
+    }
+  }
   if (region_decode && !cmyk && plan.ax.src_hi > plan.ax.src_lo && plan.ay.src_hi > plan.ay.src_lo) {
     // Only the source rectangle the filter reaches (decoded-image pixels).
     RgbRegion r;

@@ -363,6 +363,26 @@ void VerticalRow(const uint8_t* const* rows, const int32_t* k, int n, size_t byt
   VerticalRowScalar(rows, k, n, bytes, d);
 }
 
+// Vertical pass: each output row from ay.taps rows of `mid` (row ay.src_lo
+// first, rows mid_stride bytes apart).
+void VerticalPass(const ResampleAxis& ay, const uint8_t* mid, size_t mid_stride, size_t row_bytes, uint8_t* dst,
+                  size_t dst_stride) {
+  const int ks = ay.ksize;
+  const uint8_t* tap_rows[64];
+  std::vector<const uint8_t*> many;
+  const uint8_t** rp = tap_rows;
+  if (ks > 64) {
+    many.resize(ks);
+    rp = many.data();
+  }
+  for (int i = 0; i < ay.count; ++i) {
+    const int n = ay.taps[i];
+    for (int y = 0; y < n; ++y) rp[y] = mid + static_cast<size_t>(ay.start[i] + y - ay.src_lo) * mid_stride;
+    VerticalRow(rp, &ay.coeff[static_cast<size_t>(i) * ks], n, row_bytes, dst + static_cast<size_t>(i) * dst_stride);
+  }
+}
+
+
 }  // namespace
 
 void ResampleRgb(const ResampleAxis& ax, const ResampleAxis& ay, const uint8_t* src, size_t src_stride, int src_x0,
@@ -405,20 +425,31 @@ void ResampleRgb(const ResampleAxis& ax, const ResampleAxis& ay, const uint8_t* 
     mid = t;
     mid_stride = row_bytes;
   }
-  // Vertical pass: each output row from ay.taps rows of `mid`.
-  const int ks = ay.ksize;
-  const uint8_t* tap_rows[64];
-  std::vector<const uint8_t*> many;
-  const uint8_t** rp = tap_rows;
-  if (ks > 64) {
-    many.resize(ks);
-    rp = many.data();
+  VerticalPass(ay, mid, mid_stride, row_bytes, dst, dst_stride);
+}
+
+size_t ResampleRowSlack(const ResampleAxis& ax) {
+  // The AVX2 horizontal pass loads up to 12 (max_quads - 1) + 16 bytes from an
+  // output's first tap, which lies within ksize pixels of src_hi.
+  return static_cast<size_t>(3 * ax.ksize + 12 * ax.max_quads + 32);
+}
+
+void ResampleRgbRows(const ResampleAxis& ax, const ResampleAxis& ay, ResampleRowFn row, void* ctx, uint8_t* dst,
+                     size_t dst_stride, std::vector<uint8_t>* tmp) {
+  const size_t row_bytes = static_cast<size_t>(ax.count) * 3;
+  // Every row has the slack the AVX2 loads need: every output takes them.
+  if (ay.identity) {
+    for (int i = 0; i < ay.count; ++i) {
+      HorizontalRow(ax, row(ctx, ay.first + i), ax.src_lo, dst + static_cast<size_t>(i) * dst_stride, ax.count);
+    }
+    return;
   }
-  for (int i = 0; i < ay.count; ++i) {
-    const int n = ay.taps[i];
-    for (int y = 0; y < n; ++y) rp[y] = mid + static_cast<size_t>(ay.start[i] + y - ay.src_lo) * mid_stride;
-    VerticalRow(rp, &ay.coeff[static_cast<size_t>(i) * ks], n, row_bytes, dst + static_cast<size_t>(i) * dst_stride);
-  }
+  const int rows = ay.src_hi - ay.src_lo;
+  const size_t need = row_bytes * rows;
+  if (tmp->size() < need) tmp->resize(need);
+  uint8_t* t = tmp->data();
+  for (int y = 0; y < rows; ++y) HorizontalRow(ax, row(ctx, ay.src_lo + y), ax.src_lo, t + row_bytes * y, ax.count);
+  VerticalPass(ay, t, row_bytes, row_bytes, dst, dst_stride);
 }
 
 void PlanGeometryResample(const SampleGeometry& g, Resample filter, int denom, int decoded_w, int decoded_h,

@@ -73,6 +73,17 @@ void PlanResampleAxis(Resample filter, int in_size, double in0, double in1, int 
 void ResampleRgb(const ResampleAxis& ax, const ResampleAxis& ay, const uint8_t* src, size_t src_stride, int src_x0,
                  int src_y0, uint8_t* dst, size_t dst_stride, std::vector<uint8_t>* tmp);
 
+// The same resample with the source rows made on demand (a decoder that
+// produces RGB one row at a time, e.g. jpeg_raw_resample.h): row(ctx, y)
+// returns axis row y's pixels ax.src_lo..src_hi as HWC RGB (pixel src_lo
+// first), readable for ResampleRowSlack(ax) bytes past src_hi; the pointer
+// need stay valid only until the next call. Rows are asked for in increasing
+// y, each once: ay.src_lo..src_hi (ay.first.. when ay is the identity).
+using ResampleRowFn = const uint8_t* (*)(void* ctx, int y);
+size_t ResampleRowSlack(const ResampleAxis& ax);
+void ResampleRgbRows(const ResampleAxis& ax, const ResampleAxis& ay, ResampleRowFn row, void* ctx, uint8_t* dst,
+                     size_t dst_stride, std::vector<uint8_t>* tmp);
+
 // A sample's geometry (sample_geometry.h) as two axes over the image decoded
 // at DCT scale 1/denom (decoded_w x decoded_h pixels, TJSCALED sizes).
 // denom 1 is exact: the crop is the image the resize sees, as torchvision's

@@ -1,0 +1,82 @@
+// codecs/jpeg_raw_resample.cc — raw planes -> libjpeg-exact RGB rows ->
+// Pillow resample (see header).
+// Thread-safety: see header.
+#include "codecs/jpeg_raw_resample.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "codecs/decode_scratch.h"
+#include "codecs/jpeg_raw_region.h"
+#include "codecs/jpeg_ycc_rows.h"
+#include "codecs/libjpeg_decompressor.h"
+
+namespace stoker {
+namespace {
+
+// Header, start at 1/1, decode the iMCUs rows [y0, y1) x columns [x0, x1)
+// need, and set up the row maker. false: not handled.
+Result<bool> StartRows(LibJpeg& lj, DecodeScratch& scratch, std::span<const uint8_t> jpeg, int x0, int x1, int y0,
+                       int y1, bool simd) {
+  if (!lj.ok || !RawRegionSupported()) return false;
+  if (jpeg.empty()) return DataLoss("JPEG is empty");
+  STOKER_ASSIGN_OR_RETURN(const int subsamp, ReadRawHeader(lj, jpeg));
+  if (subsamp < 0) return false;
+  RawLayout l;
+  STOKER_ASSIGN_OR_RETURN(const bool started, StartRaw(lj, subsamp, 1, &l));
+  if (!started || !YccRowsSupported(l)) return false;
+  if (x0 < 0 || y0 < 0 || x1 > l.width || y1 > l.height || x0 >= x1 || y0 >= y1) return false;
+  int col0, col1, row0, row1;
+  YccRowsImcus(l, x0, x1, y0, y1, &col0, &col1, &row0, &row1);
+  RawPlanes planes;
+  STOKER_RETURN_IF_ERROR(DecodeRawImcus(lj, scratch, jpeg, l, col0, col1, row0, row1, &planes));
+  scratch.ycc_rows.Init(l, planes, x0, x1, simd);
+  return true;
+}
+
+struct RowJob {
+  YccRows* rows;
+  uint8_t* buf;
+  int y_offset;  // image row = axis row + y_offset
+};
+
+const uint8_t* MakeRow(void* ctx, int y) {
+  RowJob& j = *static_cast<RowJob*>(ctx);
+  j.rows->Row(y + j.y_offset, j.buf);
+  return j.buf;
+}
+
+}  // namespace
+
+Result<bool> DecodeRawResampled(LibJpeg& lj, DecodeScratch& scratch, std::span<const uint8_t> jpeg,
+                                const GeometryResample& plan, uint8_t* dst, size_t dst_stride) {
+  const ResampleAxis &ax = plan.ax, &ay = plan.ay;
+  if (ax.src_hi <= ax.src_lo || ay.src_hi <= ay.src_lo) return false;
+  // Axis pixel v is image pixel v - src_x0 (plan.src_x0 is the image's (0,0)).
+  const int x0 = ax.src_lo - plan.src_x0, x1 = ax.src_hi - plan.src_x0;
+  const int y0 = ay.src_lo - plan.src_y0, y1 = ay.src_hi - plan.src_y0;
+  AbortOnExit reset{&lj.cinfo};
+  STOKER_ASSIGN_OR_RETURN(const bool started, StartRows(lj, scratch, jpeg, x0, x1, y0, y1, true));
+  if (!started) return false;
+  const size_t row_bytes = static_cast<size_t>(x1 - x0) * 3;
+  uint8_t* buf = Grow(scratch.ycc_row, row_bytes + std::max(ResampleRowSlack(ax), YccRows::kSlack));
+  RowJob job{&scratch.ycc_rows, buf, -plan.src_y0};
+  ResampleRgbRows(ax, ay, MakeRow, &job, dst, dst_stride, &scratch.resample_tmp);
+  return true;
+}
+
+Result<bool> DecodeRawRgbRect(LibJpeg& lj, DecodeScratch& scratch, std::span<const uint8_t> jpeg, int x0, int x1,
+                              int y0, int y1, bool simd, uint8_t* dst) {
+  AbortOnExit reset{&lj.cinfo};
+  STOKER_ASSIGN_OR_RETURN(const bool started, StartRows(lj, scratch, jpeg, x0, x1, y0, y1, simd));
+  if (!started) return false;
+  const size_t row_bytes = static_cast<size_t>(x1 - x0) * 3;
+  uint8_t* buf = Grow(scratch.ycc_row, row_bytes + YccRows::kSlack);
+  for (int y = y0; y < y1; ++y) {
+    scratch.ycc_rows.Row(y, buf);
+    std::copy(buf, buf + row_bytes, dst + static_cast<size_t>(y - y0) * row_bytes);
+  }
+  return true;
+}
+
+}  // namespace stoker
