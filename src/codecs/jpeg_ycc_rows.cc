@@ -80,16 +80,18 @@ void H2Scalar(const int16_t* cs, int m, int be, int bo, int sh, uint8_t* up) {
 #if STOKER_YCC_X86
 __attribute__((target("avx2"))) void ColsumAvx2(const uint8_t* near, const uint8_t* far, int lo, int hi,
                                                  int16_t* out) {
-  int j = lo;
-  for (; j + 16 <= hi + 1; j += 16) {
+  if (hi + 1 - lo < 16) return ColsumScalar(near, far, lo, hi, out);
+  // The last step overlaps the one before (same sums): no scalar tail.
+  for (int j = lo;; j += 16) {
+    if (j + 16 > hi + 1) j = hi + 1 - 16;
     __m256i v = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(near + j)));
     if (far) {
       const __m256i f = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(far + j)));
       v = _mm256_add_epi16(_mm256_add_epi16(v, _mm256_add_epi16(v, v)), f);
     }
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + (j - lo)), v);
+    if (j + 16 == hi + 1) break;
   }
-  if (j <= hi) ColsumScalar(near, far, j, hi, out + (j - lo));
 }
 
 // 16 chroma sums -> 32 upsampled bytes per step: even | odd << 8 per word is
@@ -97,8 +99,9 @@ __attribute__((target("avx2"))) void ColsumAvx2(const uint8_t* near, const uint8
 __attribute__((target("avx2"))) void H2Avx2(const int16_t* cs, int m, int be, int bo, int sh, uint8_t* up) {
   const __m256i vbe = _mm256_set1_epi16(static_cast<int16_t>(be)), vbo = _mm256_set1_epi16(static_cast<int16_t>(bo));
   const __m128i count = _mm_cvtsi32_si128(sh);
-  int k = 0;
-  for (; k + 16 <= m; k += 16) {
+  if (m < 16) return H2Scalar(cs, m, be, bo, sh, up);
+  for (int k = 0;; k += 16) {
+    if (k + 16 > m) k = m - 16;  // overlaps the step before: same bytes
     const __m256i c = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(cs + k));
     const __m256i prev = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(cs + k - 1));
     const __m256i next = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(cs + k + 1));
@@ -106,8 +109,8 @@ __attribute__((target("avx2"))) void H2Avx2(const int16_t* cs, int m, int be, in
     const __m256i e = _mm256_srl_epi16(_mm256_add_epi16(_mm256_add_epi16(c3, prev), vbe), count);
     const __m256i o = _mm256_srl_epi16(_mm256_add_epi16(_mm256_add_epi16(c3, next), vbo), count);
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(up + 2 * k), _mm256_or_si256(e, _mm256_slli_epi16(o, 8)));
+    if (k + 16 == m) break;
   }
-  if (k < m) H2Scalar(cs + k, m - k, be, bo, sh, up + 2 * k);
 }
 
 // 16 pixels' Y, Cb, Cr (16-bit, 0..255) -> R, G, B (16-bit, unclamped).
@@ -167,8 +170,9 @@ __attribute__((target("avx2"))) inline void StoreRgb32(__m256i r, __m256i g, __m
 __attribute__((target("avx2"))) void YccToRgbAvx2(const uint8_t* y, const uint8_t* cb, const uint8_t* cr, int n,
                                                    uint8_t* rgb) {
   static const InterleaveMasks im = MakeMasks();
-  int i = 0;
-  for (; i + 32 <= n; i += 32) {
+  if (n < 32) return YccToRgbScalar(y, cb, cr, n, rgb);
+  for (int i = 0;; i += 32) {
+    if (i + 32 > n) i = n - 32;  // overlaps the step before: same bytes
     __m256i r[2], g[2], b[2];
     for (int h = 0; h < 2; ++h) {
       const __m256i yy = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(y + i + 16 * h)));
@@ -181,18 +185,19 @@ __attribute__((target("avx2"))) void YccToRgbAvx2(const uint8_t* y, const uint8_
     const __m256i G = _mm256_permute4x64_epi64(_mm256_packus_epi16(g[0], g[1]), 0xD8);
     const __m256i B = _mm256_permute4x64_epi64(_mm256_packus_epi16(b[0], b[1]), 0xD8);
     StoreRgb32(R, G, B, im, rgb + 3 * i);
+    if (i + 32 == n) break;
   }
-  if (i < n) YccToRgbScalar(y + i, cb + i, cr + i, n - i, rgb + 3 * i);
 }
 
 __attribute__((target("avx2"))) void GrayToRgbAvx2(const uint8_t* y, int n, uint8_t* rgb) {
   static const InterleaveMasks im = MakeMasks();
-  int i = 0;
-  for (; i + 32 <= n; i += 32) {
+  if (n < 32) return GrayToRgb(y, n, rgb);
+  for (int i = 0;; i += 32) {
+    if (i + 32 > n) i = n - 32;  // overlaps the step before: same bytes
     const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y + i));
     StoreRgb32(v, v, v, im, rgb + 3 * i);
+    if (i + 32 == n) break;
   }
-  if (i < n) GrayToRgb(y + i, n - i, rgb + 3 * i);
 }
 
 const bool kHaveAvx2 = __builtin_cpu_supports("avx2");
