@@ -218,8 +218,8 @@ Status DecodeRawImcus(LibJpeg& lj, DecodeScratch& scratch, std::span<const uint8
     total += static_cast<size_t>(bw[c]) * bh[c];
     nrows += static_cast<size_t>(bh[c]);
   }
-  // 32 bytes of slack: SIMD readers may load a vector past a row's end.
-  uint8_t* base = Grow(scratch.decoded, total + 32);
+  // 64 bytes of slack: SIMD readers may load a vector past a row's end.
+  uint8_t* base = Grow(scratch.decoded, total + 64);
   if (scratch.row_ptrs.size() < nrows) scratch.row_ptrs.resize(nrows);
   JSAMPROW* rp = scratch.row_ptrs.data();
   for (int c = 0; c < ncomp; ++c) {

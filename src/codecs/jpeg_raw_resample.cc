@@ -46,6 +46,18 @@ const uint8_t* MakeRow(void* ctx, int y) {
   return j.buf;
 }
 
+struct PlanesJob {
+  YccRows* rows;
+  uint8_t* buf;
+  size_t plane_stride;
+  int y_offset;
+};
+
+const uint8_t* MakePlanes(void* ctx, int y) {
+  PlanesJob& j = *static_cast<PlanesJob*>(ctx);
+  return j.rows->RowPlanes(y + j.y_offset, j.buf, j.plane_stride);
+}
+
 }  // namespace
 
 Result<bool> DecodeRawResampled(LibJpeg& lj, DecodeScratch& scratch, std::span<const uint8_t> jpeg,
@@ -58,8 +70,18 @@ Result<bool> DecodeRawResampled(LibJpeg& lj, DecodeScratch& scratch, std::span<c
   AbortOnExit reset{&lj.cinfo};
   STOKER_ASSIGN_OR_RETURN(const bool started, StartRows(lj, scratch, jpeg, x0, x1, y0, y1, true));
   if (!started) return false;
+  const size_t slack = std::max(ResampleRowSlack(ax), YccRows::kSlack);
+  if (ax.planar) {
+    // One channel per row of the horizontal pass: no interleaving either way.
+    YccRows& rows = scratch.ycc_rows;
+    const size_t plane_stride = rows.gray() ? 0 : static_cast<size_t>(x1 - x0) + slack;
+    uint8_t* buf = Grow(scratch.ycc_row, 3 * (static_cast<size_t>(x1 - x0) + slack));
+    PlanesJob job{&rows, buf, plane_stride, -plan.src_y0};
+    ResampleRgbPlanarRows(ax, ay, MakePlanes, &job, plane_stride, dst, dst_stride, &scratch.resample_tmp);
+    return true;
+  }
   const size_t row_bytes = static_cast<size_t>(x1 - x0) * 3;
-  uint8_t* buf = Grow(scratch.ycc_row, row_bytes + std::max(ResampleRowSlack(ax), YccRows::kSlack));
+  uint8_t* buf = Grow(scratch.ycc_row, row_bytes + slack);
   RowJob job{&scratch.ycc_rows, buf, -plan.src_y0};
   ResampleRgbRows(ax, ay, MakeRow, &job, dst, dst_stride, &scratch.resample_tmp);
   return true;

@@ -58,6 +58,17 @@ void YccToRgbScalar(const uint8_t* y, const uint8_t* cb, const uint8_t* cr, int 
   }
 }
 
+void YccToPlanesScalar(const uint8_t* y, const uint8_t* cb, const uint8_t* cr, int n, uint8_t* r, uint8_t* g,
+                       uint8_t* b) {
+  const YccTables& t = Tables();
+  for (int i = 0; i < n; ++i) {
+    const int yy = y[i], u = cb[i], v = cr[i];
+    r[i] = Limit(yy + t.cr_r[v]);
+    g[i] = Limit(yy + static_cast<int>((t.cb_g[u] + t.cr_g[v]) >> 16));
+    b[i] = Limit(yy + t.cb_b[u]);
+  }
+}
+
 void GrayToRgb(const uint8_t* y, int n, uint8_t* rgb) {
   for (int i = 0; i < n; ++i) rgb[3 * i] = rgb[3 * i + 1] = rgb[3 * i + 2] = y[i];
 }
@@ -167,10 +178,14 @@ __attribute__((target("avx2"))) inline void StoreRgb32(__m256i r, __m256i g, __m
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + 64), _mm256_permute2x128_si256(blk[1], blk[2], 0x31));
 }
 
+// planes null: HWC into rgb; else R, G, B rows into planes[0..2].
 __attribute__((target("avx2"))) void YccToRgbAvx2(const uint8_t* y, const uint8_t* cb, const uint8_t* cr, int n,
-                                                   uint8_t* rgb) {
+                                                   uint8_t* rgb, uint8_t* const* planes = nullptr) {
   static const InterleaveMasks im = MakeMasks();
-  if (n < 32) return YccToRgbScalar(y, cb, cr, n, rgb);
+  if (n < 32) {
+    if (planes) return YccToPlanesScalar(y, cb, cr, n, planes[0], planes[1], planes[2]);
+    return YccToRgbScalar(y, cb, cr, n, rgb);
+  }
   for (int i = 0;; i += 32) {
     if (i + 32 > n) i = n - 32;  // overlaps the step before: same bytes
     __m256i r[2], g[2], b[2];
@@ -184,7 +199,13 @@ __attribute__((target("avx2"))) void YccToRgbAvx2(const uint8_t* y, const uint8_
     const __m256i R = _mm256_permute4x64_epi64(_mm256_packus_epi16(r[0], r[1]), 0xD8);
     const __m256i G = _mm256_permute4x64_epi64(_mm256_packus_epi16(g[0], g[1]), 0xD8);
     const __m256i B = _mm256_permute4x64_epi64(_mm256_packus_epi16(b[0], b[1]), 0xD8);
-    StoreRgb32(R, G, B, im, rgb + 3 * i);
+    if (planes) {
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(planes[0] + i), R);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(planes[1] + i), G);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(planes[2] + i), B);
+    } else {
+      StoreRgb32(R, G, B, im, rgb + 3 * i);
+    }
     if (i + 32 == n) break;
   }
 }
@@ -264,9 +285,13 @@ void YccRows::Init(const RawLayout& l, const RawPlanes& p, int x0, int x1, bool 
   }
 }
 
+const uint8_t* YccRows::Luma(int y) const {
+  return p_.plane[0] + static_cast<size_t>(y - p_.y0[0]) * p_.stride[0] + (x0_ - p_.x0[0]);
+}
+
 void YccRows::Row(int y, uint8_t* dst) {
   const int n = x1_ - x0_;
-  const uint8_t* yrow = p_.plane[0] + static_cast<size_t>(y - p_.y0[0]) * p_.stride[0] + (x0_ - p_.x0[0]);
+  const uint8_t* yrow = Luma(y);
   if (l_.ncomp == 1) {
 #if STOKER_YCC_X86
     if (simd_) return GrayToRgbAvx2(yrow, n, dst);
@@ -274,6 +299,29 @@ void YccRows::Row(int y, uint8_t* dst) {
     return GrayToRgb(yrow, n, dst);
   }
   const uint8_t* ch[2];
+  Chroma(y, ch);
+  YccToRgbRow(yrow, ch[0], ch[1], n, dst, simd_);
+}
+
+const uint8_t* YccRows::RowPlanes(int y, uint8_t* dst, size_t plane_stride) {
+  const int n = x1_ - x0_;
+  const uint8_t* yrow = Luma(y);
+  if (l_.ncomp == 1) return yrow;  // R = G = B = Y: the plane itself
+  const uint8_t* ch[2];
+  Chroma(y, ch);
+  uint8_t* planes[3] = {dst, dst + plane_stride, dst + 2 * plane_stride};
+#if STOKER_YCC_X86
+  if (simd_) {
+    YccToRgbAvx2(yrow, ch[0], ch[1], n, nullptr, planes);
+    return dst;
+  }
+#endif
+  YccToPlanesScalar(yrow, ch[0], ch[1], n, planes[0], planes[1], planes[2]);
+  return dst;
+}
+
+void YccRows::Chroma(int y, const uint8_t* ch[2]) {
+  const int n = x1_ - x0_;
   const int hs = l_.hs[0], vs = l_.vs[0];
   for (int c = 1; c <= 2; ++c) {
     // Column 0 of plane c's row r.
@@ -325,7 +373,6 @@ void YccRows::Row(int y, uint8_t* dst) {
 #endif
     ch[c - 1] = up + (x0_ - 2 * ja_);
   }
-  YccToRgbRow(yrow, ch[0], ch[1], n, dst, simd_);
 }
 
 void YccToRgbRow(const uint8_t* y, const uint8_t* cb, const uint8_t* cr, int n, uint8_t* rgb, bool simd) {

@@ -53,7 +53,16 @@ class YccRows {
   // RGB of image row y, columns [x0, x1), to dst.
   void Row(int y, uint8_t* dst);
 
+  // The same row as R, G, B planes: R at the returned pointer, G and B
+  // plane_stride and 2 plane_stride bytes after it. Written to dst (3 planes
+  // of x1 - x0 bytes); a gray image returns its luma row instead, readable
+  // for 15 bytes past x1, and wants plane_stride 0.
+  const uint8_t* RowPlanes(int y, uint8_t* dst, size_t plane_stride);
+  bool gray() const { return l_.ncomp == 1; }
+
  private:
+  const uint8_t* Luma(int y) const;
+  void Chroma(int y, const uint8_t* ch[2]);  // upsampled Cb, Cr at column x0
   RawLayout l_;
   RawPlanes p_;
   int x0_ = 0, x1_ = 0;

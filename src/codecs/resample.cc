@@ -5,6 +5,8 @@
 // Thread-safety: pure functions.
 #include "codecs/resample.h"
 
+#include <libyuv.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -121,6 +123,34 @@ void ComputeAxis(Resample filter, int in_size, double in0_d, double in1_d, int o
   // caller's buffer may end (the last row of a region).
   a->max_quads = 0;
   for (int i = 0; i < count; ++i) a->max_quads = std::max<int>(a->max_quads, a->out_quads[i]);
+  // Planar pass: <= 4 taps each, and outputs i..i+3 within one 16-byte load
+  // from start[i].
+  a->planar = !a->identity && count > 0;
+  for (int i = 0; i < count && a->planar; ++i) {
+    if (a->taps[i] > 4) a->planar = false;
+    if (a->start[std::min(i + 3, count - 1)] + 4 - a->start[i] > 16) a->planar = false;
+  }
+  if (a->planar) {
+    a->planar_hi.assign(static_cast<size_t>(count) * 4, 0);
+    a->planar_lo.assign(static_cast<size_t>(count) * 4, 0);
+    a->planar_mask.assign(static_cast<size_t>(count) * 32, 0x80);
+    for (int i = 0; i < count; ++i) {
+      const int32_t* k = &a->coeff[static_cast<size_t>(i) * ksize];
+      for (int t = 0; t < 4; ++t) {
+        const int32_t kt = t < a->taps[i] ? k[t] : 0;
+        a->planar_hi[4 * i + t] = static_cast<int16_t>(kt >> 11);
+        a->planar_lo[4 * i + t] = static_cast<int16_t>(kt & 2047);
+      }
+      // Lane 0 words 0-3: output i's taps, 4-7: output i+1's, lane 1 outputs
+      // i+2, i+3, as bytes from start[i] zero-extended (a tap past an
+      // output's own has weight 0; it still reads a byte inside the load).
+      uint8_t* m = &a->planar_mask[static_cast<size_t>(i) * 32];
+      for (int o = 0; o < 4; ++o) {
+        const int j = std::min(i + o, count - 1);
+        for (int t = 0; t < 4; ++t) m[2 * (4 * o + t)] = static_cast<uint8_t>(std::min(a->start[j] + t - a->start[i], 15));
+      }
+    }
+  }
   // The fast outputs are a prefix (the kernel walks them in order).
   a->quad_end = 0;
   while (a->quad_end < count) {
@@ -334,6 +364,51 @@ __attribute__((target("avx2"))) void VerticalRowAvx2(const uint8_t* const* rows,
   }
 }
 
+// Planar horizontal pass of the three channel rows (R at r, G and B
+// plane_stride and 2 plane_stride after it) into d, d + n, d + 2n: 16
+// outputs of each channel per step. Per 256-bit vector four outputs: the 16
+// bytes at start[i] in both lanes, the taps of outputs i, i+1 (lane 0) and
+// i+2, i+3 (lane 1) as words by pshufb, times the 11-bit weight halves
+// (pmaddwd); phaddd adds the pair sums; the rounding and clamping are
+// Clip8's. Masks and weights are loaded once for the three channels. The
+// last step overlaps the one before (same bytes). count >= 16.
+__attribute__((target("avx2"))) void HorizontalPlanarAvx2(const ResampleAxis& ax, const uint8_t* r,
+                                                           size_t plane_stride, uint8_t* d) {
+  const int n = ax.count;
+  const uint8_t* s0 = r - ax.src_lo;
+  const __m256i half = _mm256_set1_epi32(kHalf);
+  // (0 1 4 5 8 9 12 13 | 2 3 6 7 10 11 14 15) after the lane merge -> 0..15
+  const __m128i order = _mm_setr_epi8(0, 1, 8, 9, 2, 3, 10, 11, 4, 5, 12, 13, 6, 7, 14, 15);
+  for (int i = 0;; i += 16) {
+    if (i + 16 > n) i = n - 16;
+    __m256i sums[3][4];
+    for (int q = 0; q < 4; ++q) {
+      const int o = i + 4 * q;
+      const __m256i mask = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(&ax.planar_mask[32 * o]));
+      const __m256i khi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(&ax.planar_hi[4 * o]));
+      const __m256i klo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(&ax.planar_lo[4 * o]));
+      const uint8_t* p = s0 + ax.start[o];
+      for (int c = 0; c < 3; ++c, p += plane_stride) {
+        const __m256i w = _mm256_shuffle_epi8(
+            _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))), mask);
+        sums[c][q] = _mm256_add_epi32(_mm256_slli_epi32(_mm256_madd_epi16(w, khi), 11), _mm256_madd_epi16(w, klo));
+      }
+    }
+    for (int c = 0; c < 3; ++c) {
+      // hadd: (o0 o1 o4 o5 | o2 o3 o6 o7), (o8 o9 o12 o13 | o10 o11 o14 o15)
+      const __m256i ab =
+          _mm256_srai_epi32(_mm256_add_epi32(_mm256_hadd_epi32(sums[c][0], sums[c][1]), half), kPrecisionBits);
+      const __m256i ce =
+          _mm256_srai_epi32(_mm256_add_epi32(_mm256_hadd_epi32(sums[c][2], sums[c][3]), half), kPrecisionBits);
+      const __m256i w16 = _mm256_packs_epi32(ab, ce);  // (0 1 4 5 8 9 12 13 | 2 3 6 7 10 11 14 15)
+      const __m256i w8 = _mm256_packus_epi16(w16, w16);
+      const __m128i x = _mm256_castsi256_si128(_mm256_permute4x64_epi64(w8, 0x08));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(d + c * n + i), _mm_shuffle_epi8(x, order));
+    }
+    if (i + 16 == n) break;
+  }
+}
+
 const bool kHaveSse41 = __builtin_cpu_supports("sse4.1");
 const bool kHaveAvx2 = __builtin_cpu_supports("avx2");
 #endif
@@ -450,6 +525,48 @@ void ResampleRgbRows(const ResampleAxis& ax, const ResampleAxis& ay, ResampleRow
   uint8_t* t = tmp->data();
   for (int y = 0; y < rows; ++y) HorizontalRow(ax, row(ctx, ay.src_lo + y), ax.src_lo, t + row_bytes * y, ax.count);
   VerticalPass(ay, t, row_bytes, row_bytes, dst, dst_stride);
+}
+
+void ResampleRgbPlanarRows(const ResampleAxis& ax, const ResampleAxis& ay, ResampleRowFn row, void* ctx,
+                           size_t plane_stride, uint8_t* dst, size_t dst_stride, std::vector<uint8_t>* tmp) {
+  // Each source row becomes a row of R | G | B outputs (count bytes each);
+  // the vertical pass runs over those rows as bytes, and the result is
+  // interleaved into dst at the end.
+  const int n = ax.count;
+  const size_t row_bytes = static_cast<size_t>(n) * 3;
+  const int rows = ay.identity ? ay.count : ay.src_hi - ay.src_lo;
+  const int first = ay.identity ? ay.first : ay.src_lo;
+  const size_t mid_bytes = row_bytes * rows, out_bytes = ay.identity ? 0 : row_bytes * ay.count;
+  if (tmp->size() < mid_bytes + out_bytes) tmp->resize(mid_bytes + out_bytes);
+  uint8_t* mid = tmp->data();
+  for (int y = 0; y < rows; ++y) {
+    const uint8_t* r = row(ctx, first + y);
+    uint8_t* m = mid + row_bytes * y;
+#if STOKER_RESAMPLE_X86
+    if (kHaveAvx2 && n >= 16) {
+      HorizontalPlanarAvx2(ax, r, plane_stride, m);
+      continue;
+    }
+#endif
+    for (int c = 0; c < 3; ++c) {
+      const uint8_t* plane = r + c * plane_stride;
+      for (int i = 0; i < n; ++i) {
+        const uint8_t* p = plane + (ax.start[i] - ax.src_lo);
+        const int32_t* k = &ax.coeff[static_cast<size_t>(i) * ax.ksize];
+        int32_t acc = kHalf;
+        for (int t = 0; t < ax.taps[i]; ++t) acc += p[t] * k[t];
+        m[c * n + i] = Clip8(acc);
+      }
+    }
+  }
+  const uint8_t* planar = mid;
+  if (!ay.identity) {
+    uint8_t* out = mid + mid_bytes;
+    VerticalPass(ay, mid, row_bytes, row_bytes, out, row_bytes);
+    planar = out;
+  }
+  libyuv::MergeRGBPlane(planar, static_cast<int>(row_bytes), planar + n, static_cast<int>(row_bytes), planar + 2 * n,
+                        static_cast<int>(row_bytes), dst, static_cast<int>(dst_stride), n, ay.count);
 }
 
 void PlanGeometryResample(const SampleGeometry& g, Resample filter, int denom, int decoded_w, int decoded_h,

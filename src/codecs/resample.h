@@ -57,6 +57,13 @@ struct ResampleAxis {
   // (start increases with the output); the rest take the per-pixel loop.
   int quad_end = 0;
   int src_lo = 0, src_hi = 0;  // source pixels [src_lo, src_hi) the window reads
+  // The planar AVX2 horizontal pass (ResampleRgbPlanarRows): one channel's
+  // taps of two outputs per 128-bit lane, words picked from the 16 bytes at
+  // the first output's first tap. Usable when every output has <= 4 taps and
+  // four neighbours' taps lie within 16 bytes (planar).
+  bool planar = false;
+  std::vector<int16_t> planar_hi, planar_lo;  // per output: 4 weights, 11-bit halves as quad_k
+  std::vector<uint8_t> planar_mask;           // per output i: pshufb mask of outputs i..i+3 (32 bytes)
 };
 
 // filter: kBilinear or kBicubic. The last few axes planned on the calling
@@ -80,6 +87,12 @@ void ResampleRgb(const ResampleAxis& ax, const ResampleAxis& ay, const uint8_t* 
 // need stay valid only until the next call. Rows are asked for in increasing
 // y, each once: ay.src_lo..src_hi (ay.first.. when ay is the identity).
 using ResampleRowFn = const uint8_t* (*)(void* ctx, int y);
+// Planar source rows (ax.planar only): row(ctx, y) returns the R row at
+// pixel ax.src_lo; G and B follow at plane_stride and 2 plane_stride bytes,
+// each readable for ResampleRowSlack(ax) bytes past src_hi. Same pixels as
+// ResampleRgb of the interleaved rows.
+void ResampleRgbPlanarRows(const ResampleAxis& ax, const ResampleAxis& ay, ResampleRowFn row, void* ctx,
+                           size_t plane_stride, uint8_t* dst, size_t dst_stride, std::vector<uint8_t>* tmp);
 size_t ResampleRowSlack(const ResampleAxis& ax);
 void ResampleRgbRows(const ResampleAxis& ax, const ResampleAxis& ay, ResampleRowFn row, void* ctx, uint8_t* dst,
                      size_t dst_stride, std::vector<uint8_t>* tmp);
