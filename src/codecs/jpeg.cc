@@ -210,10 +210,15 @@ Status JpegDecoder::Impl::DecodeResampled(std::span<const uint8_t> jpeg, const I
   if (region_decode && !cmyk && denom == 1) {
     // Raw planes of only the iMCUs the filter reaches, libjpeg's upsampling
     // and color conversion redone row by row on the columns it reads.
+    bool planar_rows = false;
     STOKER_ASSIGN_OR_RETURN(const bool done, DecodeRawResampled(lj, scratch, jpeg, plan, rgb,
-                                                                static_cast<size_t>(g.win_w) * 3));
+                                                                static_cast<size_t>(g.win_w) * 3, &planar_rows));
     if (done) {
-      WriteOutput(rgb, g.win_w, g.win_h, spec, g.hflip, out);
+      if (planar_rows) {
+        WriteOutputPlanarRows(rgb, static_cast<size_t>(g.win_w) * 3, g.win_w, g.win_h, spec, g.hflip, out);
+      } else {
+        WriteOutput(rgb, g.win_w, g.win_h, spec, g.hflip, out);
+      }
       return Status::Ok();
     }
   }

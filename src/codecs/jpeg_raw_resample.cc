@@ -61,7 +61,7 @@ const uint8_t* MakePlanes(void* ctx, int y) {
 }  // namespace
 
 Result<bool> DecodeRawResampled(LibJpeg& lj, DecodeScratch& scratch, std::span<const uint8_t> jpeg,
-                                const GeometryResample& plan, uint8_t* dst, size_t dst_stride) {
+                                const GeometryResample& plan, uint8_t* dst, size_t dst_stride, bool* planar_rows) {
   const ResampleAxis &ax = plan.ax, &ay = plan.ay;
   if (ax.src_hi <= ax.src_lo || ay.src_hi <= ay.src_lo) return false;
   // Axis pixel v is image pixel v - src_x0 (plan.src_x0 is the image's (0,0)).
@@ -78,12 +78,14 @@ Result<bool> DecodeRawResampled(LibJpeg& lj, DecodeScratch& scratch, std::span<c
     uint8_t* buf = Grow(scratch.ycc_row, 3 * (static_cast<size_t>(x1 - x0) + slack));
     PlanesJob job{&rows, buf, plane_stride, -plan.src_y0};
     ResampleRgbPlanarRows(ax, ay, MakePlanes, &job, plane_stride, dst, dst_stride, &scratch.resample_tmp);
+    *planar_rows = true;
     return true;
   }
   const size_t row_bytes = static_cast<size_t>(x1 - x0) * 3;
   uint8_t* buf = Grow(scratch.ycc_row, row_bytes + slack);
   RowJob job{&scratch.ycc_rows, buf, -plan.src_y0};
   ResampleRgbRows(ax, ay, MakeRow, &job, dst, dst_stride, &scratch.resample_tmp);
+  *planar_rows = false;
   return true;
 }
 

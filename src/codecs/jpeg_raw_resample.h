@@ -27,10 +27,12 @@ struct DecodeScratch;
 struct LibJpeg;
 
 // Decodes the source rectangle `plan` reaches (denom 1) and writes its
-// ax.count x ay.count RGB outputs to dst (row stride dst_stride). false:
-// not handled, nothing written. Errors: DataLoss with libjpeg's message.
+// ax.count x ay.count RGB outputs to dst (row stride dst_stride >= 3
+// ax.count): HWC, or, when *planar_rows comes back true, each row as its R,
+// G, B values one after the other (ResampleRgbPlanarRows). false: not
+// handled, nothing written. Errors: DataLoss with libjpeg's message.
 Result<bool> DecodeRawResampled(LibJpeg& lj, DecodeScratch& scratch, std::span<const uint8_t> jpeg,
-                                const GeometryResample& plan, uint8_t* dst, size_t dst_stride);
+                                const GeometryResample& plan, uint8_t* dst, size_t dst_stride, bool* planar_rows);
 
 // The building block, for tests: image pixels [x0, x1) x [y0, y1) as HWC RGB
 // (rows 3 (x1 - x0) bytes apart) as libjpeg's full RGB decode gives them.

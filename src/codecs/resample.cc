@@ -5,7 +5,6 @@
 // Thread-safety: pure functions.
 #include "codecs/resample.h"
 
-#include <libyuv.h>
 
 #include <algorithm>
 #include <cmath>
@@ -530,18 +529,21 @@ void ResampleRgbRows(const ResampleAxis& ax, const ResampleAxis& ay, ResampleRow
 void ResampleRgbPlanarRows(const ResampleAxis& ax, const ResampleAxis& ay, ResampleRowFn row, void* ctx,
                            size_t plane_stride, uint8_t* dst, size_t dst_stride, std::vector<uint8_t>* tmp) {
   // Each source row becomes a row of R | G | B outputs (count bytes each);
-  // the vertical pass runs over those rows as bytes, and the result is
-  // interleaved into dst at the end.
+  // the vertical pass runs over those rows as bytes.
   const int n = ax.count;
   const size_t row_bytes = static_cast<size_t>(n) * 3;
   const int rows = ay.identity ? ay.count : ay.src_hi - ay.src_lo;
   const int first = ay.identity ? ay.first : ay.src_lo;
-  const size_t mid_bytes = row_bytes * rows, out_bytes = ay.identity ? 0 : row_bytes * ay.count;
-  if (tmp->size() < mid_bytes + out_bytes) tmp->resize(mid_bytes + out_bytes);
-  uint8_t* mid = tmp->data();
+  uint8_t* mid = dst;  // ay identity: the horizontal pass is the output
+  size_t mid_stride = dst_stride;
+  if (!ay.identity) {
+    if (tmp->size() < row_bytes * rows) tmp->resize(row_bytes * rows);
+    mid = tmp->data();
+    mid_stride = row_bytes;
+  }
   for (int y = 0; y < rows; ++y) {
     const uint8_t* r = row(ctx, first + y);
-    uint8_t* m = mid + row_bytes * y;
+    uint8_t* m = mid + mid_stride * y;
 #if STOKER_RESAMPLE_X86
     if (kHaveAvx2 && n >= 16) {
       HorizontalPlanarAvx2(ax, r, plane_stride, m);
@@ -559,14 +561,7 @@ void ResampleRgbPlanarRows(const ResampleAxis& ax, const ResampleAxis& ay, Resam
       }
     }
   }
-  const uint8_t* planar = mid;
-  if (!ay.identity) {
-    uint8_t* out = mid + mid_bytes;
-    VerticalPass(ay, mid, row_bytes, row_bytes, out, row_bytes);
-    planar = out;
-  }
-  libyuv::MergeRGBPlane(planar, static_cast<int>(row_bytes), planar + n, static_cast<int>(row_bytes), planar + 2 * n,
-                        static_cast<int>(row_bytes), dst, static_cast<int>(dst_stride), n, ay.count);
+  if (!ay.identity) VerticalPass(ay, mid, row_bytes, row_bytes, dst, dst_stride);
 }
 
 void PlanGeometryResample(const SampleGeometry& g, Resample filter, int denom, int decoded_w, int decoded_h,

@@ -89,8 +89,10 @@ void ResampleRgb(const ResampleAxis& ax, const ResampleAxis& ay, const uint8_t* 
 using ResampleRowFn = const uint8_t* (*)(void* ctx, int y);
 // Planar source rows (ax.planar only): row(ctx, y) returns the R row at
 // pixel ax.src_lo; G and B follow at plane_stride and 2 plane_stride bytes,
-// each readable for ResampleRowSlack(ax) bytes past src_hi. Same pixels as
-// ResampleRgb of the interleaved rows.
+// each readable for ResampleRowSlack(ax) bytes past src_hi. Output row i at
+// dst + i * dst_stride is planar too: ax.count R values, then G, then B
+// (dst_stride >= 3 ax.count). Same pixels as ResampleRgb of the interleaved
+// rows.
 void ResampleRgbPlanarRows(const ResampleAxis& ax, const ResampleAxis& ay, ResampleRowFn row, void* ctx,
                            size_t plane_stride, uint8_t* dst, size_t dst_stride, std::vector<uint8_t>* tmp);
 size_t ResampleRowSlack(const ResampleAxis& ax);
