@@ -369,8 +369,7 @@ __attribute__((target("avx2"))) void VerticalRowAvx2(const uint8_t* const* rows,
 // bytes at start[i] in both lanes, the taps of outputs i, i+1 (lane 0) and
 // i+2, i+3 (lane 1) as words by pshufb, times the 11-bit weight halves
 // (pmaddwd); phaddd adds the pair sums; the rounding and clamping are
-// Clip8's. Masks and weights are loaded once for the three channels. The
-// last step overlaps the one before (same bytes). count >= 16.
+// Clip8's. The last step overlaps the one before (same bytes). count >= 16.
 __attribute__((target("avx2"))) void HorizontalPlanarAvx2(const ResampleAxis& ax, const uint8_t* r,
                                                            size_t plane_stride, uint8_t* d) {
   const int n = ax.count;
@@ -380,25 +379,25 @@ __attribute__((target("avx2"))) void HorizontalPlanarAvx2(const ResampleAxis& ax
   const __m128i order = _mm_setr_epi8(0, 1, 8, 9, 2, 3, 10, 11, 4, 5, 12, 13, 6, 7, 14, 15);
   for (int i = 0;; i += 16) {
     if (i + 16 > n) i = n - 16;
-    __m256i sums[3][4];
-    for (int q = 0; q < 4; ++q) {
-      const int o = i + 4 * q;
-      const __m256i mask = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(&ax.planar_mask[32 * o]));
-      const __m256i khi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(&ax.planar_hi[4 * o]));
-      const __m256i klo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(&ax.planar_lo[4 * o]));
-      const uint8_t* p = s0 + ax.start[o];
-      for (int c = 0; c < 3; ++c, p += plane_stride) {
+    // Channel by channel, so the sums stay in registers; the masks and
+    // weights come again from L1 for each.
+    const uint8_t* p = s0;
+    for (int c = 0; c < 3; ++c, p += plane_stride) {
+      __m256i sums[4];
+      for (int q = 0; q < 4; ++q) {
+        const int o = i + 4 * q;
         const __m256i w = _mm256_shuffle_epi8(
-            _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))), mask);
-        sums[c][q] = _mm256_add_epi32(_mm256_slli_epi32(_mm256_madd_epi16(w, khi), 11), _mm256_madd_epi16(w, klo));
+            _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + ax.start[o]))),
+            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(&ax.planar_mask[32 * o])));
+        const __m256i hi =
+            _mm256_madd_epi16(w, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(&ax.planar_hi[4 * o])));
+        const __m256i lo =
+            _mm256_madd_epi16(w, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(&ax.planar_lo[4 * o])));
+        sums[q] = _mm256_add_epi32(_mm256_slli_epi32(hi, 11), lo);
       }
-    }
-    for (int c = 0; c < 3; ++c) {
       // hadd: (o0 o1 o4 o5 | o2 o3 o6 o7), (o8 o9 o12 o13 | o10 o11 o14 o15)
-      const __m256i ab =
-          _mm256_srai_epi32(_mm256_add_epi32(_mm256_hadd_epi32(sums[c][0], sums[c][1]), half), kPrecisionBits);
-      const __m256i ce =
-          _mm256_srai_epi32(_mm256_add_epi32(_mm256_hadd_epi32(sums[c][2], sums[c][3]), half), kPrecisionBits);
+      const __m256i ab = _mm256_srai_epi32(_mm256_add_epi32(_mm256_hadd_epi32(sums[0], sums[1]), half), kPrecisionBits);
+      const __m256i ce = _mm256_srai_epi32(_mm256_add_epi32(_mm256_hadd_epi32(sums[2], sums[3]), half), kPrecisionBits);
       const __m256i w16 = _mm256_packs_epi32(ab, ce);  // (0 1 4 5 8 9 12 13 | 2 3 6 7 10 11 14 15)
       const __m256i w8 = _mm256_packus_epi16(w16, w16);
       const __m128i x = _mm256_castsi256_si128(_mm256_permute4x64_epi64(w8, 0x08));
