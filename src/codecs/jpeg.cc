@@ -210,14 +210,20 @@ Status JpegDecoder::Impl::DecodeResampled(std::span<const uint8_t> jpeg, const I
   if (region_decode && !cmyk && denom == 1) {
     // Raw planes of only the iMCUs the filter reaches, libjpeg's upsampling
     // and color conversion redone row by row on the columns it reads.
-    bool planar_rows = false;
-    STOKER_ASSIGN_OR_RETURN(const bool done, DecodeRawResampled(lj, scratch, jpeg, plan, rgb,
-                                                                static_cast<size_t>(g.win_w) * 3, &planar_rows));
-    if (done) {
-      if (planar_rows) {
-        WriteOutputPlanarRows(rgb, static_cast<size_t>(g.win_w) * 3, g.win_w, g.win_h, spec, g.hflip, out);
-      } else {
+    // A CHW uint8 slot the window fills exactly takes the planes as they
+    // are; otherwise rows of R, G, B values go through the output writer.
+    const bool direct = spec.pixel == PixelType::kUint8 && spec.chw && !g.hflip && g.win_w == spec.width &&
+                        g.win_h == spec.height;
+    const size_t win_row = static_cast<size_t>(g.win_w) * 3;
+    const PlanarOut planar = direct ? PlanarOut{out.data(), static_cast<size_t>(spec.width),
+                                                static_cast<size_t>(spec.width) * spec.height}
+                                    : PlanarOut{rgb, win_row, static_cast<size_t>(g.win_w)};
+    STOKER_ASSIGN_OR_RETURN(const RawResampled done, DecodeRawResampled(lj, scratch, jpeg, plan, planar, rgb, win_row));
+    if (done != RawResampled::kNotHandled) {
+      if (done == RawResampled::kHwc) {
         WriteOutput(rgb, g.win_w, g.win_h, spec, g.hflip, out);
+      } else if (!direct) {
+        WriteOutputPlanarRows(rgb, win_row, g.win_w, g.win_h, spec, g.hflip, out);
       }
       return Status::Ok();
     }

@@ -60,16 +60,17 @@ const uint8_t* MakePlanes(void* ctx, int y) {
 
 }  // namespace
 
-Result<bool> DecodeRawResampled(LibJpeg& lj, DecodeScratch& scratch, std::span<const uint8_t> jpeg,
-                                const GeometryResample& plan, uint8_t* dst, size_t dst_stride, bool* planar_rows) {
+Result<RawResampled> DecodeRawResampled(LibJpeg& lj, DecodeScratch& scratch, std::span<const uint8_t> jpeg,
+                                        const GeometryResample& plan, PlanarOut planar, uint8_t* hwc,
+                                        size_t hwc_stride) {
   const ResampleAxis &ax = plan.ax, &ay = plan.ay;
-  if (ax.src_hi <= ax.src_lo || ay.src_hi <= ay.src_lo) return false;
+  if (ax.src_hi <= ax.src_lo || ay.src_hi <= ay.src_lo) return RawResampled::kNotHandled;
   // Axis pixel v is image pixel v - src_x0 (plan.src_x0 is the image's (0,0)).
   const int x0 = ax.src_lo - plan.src_x0, x1 = ax.src_hi - plan.src_x0;
   const int y0 = ay.src_lo - plan.src_y0, y1 = ay.src_hi - plan.src_y0;
   AbortOnExit reset{&lj.cinfo};
   STOKER_ASSIGN_OR_RETURN(const bool started, StartRows(lj, scratch, jpeg, x0, x1, y0, y1, true));
-  if (!started) return false;
+  if (!started) return RawResampled::kNotHandled;
   const size_t slack = std::max(ResampleRowSlack(ax), YccRows::kSlack);
   if (ax.planar) {
     // One channel per row of the horizontal pass: no interleaving either way.
@@ -77,16 +78,15 @@ Result<bool> DecodeRawResampled(LibJpeg& lj, DecodeScratch& scratch, std::span<c
     const size_t plane_stride = rows.gray() ? 0 : static_cast<size_t>(x1 - x0) + slack;
     uint8_t* buf = Grow(scratch.ycc_row, 3 * (static_cast<size_t>(x1 - x0) + slack));
     PlanesJob job{&rows, buf, plane_stride, -plan.src_y0};
-    ResampleRgbPlanarRows(ax, ay, MakePlanes, &job, plane_stride, dst, dst_stride, &scratch.resample_tmp);
-    *planar_rows = true;
-    return true;
+    ResampleRgbPlanarRows(ax, ay, MakePlanes, &job, plane_stride, planar.data, planar.row_stride, planar.plane,
+                          &scratch.resample_tmp);
+    return RawResampled::kPlanar;
   }
   const size_t row_bytes = static_cast<size_t>(x1 - x0) * 3;
   uint8_t* buf = Grow(scratch.ycc_row, row_bytes + slack);
   RowJob job{&scratch.ycc_rows, buf, -plan.src_y0};
-  ResampleRgbRows(ax, ay, MakeRow, &job, dst, dst_stride, &scratch.resample_tmp);
-  *planar_rows = false;
-  return true;
+  ResampleRgbRows(ax, ay, MakeRow, &job, hwc, hwc_stride, &scratch.resample_tmp);
+  return RawResampled::kHwc;
 }
 
 Result<bool> DecodeRawRgbRect(LibJpeg& lj, DecodeScratch& scratch, std::span<const uint8_t> jpeg, int x0, int x1,

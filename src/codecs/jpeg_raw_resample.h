@@ -26,13 +26,23 @@ namespace stoker {
 struct DecodeScratch;
 struct LibJpeg;
 
+// Where planar outputs go: output row i of channel c (ax.count bytes) at
+// data + i row_stride + c plane (see ResampleRgbPlanarRows).
+struct PlanarOut {
+  uint8_t* data;
+  size_t row_stride, plane;
+};
+
+enum class RawResampled { kNotHandled, kHwc, kPlanar };
+
 // Decodes the source rectangle `plan` reaches (denom 1) and writes its
-// ax.count x ay.count RGB outputs to dst (row stride dst_stride >= 3
-// ax.count): HWC, or, when *planar_rows comes back true, each row as its R,
-// G, B values one after the other (ResampleRgbPlanarRows). false: not
-// handled, nothing written. Errors: DataLoss with libjpeg's message.
-Result<bool> DecodeRawResampled(LibJpeg& lj, DecodeScratch& scratch, std::span<const uint8_t> jpeg,
-                                const GeometryResample& plan, uint8_t* dst, size_t dst_stride, bool* planar_rows);
+// ax.count x ay.count RGB outputs: to `planar` when the axis allows the
+// planar resample (kPlanar), else as HWC to hwc (row stride hwc_stride,
+// kHwc). kNotHandled: nothing written. Errors: DataLoss with libjpeg's
+// message.
+Result<RawResampled> DecodeRawResampled(LibJpeg& lj, DecodeScratch& scratch, std::span<const uint8_t> jpeg,
+                                        const GeometryResample& plan, PlanarOut planar, uint8_t* hwc,
+                                        size_t hwc_stride);
 
 // The building block, for tests: image pixels [x0, x1) x [y0, y1) as HWC RGB
 // (rows 3 (x1 - x0) bytes apart) as libjpeg's full RGB decode gives them.

@@ -210,6 +210,37 @@ __attribute__((target("avx2"))) void YccToRgbAvx2(const uint8_t* y, const uint8_
   }
 }
 
+// Even and odd pixels' values (words) clamped to 0..255 (range_limit) and
+// put back as bytes in pixel order.
+__attribute__((target("avx2"))) inline __m256i JoinEvenOdd(__m256i e, __m256i o) {
+  const __m256i zero = _mm256_setzero_si256(), max = _mm256_set1_epi16(255);
+  e = _mm256_min_epi16(_mm256_max_epi16(e, zero), max);
+  o = _mm256_min_epi16(_mm256_max_epi16(o, zero), max);
+  return _mm256_or_si256(e, _mm256_slli_epi16(o, 8));
+}
+
+// Planar output, 32 pixels per step without byte shuffles: the even and
+// odd pixels of each 32-byte load as words (mask, shift), converted, clamped
+// by max/min, and put back together as even | odd << 8.
+__attribute__((target("avx2"))) void YccToPlanesAvx2(const uint8_t* y, const uint8_t* cb, const uint8_t* cr, int n,
+                                                      uint8_t* r, uint8_t* g, uint8_t* b) {
+  if (n < 32) return YccToPlanesScalar(y, cb, cr, n, r, g, b);
+  const __m256i lo = _mm256_set1_epi16(0x00FF);
+  for (int i = 0;; i += 32) {
+    if (i + 32 > n) i = n - 32;  // overlaps the step before: same bytes
+    const __m256i Y = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y + i));
+    const __m256i B = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(cb + i));
+    const __m256i R = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(cr + i));
+    __m256i re, ge, be, ro, go, bo;
+    Ycc16(_mm256_and_si256(Y, lo), _mm256_and_si256(B, lo), _mm256_and_si256(R, lo), &re, &ge, &be);
+    Ycc16(_mm256_srli_epi16(Y, 8), _mm256_srli_epi16(B, 8), _mm256_srli_epi16(R, 8), &ro, &go, &bo);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(r + i), JoinEvenOdd(re, ro));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(g + i), JoinEvenOdd(ge, go));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(b + i), JoinEvenOdd(be, bo));
+    if (i + 32 == n) break;
+  }
+}
+
 __attribute__((target("avx2"))) void GrayToRgbAvx2(const uint8_t* y, int n, uint8_t* rgb) {
   static const InterleaveMasks im = MakeMasks();
   if (n < 32) return GrayToRgb(y, n, rgb);
@@ -312,7 +343,7 @@ const uint8_t* YccRows::RowPlanes(int y, uint8_t* dst, size_t plane_stride) {
   uint8_t* planes[3] = {dst, dst + plane_stride, dst + 2 * plane_stride};
 #if STOKER_YCC_X86
   if (simd_) {
-    YccToRgbAvx2(yrow, ch[0], ch[1], n, nullptr, planes);
+    YccToPlanesAvx2(yrow, ch[0], ch[1], n, planes[0], planes[1], planes[2]);
     return dst;
   }
 #endif

@@ -363,46 +363,39 @@ __attribute__((target("avx2"))) void VerticalRowAvx2(const uint8_t* const* rows,
   }
 }
 
-// Planar horizontal pass of the three channel rows (R at r, G and B
-// plane_stride and 2 plane_stride after it) into d, d + n, d + 2n: 16
-// outputs of each channel per step. Per 256-bit vector four outputs: the 16
+// Planar horizontal pass of one channel row (s: pixel ax.src_lo) into d:
+// 16 outputs per step. Per 256-bit vector four outputs: the 16
 // bytes at start[i] in both lanes, the taps of outputs i, i+1 (lane 0) and
 // i+2, i+3 (lane 1) as words by pshufb, times the 11-bit weight halves
 // (pmaddwd); phaddd adds the pair sums; the rounding and clamping are
 // Clip8's. The last step overlaps the one before (same bytes). count >= 16.
-__attribute__((target("avx2"))) void HorizontalPlanarAvx2(const ResampleAxis& ax, const uint8_t* r,
-                                                           size_t plane_stride, uint8_t* d) {
+__attribute__((target("avx2"))) void HorizontalPlanarAvx2(const ResampleAxis& ax, const uint8_t* s, uint8_t* d) {
   const int n = ax.count;
-  const uint8_t* s0 = r - ax.src_lo;
+  const uint8_t* s0 = s - ax.src_lo;
   const __m256i half = _mm256_set1_epi32(kHalf);
   // (0 1 4 5 8 9 12 13 | 2 3 6 7 10 11 14 15) after the lane merge -> 0..15
   const __m128i order = _mm_setr_epi8(0, 1, 8, 9, 2, 3, 10, 11, 4, 5, 12, 13, 6, 7, 14, 15);
   for (int i = 0;; i += 16) {
     if (i + 16 > n) i = n - 16;
-    // Channel by channel, so the sums stay in registers; the masks and
-    // weights come again from L1 for each.
-    const uint8_t* p = s0;
-    for (int c = 0; c < 3; ++c, p += plane_stride) {
-      __m256i sums[4];
-      for (int q = 0; q < 4; ++q) {
-        const int o = i + 4 * q;
-        const __m256i w = _mm256_shuffle_epi8(
-            _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + ax.start[o]))),
-            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(&ax.planar_mask[32 * o])));
-        const __m256i hi =
-            _mm256_madd_epi16(w, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(&ax.planar_hi[4 * o])));
-        const __m256i lo =
-            _mm256_madd_epi16(w, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(&ax.planar_lo[4 * o])));
-        sums[q] = _mm256_add_epi32(_mm256_slli_epi32(hi, 11), lo);
-      }
-      // hadd: (o0 o1 o4 o5 | o2 o3 o6 o7), (o8 o9 o12 o13 | o10 o11 o14 o15)
-      const __m256i ab = _mm256_srai_epi32(_mm256_add_epi32(_mm256_hadd_epi32(sums[0], sums[1]), half), kPrecisionBits);
-      const __m256i ce = _mm256_srai_epi32(_mm256_add_epi32(_mm256_hadd_epi32(sums[2], sums[3]), half), kPrecisionBits);
-      const __m256i w16 = _mm256_packs_epi32(ab, ce);  // (0 1 4 5 8 9 12 13 | 2 3 6 7 10 11 14 15)
-      const __m256i w8 = _mm256_packus_epi16(w16, w16);
-      const __m128i x = _mm256_castsi256_si128(_mm256_permute4x64_epi64(w8, 0x08));
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(d + c * n + i), _mm_shuffle_epi8(x, order));
+    __m256i sums[4];
+    for (int q = 0; q < 4; ++q) {
+      const int o = i + 4 * q;
+      const __m256i w = _mm256_shuffle_epi8(
+          _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s0 + ax.start[o]))),
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(&ax.planar_mask[32 * o])));
+      const __m256i hi =
+          _mm256_madd_epi16(w, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(&ax.planar_hi[4 * o])));
+      const __m256i lo =
+          _mm256_madd_epi16(w, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(&ax.planar_lo[4 * o])));
+      sums[q] = _mm256_add_epi32(_mm256_slli_epi32(hi, 11), lo);
     }
+    // hadd: (o0 o1 o4 o5 | o2 o3 o6 o7), (o8 o9 o12 o13 | o10 o11 o14 o15)
+    const __m256i ab = _mm256_srai_epi32(_mm256_add_epi32(_mm256_hadd_epi32(sums[0], sums[1]), half), kPrecisionBits);
+    const __m256i ce = _mm256_srai_epi32(_mm256_add_epi32(_mm256_hadd_epi32(sums[2], sums[3]), half), kPrecisionBits);
+    const __m256i w16 = _mm256_packs_epi32(ab, ce);  // (0 1 4 5 8 9 12 13 | 2 3 6 7 10 11 14 15)
+    const __m256i w8 = _mm256_packus_epi16(w16, w16);
+    const __m128i x = _mm256_castsi256_si128(_mm256_permute4x64_epi64(w8, 0x08));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(d + i), _mm_shuffle_epi8(x, order));
     if (i + 16 == n) break;
   }
 }
@@ -455,6 +448,21 @@ void VerticalPass(const ResampleAxis& ay, const uint8_t* mid, size_t mid_stride,
   }
 }
 
+
+// One channel row of the planar pass (s: pixel ax.src_lo) into d.
+void HorizontalPlane(const ResampleAxis& ax, const uint8_t* s, uint8_t* d) {
+  const int n = ax.count;
+#if STOKER_RESAMPLE_X86
+  if (kHaveAvx2 && n >= 16) return HorizontalPlanarAvx2(ax, s, d);
+#endif
+  for (int i = 0; i < n; ++i) {
+    const uint8_t* p = s + (ax.start[i] - ax.src_lo);
+    const int32_t* k = &ax.coeff[static_cast<size_t>(i) * ax.ksize];
+    int32_t acc = kHalf;
+    for (int t = 0; t < ax.taps[i]; ++t) acc += p[t] * k[t];
+    d[i] = Clip8(acc);
+  }
+}
 
 }  // namespace
 
@@ -526,41 +534,47 @@ void ResampleRgbRows(const ResampleAxis& ax, const ResampleAxis& ay, ResampleRow
 }
 
 void ResampleRgbPlanarRows(const ResampleAxis& ax, const ResampleAxis& ay, ResampleRowFn row, void* ctx,
-                           size_t plane_stride, uint8_t* dst, size_t dst_stride, std::vector<uint8_t>* tmp) {
+                           size_t plane_stride, uint8_t* dst, size_t dst_stride, size_t dst_plane,
+                           std::vector<uint8_t>* tmp) {
   // Each source row becomes a row of R | G | B outputs (count bytes each);
-  // the vertical pass runs over those rows as bytes.
+  // the vertical pass runs over those rows, one channel at a time.
   const int n = ax.count;
   const size_t row_bytes = static_cast<size_t>(n) * 3;
   const int rows = ay.identity ? ay.count : ay.src_hi - ay.src_lo;
   const int first = ay.identity ? ay.first : ay.src_lo;
-  uint8_t* mid = dst;  // ay identity: the horizontal pass is the output
-  size_t mid_stride = dst_stride;
-  if (!ay.identity) {
-    if (tmp->size() < row_bytes * rows) tmp->resize(row_bytes * rows);
-    mid = tmp->data();
-    mid_stride = row_bytes;
-  }
+  if (tmp->size() < row_bytes * rows) tmp->resize(row_bytes * rows);
+  uint8_t* mid = tmp->data();
   for (int y = 0; y < rows; ++y) {
     const uint8_t* r = row(ctx, first + y);
-    uint8_t* m = mid + mid_stride * y;
-#if STOKER_RESAMPLE_X86
-    if (kHaveAvx2 && n >= 16) {
-      HorizontalPlanarAvx2(ax, r, plane_stride, m);
+    uint8_t* m = mid + row_bytes * y;
+    if (plane_stride == 0) {  // gray: one plane three times
+      HorizontalPlane(ax, r, m);
+      std::memcpy(m + n, m, n);
+      std::memcpy(m + 2 * n, m, n);
       continue;
     }
-#endif
+    for (int c = 0; c < 3; ++c) HorizontalPlane(ax, r + c * plane_stride, m + c * n);
+  }
+  const int ks = ay.ksize;
+  const uint8_t* tap_rows[64];
+  std::vector<const uint8_t*> many;
+  const uint8_t** rp = tap_rows;
+  if (ks > 64) {
+    many.resize(ks);
+    rp = many.data();
+  }
+  for (int i = 0; i < ay.count; ++i) {
     for (int c = 0; c < 3; ++c) {
-      const uint8_t* plane = r + c * plane_stride;
-      for (int i = 0; i < n; ++i) {
-        const uint8_t* p = plane + (ax.start[i] - ax.src_lo);
-        const int32_t* k = &ax.coeff[static_cast<size_t>(i) * ax.ksize];
-        int32_t acc = kHalf;
-        for (int t = 0; t < ax.taps[i]; ++t) acc += p[t] * k[t];
-        m[c * n + i] = Clip8(acc);
+      uint8_t* d = dst + i * dst_stride + c * dst_plane;
+      if (ay.identity) {
+        std::memcpy(d, mid + row_bytes * i + c * n, n);
+        continue;
       }
+      const int taps = ay.taps[i];
+      for (int y = 0; y < taps; ++y) rp[y] = mid + static_cast<size_t>(ay.start[i] + y - ay.src_lo) * row_bytes + c * n;
+      VerticalRow(rp, &ay.coeff[static_cast<size_t>(i) * ks], taps, n, d);
     }
   }
-  if (!ay.identity) VerticalPass(ay, mid, row_bytes, row_bytes, dst, dst_stride);
 }
 
 void PlanGeometryResample(const SampleGeometry& g, Resample filter, int denom, int decoded_w, int decoded_h,

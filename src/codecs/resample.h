@@ -89,12 +89,14 @@ void ResampleRgb(const ResampleAxis& ax, const ResampleAxis& ay, const uint8_t* 
 using ResampleRowFn = const uint8_t* (*)(void* ctx, int y);
 // Planar source rows (ax.planar only): row(ctx, y) returns the R row at
 // pixel ax.src_lo; G and B follow at plane_stride and 2 plane_stride bytes,
-// each readable for ResampleRowSlack(ax) bytes past src_hi. Output row i at
-// dst + i * dst_stride is planar too: ax.count R values, then G, then B
-// (dst_stride >= 3 ax.count). Same pixels as ResampleRgb of the interleaved
-// rows.
+// each readable for ResampleRowSlack(ax) bytes past src_hi. The output is
+// planar too: output row i of channel c (ax.count bytes) at
+// dst + i dst_stride + c dst_plane: dst_plane ax.count gives rows of R, G, B
+// values one after the other, dst_plane = height x width a CHW image. Same
+// pixels as ResampleRgb of the interleaved rows.
 void ResampleRgbPlanarRows(const ResampleAxis& ax, const ResampleAxis& ay, ResampleRowFn row, void* ctx,
-                           size_t plane_stride, uint8_t* dst, size_t dst_stride, std::vector<uint8_t>* tmp);
+                           size_t plane_stride, uint8_t* dst, size_t dst_stride, size_t dst_plane,
+                           std::vector<uint8_t>* tmp);
 size_t ResampleRowSlack(const ResampleAxis& ax);
 void ResampleRgbRows(const ResampleAxis& ax, const ResampleAxis& ay, ResampleRowFn row, void* ctx, uint8_t* dst,
                      size_t dst_stride, std::vector<uint8_t>* tmp);
