@@ -400,6 +400,42 @@ __attribute__((target("avx2"))) void HorizontalPlanarAvx2(const ResampleAxis& ax
   }
 }
 
+// The three channel rows at once (G, B plane_stride and 2 plane_stride
+// after R), 8 outputs per step: each group's mask and weights are loaded once
+// for the three channels. count >= 8; the last step overlaps.
+__attribute__((target("avx2"))) void HorizontalPlanar3Avx2(const ResampleAxis& ax, const uint8_t* r,
+                                                            size_t plane_stride, uint8_t* d) {
+  const int n = ax.count;
+  const uint8_t* s0 = r - ax.src_lo;
+  const __m256i half = _mm256_set1_epi32(kHalf);
+  // (o0 o1 o4 o5 o2 o3 o6 o7) -> o0..o7
+  const __m128i order = _mm_setr_epi8(0, 1, 4, 5, 2, 3, 6, 7, -1, -1, -1, -1, -1, -1, -1, -1);
+  for (int i = 0;; i += 8) {
+    if (i + 8 > n) i = n - 8;
+    __m256i sums[3][2];
+    for (int q = 0; q < 2; ++q) {
+      const int o = i + 4 * q;
+      const __m256i mask = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(&ax.planar_mask[32 * o]));
+      const __m256i khi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(&ax.planar_hi[4 * o]));
+      const __m256i klo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(&ax.planar_lo[4 * o]));
+      const uint8_t* p = s0 + ax.start[o];
+      for (int c = 0; c < 3; ++c, p += plane_stride) {
+        const __m256i w =
+            _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))), mask);
+        sums[c][q] = _mm256_add_epi32(_mm256_slli_epi32(_mm256_madd_epi16(w, khi), 11), _mm256_madd_epi16(w, klo));
+      }
+    }
+    for (int c = 0; c < 3; ++c) {
+      // (o0 o1 o4 o5 | o2 o3 o6 o7)
+      const __m256i v = _mm256_srai_epi32(_mm256_add_epi32(_mm256_hadd_epi32(sums[c][0], sums[c][1]), half), kPrecisionBits);
+      const __m128i w16 = _mm_packs_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+      const __m128i w8 = _mm_shuffle_epi8(_mm_packus_epi16(w16, w16), order);
+      _mm_storel_epi64(reinterpret_cast<__m128i*>(d + c * n + i), w8);
+    }
+    if (i + 8 == n) break;
+  }
+}
+
 const bool kHaveSse41 = __builtin_cpu_supports("sse4.1");
 const bool kHaveAvx2 = __builtin_cpu_supports("avx2");
 #endif
@@ -553,6 +589,12 @@ void ResampleRgbPlanarRows(const ResampleAxis& ax, const ResampleAxis& ay, Resam
       std::memcpy(m + 2 * n, m, n);
       continue;
     }
+#if STOKER_RESAMPLE_X86
+    if (kHaveAvx2 && n >= 8) {
+      HorizontalPlanar3Avx2(ax, r, plane_stride, m);
+      continue;
+    }
+#endif
     for (int c = 0; c < 3; ++c) HorizontalPlane(ax, r + c * plane_stride, m + c * n);
   }
   const int ks = ay.ksize;
