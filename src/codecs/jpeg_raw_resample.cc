@@ -90,15 +90,26 @@ Result<RawResampled> DecodeRawResampled(LibJpeg& lj, DecodeScratch& scratch, std
 }
 
 Result<bool> DecodeRawRgbRect(LibJpeg& lj, DecodeScratch& scratch, std::span<const uint8_t> jpeg, int x0, int x1,
-                              int y0, int y1, bool simd, uint8_t* dst) {
+                              int y0, int y1, bool simd, bool planes, uint8_t* dst) {
   AbortOnExit reset{&lj.cinfo};
   STOKER_ASSIGN_OR_RETURN(const bool started, StartRows(lj, scratch, jpeg, x0, x1, y0, y1, simd));
   if (!started) return false;
-  const size_t row_bytes = static_cast<size_t>(x1 - x0) * 3;
-  uint8_t* buf = Grow(scratch.ycc_row, row_bytes + YccRows::kSlack);
+  const int n = x1 - x0;
+  const size_t row_bytes = static_cast<size_t>(n) * 3;
+  YccRows& rows = scratch.ycc_rows;
+  const size_t plane_stride = rows.gray() ? 0 : static_cast<size_t>(n) + YccRows::kSlack;
+  uint8_t* buf = Grow(scratch.ycc_row, 3 * (static_cast<size_t>(n) + YccRows::kSlack));
   for (int y = y0; y < y1; ++y) {
-    scratch.ycc_rows.Row(y, buf);
-    std::copy(buf, buf + row_bytes, dst + static_cast<size_t>(y - y0) * row_bytes);
+    uint8_t* d = dst + static_cast<size_t>(y - y0) * row_bytes;
+    if (!planes) {
+      rows.Row(y, buf);
+      std::copy(buf, buf + row_bytes, d);
+      continue;
+    }
+    const uint8_t* r = rows.RowPlanes(y, buf, plane_stride);
+    for (int i = 0; i < n; ++i) {
+      for (int c = 0; c < 3; ++c) d[3 * i + c] = r[c * plane_stride + i];
+    }
   }
   return true;
 }

@@ -46,8 +46,10 @@ Result<RawResampled> DecodeRawResampled(LibJpeg& lj, DecodeScratch& scratch, std
 
 // The building block, for tests: image pixels [x0, x1) x [y0, y1) as HWC RGB
 // (rows 3 (x1 - x0) bytes apart) as libjpeg's full RGB decode gives them.
-// simd false: the scalar row loops. false: not handled.
+// simd false: the scalar row loops; planes: rows made as R, G, B planes
+// (YccRows::RowPlanes, what the resample reads) and interleaved here.
+// false: not handled.
 Result<bool> DecodeRawRgbRect(LibJpeg& lj, DecodeScratch& scratch, std::span<const uint8_t> jpeg, int x0, int x1,
-                              int y0, int y1, bool simd, uint8_t* dst);
+                              int y0, int y1, bool simd, bool planes, uint8_t* dst);
 
 }  // namespace stoker

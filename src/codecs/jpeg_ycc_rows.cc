@@ -340,14 +340,7 @@ const uint8_t* YccRows::RowPlanes(int y, uint8_t* dst, size_t plane_stride) {
   if (l_.ncomp == 1) return yrow;  // R = G = B = Y: the plane itself
   const uint8_t* ch[2];
   Chroma(y, ch);
-  uint8_t* planes[3] = {dst, dst + plane_stride, dst + 2 * plane_stride};
-#if STOKER_YCC_X86
-  if (simd_) {
-    YccToPlanesAvx2(yrow, ch[0], ch[1], n, planes[0], planes[1], planes[2]);
-    return dst;
-  }
-#endif
-  YccToPlanesScalar(yrow, ch[0], ch[1], n, planes[0], planes[1], planes[2]);
+  YccToRgbPlanes(yrow, ch[0], ch[1], n, dst, dst + plane_stride, dst + 2 * plane_stride, simd_);
   return dst;
 }
 
@@ -412,6 +405,15 @@ void YccToRgbRow(const uint8_t* y, const uint8_t* cb, const uint8_t* cr, int n, 
 #endif
   (void)simd;
   YccToRgbScalar(y, cb, cr, n, rgb);
+}
+
+void YccToRgbPlanes(const uint8_t* y, const uint8_t* cb, const uint8_t* cr, int n, uint8_t* r, uint8_t* g, uint8_t* b,
+                    bool simd) {
+#if STOKER_YCC_X86
+  if (simd && kHaveAvx2) return YccToPlanesAvx2(y, cb, cr, n, r, g, b);
+#endif
+  (void)simd;
+  YccToPlanesScalar(y, cb, cr, n, r, g, b);
 }
 
 }  // namespace stoker

@@ -74,5 +74,8 @@ class YccRows {
 
 // jdcolor.c's YCbCr->RGB of n pixels (HWC RGB out). simd false: scalar only.
 void YccToRgbRow(const uint8_t* y, const uint8_t* cb, const uint8_t* cr, int n, uint8_t* rgb, bool simd = true);
+// The same conversion into R, G, B planes.
+void YccToRgbPlanes(const uint8_t* y, const uint8_t* cb, const uint8_t* cr, int n, uint8_t* r, uint8_t* g, uint8_t* b,
+                    bool simd = true);
 
 }  // namespace stoker
