@@ -65,6 +65,7 @@ struct JpegDecoder::Impl {
   LibJpeg lj;                 // the region path's and the fallback's decompressor
   bool region_decode = true;  // SetRegionDecode(false): TurboJPEG path only
   DecodeScratch scratch;      // grown to the largest image seen and kept
+  GeometryResample resample_plan;  // the Pillow-exact path's plan, reused
 
   struct Header {
     int width, height, subsamp, colorspace;
@@ -203,7 +204,7 @@ Status JpegDecoder::Impl::DecodeResampled(std::span<const uint8_t> jpeg, const I
   const int denom = ChooseResampleDenom(g);
   const tjscalingfactor sf{1, denom};
   const int sw = TJSCALED(h.width, sf), sh = TJSCALED(h.height, sf);
-  GeometryResample plan;
+  GeometryResample& plan = resample_plan;  // its vectors keep their capacity: no allocation per image
   PlanGeometryResample(g, spec.resample, denom, sw, sh, &plan);
   uint8_t* rgb = Grow(scratch.rgb, static_cast<size_t>(g.win_w) * g.win_h * 3);
   const bool cmyk = h.colorspace == TJCS_CMYK || h.colorspace == TJCS_YCCK;
