@@ -572,31 +572,16 @@ void ResampleRgbRows(const ResampleAxis& ax, const ResampleAxis& ay, ResampleRow
 void ResampleRgbPlanarRows(const ResampleAxis& ax, const ResampleAxis& ay, ResampleRowFn row, void* ctx,
                            size_t plane_stride, uint8_t* dst, size_t dst_stride, size_t dst_plane,
                            std::vector<uint8_t>* tmp) {
-  // Each source row becomes a row of R | G | B outputs (count bytes each);
-  // the vertical pass runs over those rows, one channel at a time.
+  // Each source row becomes a row of R | G | B outputs (count bytes each) in
+  // a ring of ksize + 1 rows (a few KB: it stays in L1); an output row is
+  // made, one channel at a time, as soon as its last tap row is in. Output
+  // row i reads rows [start[i], start[i] + taps[i]), starts never decrease,
+  // and taps <= ksize, so no row it reads has been overwritten.
   const int n = ax.count;
   const size_t row_bytes = static_cast<size_t>(n) * 3;
-  const int rows = ay.identity ? ay.count : ay.src_hi - ay.src_lo;
-  const int first = ay.identity ? ay.first : ay.src_lo;
-  if (tmp->size() < row_bytes * rows) tmp->resize(row_bytes * rows);
+  const int ring = ay.identity ? 1 : ay.ksize + 1;
+  if (tmp->size() < row_bytes * ring) tmp->resize(row_bytes * ring);
   uint8_t* mid = tmp->data();
-  for (int y = 0; y < rows; ++y) {
-    const uint8_t* r = row(ctx, first + y);
-    uint8_t* m = mid + row_bytes * y;
-    if (plane_stride == 0) {  // gray: one plane three times
-      HorizontalPlane(ax, r, m);
-      std::memcpy(m + n, m, n);
-      std::memcpy(m + 2 * n, m, n);
-      continue;
-    }
-#if STOKER_RESAMPLE_X86
-    if (kHaveAvx2 && n >= 8) {
-      HorizontalPlanar3Avx2(ax, r, plane_stride, m);
-      continue;
-    }
-#endif
-    for (int c = 0; c < 3; ++c) HorizontalPlane(ax, r + c * plane_stride, m + c * n);
-  }
   const int ks = ay.ksize;
   const uint8_t* tap_rows[64];
   std::vector<const uint8_t*> many;
@@ -605,16 +590,38 @@ void ResampleRgbPlanarRows(const ResampleAxis& ax, const ResampleAxis& ay, Resam
     many.resize(ks);
     rp = many.data();
   }
-  for (int i = 0; i < ay.count; ++i) {
-    for (int c = 0; c < 3; ++c) {
-      uint8_t* d = dst + i * dst_stride + c * dst_plane;
-      if (ay.identity) {
-        std::memcpy(d, mid + row_bytes * i + c * n, n);
-        continue;
+  const int first = ay.identity ? ay.first : ay.src_lo;
+  const int last = ay.identity ? ay.first + ay.count : ay.src_hi;
+  int next = 0;  // the next output row to make (start + taps never decreases either)
+  for (int y = first; y < last; ++y) {
+    const uint8_t* r = row(ctx, y);
+    uint8_t* m = mid + row_bytes * ((y - first) % ring);
+    if (plane_stride == 0) {  // gray: one plane three times
+      HorizontalPlane(ax, r, m);
+      std::memcpy(m + n, m, n);
+      std::memcpy(m + 2 * n, m, n);
+    } else {
+#if STOKER_RESAMPLE_X86
+      if (kHaveAvx2 && n >= 8) {
+        HorizontalPlanar3Avx2(ax, r, plane_stride, m);
+      } else
+#endif
+      {
+        for (int c = 0; c < 3; ++c) HorizontalPlane(ax, r + c * plane_stride, m + c * n);
       }
-      const int taps = ay.taps[i];
-      for (int y = 0; y < taps; ++y) rp[y] = mid + static_cast<size_t>(ay.start[i] + y - ay.src_lo) * row_bytes + c * n;
-      VerticalRow(rp, &ay.coeff[static_cast<size_t>(i) * ks], taps, n, d);
+    }
+    if (ay.identity) {
+      for (int c = 0; c < 3; ++c) std::memcpy(dst + (y - first) * dst_stride + c * dst_plane, m + c * n, n);
+      continue;
+    }
+    for (; next < ay.count && ay.start[next] + ay.taps[next] - 1 <= y; ++next) {
+      const int i = next, taps = ay.taps[i];
+      for (int c = 0; c < 3; ++c) {
+        for (int t = 0; t < taps; ++t) {
+          rp[t] = mid + row_bytes * ((ay.start[i] + t - first) % ring) + c * n;
+        }
+        VerticalRow(rp, &ay.coeff[static_cast<size_t>(i) * ks], taps, n, dst + i * dst_stride + c * dst_plane);
+      }
     }
   }
 }

@@ -136,11 +136,12 @@ const uint8_t* PlanarRow(void* ctx, int y) {
 
 TEST(ResampleTest, PlanarRowsEqualInterleaved) {
   std::mt19937 rng(5);
-  int planar_cases = 0;
+  int planar_cases = 0, identity_cases = 0;
   for (int t = 0; t < 300; ++t) {
     const Resample f = t % 3 == 0 ? Resample::kBicubic : Resample::kBilinear;
     const int w = 8 + static_cast<int>(rng() % 600), h = 4 + static_cast<int>(rng() % 60);
-    const int ow = 1 + static_cast<int>(rng() % (t % 4 == 0 ? 2 * w : w)), oh = 1 + static_cast<int>(rng() % (2 * h));
+    const int ow = 1 + static_cast<int>(rng() % (t % 4 == 0 ? 2 * w : w));
+    const int oh = t % 10 == 5 ? h : 1 + static_cast<int>(rng() % (2 * h));  // every 10th: vertical identity
     const int ww = 1 + static_cast<int>(rng() % ow), wh = 1 + static_cast<int>(rng() % oh);
     const int wx = static_cast<int>(rng() % (ow - ww + 1)), wy = static_cast<int>(rng() % (oh - wh + 1));
     const bool gray = t % 7 == 0;
@@ -153,6 +154,7 @@ TEST(ResampleTest, PlanarRowsEqualInterleaved) {
     PlanResampleAxis(f, h, 0, h, oh, wy, wh, &ay);
     if (!ax.planar) continue;
     ++planar_cases;
+    identity_cases += ay.identity;
     std::vector<uint8_t> want(static_cast<size_t>(ww) * wh * 3), tmp;
     ResampleRgb(ax, ay, src.data(), static_cast<size_t>(w) * 3, 0, 0, want.data(), static_cast<size_t>(ww) * 3, &tmp);
     // Planar rows of pixels [src_lo, src_hi), with the slack the pass may read.
@@ -188,6 +190,7 @@ TEST(ResampleTest, PlanarRowsEqualInterleaved) {
     }
   }
   EXPECT_GT(planar_cases, 100);
+  EXPECT_GT(identity_cases, 10);
 }
 
 TEST(ResampleTest, ChooseDenomKeepsHeadroom) {
