@@ -400,39 +400,52 @@ __attribute__((target("avx2"))) void HorizontalPlanarAvx2(const ResampleAxis& ax
   }
 }
 
-// The three channel rows at once (G, B plane_stride and 2 plane_stride
-// after R), 8 outputs per step: each group's mask and weights are loaded once
-// for the three channels. count >= 8; the last step overlaps.
+// Outputs i..i+7 of the three channel rows (G, B plane_stride and
+// 2 plane_stride after R): each group's mask and weights are loaded once for
+// the three channels. Per channel the (o0 o1 o4 o5 | o2 o3 o6 o7) sums,
+// rounded and shifted.
+__attribute__((target("avx2"))) inline void Planar3Eight(const ResampleAxis& ax, const uint8_t* s0,
+                                                          size_t plane_stride, int i, __m256i out[3]) {
+  __m256i sums[3][2];
+  for (int q = 0; q < 2; ++q) {
+    const int o = i + 4 * q;
+    const __m256i mask = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(&ax.planar_mask[32 * o]));
+    const __m256i khi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(&ax.planar_hi[4 * o]));
+    const __m256i klo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(&ax.planar_lo[4 * o]));
+    const uint8_t* p = s0 + ax.start[o];
+    for (int c = 0; c < 3; ++c, p += plane_stride) {
+      const __m256i w =
+          _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))), mask);
+      sums[c][q] = _mm256_add_epi32(_mm256_slli_epi32(_mm256_madd_epi16(w, khi), 11), _mm256_madd_epi16(w, klo));
+    }
+  }
+  const __m256i half = _mm256_set1_epi32(kHalf);
+  for (int c = 0; c < 3; ++c) {
+    out[c] = _mm256_srai_epi32(_mm256_add_epi32(_mm256_hadd_epi32(sums[c][0], sums[c][1]), half), kPrecisionBits);
+  }
+}
+
+// The planar pass of the three channel rows, 16 outputs per step (two
+// Planar3Eight, one pack and store per channel). count >= 16; the last step
+// overlaps the one before (same bytes).
 __attribute__((target("avx2"))) void HorizontalPlanar3Avx2(const ResampleAxis& ax, const uint8_t* r,
                                                             size_t plane_stride, uint8_t* d) {
   const int n = ax.count;
   const uint8_t* s0 = r - ax.src_lo;
-  const __m256i half = _mm256_set1_epi32(kHalf);
-  // (o0 o1 o4 o5 o2 o3 o6 o7) -> o0..o7
-  const __m128i order = _mm_setr_epi8(0, 1, 4, 5, 2, 3, 6, 7, -1, -1, -1, -1, -1, -1, -1, -1);
-  for (int i = 0;; i += 8) {
-    if (i + 8 > n) i = n - 8;
-    __m256i sums[3][2];
-    for (int q = 0; q < 2; ++q) {
-      const int o = i + 4 * q;
-      const __m256i mask = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(&ax.planar_mask[32 * o]));
-      const __m256i khi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(&ax.planar_hi[4 * o]));
-      const __m256i klo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(&ax.planar_lo[4 * o]));
-      const uint8_t* p = s0 + ax.start[o];
-      for (int c = 0; c < 3; ++c, p += plane_stride) {
-        const __m256i w =
-            _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))), mask);
-        sums[c][q] = _mm256_add_epi32(_mm256_slli_epi32(_mm256_madd_epi16(w, khi), 11), _mm256_madd_epi16(w, klo));
-      }
-    }
+  // (0 1 4 5 8 9 12 13 | 2 3 6 7 10 11 14 15) after the lane merge -> 0..15
+  const __m128i order = _mm_setr_epi8(0, 1, 8, 9, 2, 3, 10, 11, 4, 5, 12, 13, 6, 7, 14, 15);
+  for (int i = 0;; i += 16) {
+    if (i + 16 > n) i = n - 16;
+    __m256i a[3], b[3];
+    Planar3Eight(ax, s0, plane_stride, i, a);
+    Planar3Eight(ax, s0, plane_stride, i + 8, b);
     for (int c = 0; c < 3; ++c) {
-      // (o0 o1 o4 o5 | o2 o3 o6 o7)
-      const __m256i v = _mm256_srai_epi32(_mm256_add_epi32(_mm256_hadd_epi32(sums[c][0], sums[c][1]), half), kPrecisionBits);
-      const __m128i w16 = _mm_packs_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-      const __m128i w8 = _mm_shuffle_epi8(_mm_packus_epi16(w16, w16), order);
-      _mm_storel_epi64(reinterpret_cast<__m128i*>(d + c * n + i), w8);
+      const __m256i w16 = _mm256_packs_epi32(a[c], b[c]);  // (0 1 4 5 8 9 12 13 | 2 3 6 7 10 11 14 15)
+      const __m256i w8 = _mm256_packus_epi16(w16, w16);
+      const __m128i x = _mm256_castsi256_si128(_mm256_permute4x64_epi64(w8, 0x08));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(d + c * n + i), _mm_shuffle_epi8(x, order));
     }
-    if (i + 8 == n) break;
+    if (i + 16 == n) break;
   }
 }
 
@@ -602,7 +615,7 @@ void ResampleRgbPlanarRows(const ResampleAxis& ax, const ResampleAxis& ay, Resam
       std::memcpy(m + 2 * n, m, n);
     } else {
 #if STOKER_RESAMPLE_X86
-      if (kHaveAvx2 && n >= 8) {
+      if (kHaveAvx2 && n >= 16) {
         HorizontalPlanar3Avx2(ax, r, plane_stride, m);
       } else
 #endif
