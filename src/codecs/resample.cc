@@ -629,11 +629,11 @@ void ResampleRgbPlanarRows(const ResampleAxis& ax, const ResampleAxis& ay, Resam
     }
     for (; next < ay.count && ay.start[next] + ay.taps[next] - 1 <= y; ++next) {
       const int i = next, taps = ay.taps[i];
+      int slot = (ay.start[i] - first) % ring;
+      for (int t = 0; t < taps; ++t, slot = slot + 1 == ring ? 0 : slot + 1) rp[t] = mid + row_bytes * slot;
       for (int c = 0; c < 3; ++c) {
-        for (int t = 0; t < taps; ++t) {
-          rp[t] = mid + row_bytes * ((ay.start[i] + t - first) % ring) + c * n;
-        }
         VerticalRow(rp, &ay.coeff[static_cast<size_t>(i) * ks], taps, n, dst + i * dst_stride + c * dst_plane);
+        for (int t = 0; t < taps; ++t) rp[t] += n;  // the next channel's bytes
       }
     }
   }
