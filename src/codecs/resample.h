@@ -13,7 +13,11 @@
 // horizontal pass one output pixel and four taps per AVX2 pmaddwd (the 22-bit
 // weights split into exact 11-bit halves), chosen at run time
 // (__builtin_cpu_supports); other CPUs take the scalar loops. Same integers
-// either way, so the same pixels.
+// either way, so the same pixels. A decoder that makes its RGB row by row
+// as planes (jpeg_raw_resample.h) takes ResampleRgbPlanarRows instead: one
+// channel's taps of four outputs per pmaddwd pair, the horizontal rows kept
+// in a small ring and each output row made as soon as its taps are in, and
+// a planar (CHW) result, so nothing is interleaved or held whole.
 // Arithmetic (Pillow's src/libImaging/Resample.c): coefficients in double
 // from the filter with support scaled by the reduction, normalized per
 // output, converted to fixed point with 22 fractional bits (round half away
