@@ -11,6 +11,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "codecs/jpeg_ycc_rows.h"
+
 namespace stoker {
 
 struct DecodeScratch {
@@ -20,7 +22,9 @@ struct DecodeScratch {
   std::vector<uint8_t> resized;    // 3 resized planes (Y,Cb,Cr or R,G,B)
   std::vector<uint8_t> rgb;        // resized region as HWC RGB
   std::vector<uint8_t> resample_tmp;  // resample.h: horizontal pass rows and accumulators
-  std::vector<uint8_t*> row_ptrs;  // region path: libjpeg's row pointers into `decoded`
+  std::vector<uint8_t*> row_ptrs;  // region paths: libjpeg's row pointers into `decoded`
+  YccRows ycc_rows;                // Pillow-exact raw path: its RGB row maker (jpeg_raw_resample.h)
+  std::vector<uint8_t> ycc_row;    // and the row it makes
 };
 
 // Grows a scratch buffer; never shrinks, so a warm decoder does not allocate.

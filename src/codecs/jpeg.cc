@@ -27,6 +27,7 @@
 
 #include "codecs/decode_scratch.h"
 #include "codecs/jpeg_fallback.h"
+#include "codecs/jpeg_raw_resample.h"
 #include "codecs/jpeg_region.h"
 #include "codecs/jpeg_rgb_region.h"
 #include "codecs/libjpeg_decompressor.h"
@@ -64,6 +65,7 @@ struct JpegDecoder::Impl {
   LibJpeg lj;                 // the region path's and the fallback's decompressor
   bool region_decode = true;  // SetRegionDecode(false): TurboJPEG path only
   DecodeScratch scratch;      // grown to the largest image seen and kept
+  GeometryResample resample_plan;  // the Pillow-exact path's plan, reused
 
   struct Header {
     int width, height, subsamp, colorspace;
@@ -202,10 +204,31 @@ Status JpegDecoder::Impl::DecodeResampled(std::span<const uint8_t> jpeg, const I
   const int denom = ChooseResampleDenom(g);
   const tjscalingfactor sf{1, denom};
   const int sw = TJSCALED(h.width, sf), sh = TJSCALED(h.height, sf);
-  GeometryResample plan;
+  GeometryResample& plan = resample_plan;  // its vectors keep their capacity: no allocation per image
   PlanGeometryResample(g, spec.resample, denom, sw, sh, &plan);
   uint8_t* rgb = Grow(scratch.rgb, static_cast<size_t>(g.win_w) * g.win_h * 3);
   const bool cmyk = h.colorspace == TJCS_CMYK || h.colorspace == TJCS_YCCK;
+  if (region_decode && !cmyk && denom == 1) {
+    // Raw planes of only the iMCUs the filter reaches, libjpeg's upsampling
+    // and color conversion redone row by row on the columns it reads.
+    // A CHW uint8 slot the window fills exactly takes the planes as they
+    // are; otherwise rows of R, G, B values go through the output writer.
+    const bool direct = spec.pixel == PixelType::kUint8 && spec.chw && !g.hflip && g.win_w == spec.width &&
+                        g.win_h == spec.height;
+    const size_t win_row = static_cast<size_t>(g.win_w) * 3;
+    const PlanarOut planar = direct ? PlanarOut{out.data(), static_cast<size_t>(spec.width),
+                                                static_cast<size_t>(spec.width) * spec.height}
+                                    : PlanarOut{rgb, win_row, static_cast<size_t>(g.win_w)};
+    STOKER_ASSIGN_OR_RETURN(const RawResampled done, DecodeRawResampled(lj, scratch, jpeg, plan, planar, rgb, win_row));
+    if (done != RawResampled::kNotHandled) {
+      if (done == RawResampled::kHwc) {
+        WriteOutput(rgb, g.win_w, g.win_h, spec, g.hflip, out);
+      } else if (!direct) {
+        WriteOutputPlanarRows(rgb, win_row, g.win_w, g.win_h, spec, g.hflip, out);
+      }
+      return Status::Ok();
+    }
+  }
   if (region_decode && !cmyk && plan.ax.src_hi > plan.ax.src_lo && plan.ay.src_hi > plan.ay.src_lo) {
     // Only the source rectangle the filter reaches (decoded-image pixels).
     RgbRegion r;

@@ -7,8 +7,11 @@
 // - bilinear (default) / bicubic: torchvision's geometry and Pillow's
 //   antialiased filter (resample.h). The RGB is what Pillow decodes (ISLOW,
 //   fancy upsampling); only the source rectangle the filter reaches is
-//   decoded (jpeg_rgb_region.h; CMYK decodes whole). DCT scaling only when the
-//   crop stays >= 4x the output after it (ChooseResampleDenom).
+//   decoded: at DCT scale 1/1 for YCbCr/gray as raw planes of its iMCUs, with
+//   libjpeg's upsampling and color conversion redone row by row and each row
+//   resampled at once (jpeg_raw_resample.h); otherwise by libjpeg to RGB
+//   (jpeg_rgb_region.h; CMYK decodes whole). DCT scaling only when the crop
+//   stays >= 4x the output after it (ChooseResampleDenom).
 // - box: the older fast path. Pick the largest DCT scale among 1/8, 1/4, 1/2
 //   that still leaves the region at least as large as the output; run the
 //   IDCT only on the iMCU rows and columns that hold the crop (YCbCr/gray

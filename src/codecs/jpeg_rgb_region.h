@@ -7,7 +7,9 @@
 //
 // Why: the Pillow-exact resample (resample.h) needs only the source rows and
 // columns its filter reaches; the rest of the IDCT, upsampling and color
-// conversion is skipped. The crop is widened by one iMCU on each side, so the
+// conversion is skipped. At DCT scale 1/1 jpeg_raw_resample.h does this
+// faster from raw planes; this path is for DCT-scaled decodes, RGB-coded
+// JPEGs and what else that one does not take. The crop is widened by one iMCU on each side, so the
 // fancy upsampler's edge handling never reaches a kept pixel: inside the
 // rectangle the pixels equal a full decode's (jpeg_test.cc,
 // ResampledRegionEqualsFullDecode).

@@ -126,4 +126,63 @@ void WriteOutput(const uint8_t* rgb, int rw, int rh, const ImageSpec& spec, bool
   // Padding of a float output: 0.0f is all-zero bytes, done by the memset.
 }
 
+void WriteOutputPlanarRows(const uint8_t* rows, size_t row_stride, int rw, int rh, const ImageSpec& spec, bool hflip,
+                           std::span<uint8_t> out) {
+  const int W = spec.width, H = spec.height;
+  const size_t plane = static_cast<size_t>(W) * H;
+  if (rw != W || rh != H) std::memset(out.data(), 0, out.size());
+  // Source x of output x.
+  auto sx = [&](int x) { return hflip ? rw - 1 - x : x; };
+  if (spec.pixel == PixelType::kUint8) {
+    uint8_t* o = out.data();
+    for (int y = 0; y < rh; ++y) {
+      const uint8_t* s = rows + y * row_stride;
+      if (spec.chw) {
+        for (int c = 0; c < 3; ++c) {
+          uint8_t* d = o + c * plane + static_cast<size_t>(y) * W;
+          const uint8_t* p = s + static_cast<size_t>(c) * rw;
+          if (!hflip) {
+            std::memcpy(d, p, rw);
+          } else {
+            for (int x = 0; x < rw; ++x) d[x] = p[rw - 1 - x];
+          }
+        }
+      } else {
+        uint8_t* d = o + static_cast<size_t>(y) * W * 3;
+        if (!hflip) {
+          libyuv::MergeRGBPlane(s, rw, s + rw, rw, s + 2 * rw, rw, d, rw * 3, rw, 1);
+        } else {
+          for (int x = 0; x < rw; ++x) {
+            for (int c = 0; c < 3; ++c) d[3 * x + c] = s[c * rw + sx(x)];
+          }
+        }
+      }
+    }
+    return;
+  }
+  float lut[3][256];
+  for (int c = 0; c < 3; ++c) {
+    const float mean = spec.normalize ? spec.mean[c] : 0.0f;
+    const float inv_std = spec.normalize ? 1.0f / spec.std[c] : 1.0f;
+    // Same expression order as torchvision's ToTensor + Normalize: x/255 first.
+    for (int v = 0; v < 256; ++v) lut[c][v] = (static_cast<float>(v) / 255.0f - mean) * inv_std;
+  }
+  // `out` is a slot of a batch buffer of floats, hence 4-byte aligned.
+  float* o = reinterpret_cast<float*>(out.data());
+  for (int y = 0; y < rh; ++y) {
+    const uint8_t* s = rows + y * row_stride;
+    for (int c = 0; c < 3; ++c) {
+      const uint8_t* p = s + static_cast<size_t>(c) * rw;
+      for (int x = 0; x < rw; ++x) {
+        const float v = lut[c][p[sx(x)]];
+        if (spec.chw) {
+          o[c * plane + static_cast<size_t>(y) * W + x] = v;
+        } else {
+          o[(static_cast<size_t>(y) * W + x) * 3 + c] = v;
+        }
+      }
+    }
+  }
+}
+
 }  // namespace stoker

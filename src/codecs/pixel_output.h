@@ -38,4 +38,10 @@ void PlanesToRgb(const uint8_t* const src[3], const int stride[3], const PlaneWi
 // `out` holds spec.OutputBytes() bytes; for float32 it is 4-byte aligned.
 void WriteOutput(const uint8_t* rgb, int rw, int rh, const ImageSpec& spec, bool hflip, std::span<uint8_t> out);
 
+// The same write from "planar rows": row y's R, G, B values are rw bytes
+// each at rows + y * row_stride, + rw, + 2 rw (what the planar resample
+// gives). A CHW uint8 output is then a copy per plane row.
+void WriteOutputPlanarRows(const uint8_t* rows, size_t row_stride, int rw, int rh, const ImageSpec& spec, bool hflip,
+                           std::span<uint8_t> out);
+
 }  // namespace stoker

@@ -5,6 +5,7 @@
 // Thread-safety: pure functions.
 #include "codecs/resample.h"
 
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -121,6 +122,34 @@ void ComputeAxis(Resample filter, int in_size, double in0_d, double in1_d, int o
   // caller's buffer may end (the last row of a region).
   a->max_quads = 0;
   for (int i = 0; i < count; ++i) a->max_quads = std::max<int>(a->max_quads, a->out_quads[i]);
+  // Planar pass: <= 4 taps each, and outputs i..i+3 within one 16-byte load
+  // from start[i].
+  a->planar = !a->identity && count > 0;
+  for (int i = 0; i < count && a->planar; ++i) {
+    if (a->taps[i] > 4) a->planar = false;
+    if (a->start[std::min(i + 3, count - 1)] + 4 - a->start[i] > 16) a->planar = false;
+  }
+  if (a->planar) {
+    a->planar_hi.assign(static_cast<size_t>(count) * 4, 0);
+    a->planar_lo.assign(static_cast<size_t>(count) * 4, 0);
+    a->planar_mask.assign(static_cast<size_t>(count) * 32, 0x80);
+    for (int i = 0; i < count; ++i) {
+      const int32_t* k = &a->coeff[static_cast<size_t>(i) * ksize];
+      for (int t = 0; t < 4; ++t) {
+        const int32_t kt = t < a->taps[i] ? k[t] : 0;
+        a->planar_hi[4 * i + t] = static_cast<int16_t>(kt >> 11);
+        a->planar_lo[4 * i + t] = static_cast<int16_t>(kt & 2047);
+      }
+      // Lane 0 words 0-3: output i's taps, 4-7: output i+1's, lane 1 outputs
+      // i+2, i+3, as bytes from start[i] zero-extended (a tap past an
+      // output's own has weight 0; it still reads a byte inside the load).
+      uint8_t* m = &a->planar_mask[static_cast<size_t>(i) * 32];
+      for (int o = 0; o < 4; ++o) {
+        const int j = std::min(i + o, count - 1);
+        for (int t = 0; t < 4; ++t) m[2 * (4 * o + t)] = static_cast<uint8_t>(std::min(a->start[j] + t - a->start[i], 15));
+      }
+    }
+  }
   // The fast outputs are a prefix (the kernel walks them in order).
   a->quad_end = 0;
   while (a->quad_end < count) {
@@ -334,6 +363,92 @@ __attribute__((target("avx2"))) void VerticalRowAvx2(const uint8_t* const* rows,
   }
 }
 
+// Planar horizontal pass of one channel row (s: pixel ax.src_lo) into d:
+// 16 outputs per step. Per 256-bit vector four outputs: the 16
+// bytes at start[i] in both lanes, the taps of outputs i, i+1 (lane 0) and
+// i+2, i+3 (lane 1) as words by pshufb, times the 11-bit weight halves
+// (pmaddwd); phaddd adds the pair sums; the rounding and clamping are
+// Clip8's. The last step overlaps the one before (same bytes). count >= 16.
+__attribute__((target("avx2"))) void HorizontalPlanarAvx2(const ResampleAxis& ax, const uint8_t* s, uint8_t* d) {
+  const int n = ax.count;
+  const uint8_t* s0 = s - ax.src_lo;
+  const __m256i half = _mm256_set1_epi32(kHalf);
+  // (0 1 4 5 8 9 12 13 | 2 3 6 7 10 11 14 15) after the lane merge -> 0..15
+  const __m128i order = _mm_setr_epi8(0, 1, 8, 9, 2, 3, 10, 11, 4, 5, 12, 13, 6, 7, 14, 15);
+  for (int i = 0;; i += 16) {
+    if (i + 16 > n) i = n - 16;
+    __m256i sums[4];
+    for (int q = 0; q < 4; ++q) {
+      const int o = i + 4 * q;
+      const __m256i w = _mm256_shuffle_epi8(
+          _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s0 + ax.start[o]))),
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(&ax.planar_mask[32 * o])));
+      const __m256i hi =
+          _mm256_madd_epi16(w, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(&ax.planar_hi[4 * o])));
+      const __m256i lo =
+          _mm256_madd_epi16(w, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(&ax.planar_lo[4 * o])));
+      sums[q] = _mm256_add_epi32(_mm256_slli_epi32(hi, 11), lo);
+    }
+    // hadd: (o0 o1 o4 o5 | o2 o3 o6 o7), (o8 o9 o12 o13 | o10 o11 o14 o15)
+    const __m256i ab = _mm256_srai_epi32(_mm256_add_epi32(_mm256_hadd_epi32(sums[0], sums[1]), half), kPrecisionBits);
+    const __m256i ce = _mm256_srai_epi32(_mm256_add_epi32(_mm256_hadd_epi32(sums[2], sums[3]), half), kPrecisionBits);
+    const __m256i w16 = _mm256_packs_epi32(ab, ce);  // (0 1 4 5 8 9 12 13 | 2 3 6 7 10 11 14 15)
+    const __m256i w8 = _mm256_packus_epi16(w16, w16);
+    const __m128i x = _mm256_castsi256_si128(_mm256_permute4x64_epi64(w8, 0x08));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(d + i), _mm_shuffle_epi8(x, order));
+    if (i + 16 == n) break;
+  }
+}
+
+// Outputs i..i+7 of the three channel rows (G, B plane_stride and
+// 2 plane_stride after R): each group's mask and weights are loaded once for
+// the three channels. Per channel the (o0 o1 o4 o5 | o2 o3 o6 o7) sums,
+// rounded and shifted.
+__attribute__((target("avx2"))) inline void Planar3Eight(const ResampleAxis& ax, const uint8_t* s0,
+                                                          size_t plane_stride, int i, __m256i out[3]) {
+  __m256i sums[3][2];
+  for (int q = 0; q < 2; ++q) {
+    const int o = i + 4 * q;
+    const __m256i mask = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(&ax.planar_mask[32 * o]));
+    const __m256i khi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(&ax.planar_hi[4 * o]));
+    const __m256i klo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(&ax.planar_lo[4 * o]));
+    const uint8_t* p = s0 + ax.start[o];
+    for (int c = 0; c < 3; ++c, p += plane_stride) {
+      const __m256i w =
+          _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))), mask);
+      sums[c][q] = _mm256_add_epi32(_mm256_slli_epi32(_mm256_madd_epi16(w, khi), 11), _mm256_madd_epi16(w, klo));
+    }
+  }
+  const __m256i half = _mm256_set1_epi32(kHalf);
+  for (int c = 0; c < 3; ++c) {
+    out[c] = _mm256_srai_epi32(_mm256_add_epi32(_mm256_hadd_epi32(sums[c][0], sums[c][1]), half), kPrecisionBits);
+  }
+}
+
+// The planar pass of the three channel rows, 16 outputs per step (two
+// Planar3Eight, one pack and store per channel). count >= 16; the last step
+// overlaps the one before (same bytes).
+__attribute__((target("avx2"))) void HorizontalPlanar3Avx2(const ResampleAxis& ax, const uint8_t* r,
+                                                            size_t plane_stride, uint8_t* d) {
+  const int n = ax.count;
+  const uint8_t* s0 = r - ax.src_lo;
+  // (0 1 4 5 8 9 12 13 | 2 3 6 7 10 11 14 15) after the lane merge -> 0..15
+  const __m128i order = _mm_setr_epi8(0, 1, 8, 9, 2, 3, 10, 11, 4, 5, 12, 13, 6, 7, 14, 15);
+  for (int i = 0;; i += 16) {
+    if (i + 16 > n) i = n - 16;
+    __m256i a[3], b[3];
+    Planar3Eight(ax, s0, plane_stride, i, a);
+    Planar3Eight(ax, s0, plane_stride, i + 8, b);
+    for (int c = 0; c < 3; ++c) {
+      const __m256i w16 = _mm256_packs_epi32(a[c], b[c]);  // (0 1 4 5 8 9 12 13 | 2 3 6 7 10 11 14 15)
+      const __m256i w8 = _mm256_packus_epi16(w16, w16);
+      const __m128i x = _mm256_castsi256_si128(_mm256_permute4x64_epi64(w8, 0x08));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(d + c * n + i), _mm_shuffle_epi8(x, order));
+    }
+    if (i + 16 == n) break;
+  }
+}
+
 const bool kHaveSse41 = __builtin_cpu_supports("sse4.1");
 const bool kHaveAvx2 = __builtin_cpu_supports("avx2");
 #endif
@@ -361,6 +476,41 @@ void VerticalRow(const uint8_t* const* rows, const int32_t* k, int n, size_t byt
   if (kHaveAvx2) return VerticalRowAvx2(rows, k, n, bytes, d);
 #endif
   VerticalRowScalar(rows, k, n, bytes, d);
+}
+
+// Vertical pass: each output row from ay.taps rows of `mid` (row ay.src_lo
+// first, rows mid_stride bytes apart).
+void VerticalPass(const ResampleAxis& ay, const uint8_t* mid, size_t mid_stride, size_t row_bytes, uint8_t* dst,
+                  size_t dst_stride) {
+  const int ks = ay.ksize;
+  const uint8_t* tap_rows[64];
+  std::vector<const uint8_t*> many;
+  const uint8_t** rp = tap_rows;
+  if (ks > 64) {
+    many.resize(ks);
+    rp = many.data();
+  }
+  for (int i = 0; i < ay.count; ++i) {
+    const int n = ay.taps[i];
+    for (int y = 0; y < n; ++y) rp[y] = mid + static_cast<size_t>(ay.start[i] + y - ay.src_lo) * mid_stride;
+    VerticalRow(rp, &ay.coeff[static_cast<size_t>(i) * ks], n, row_bytes, dst + static_cast<size_t>(i) * dst_stride);
+  }
+}
+
+
+// One channel row of the planar pass (s: pixel ax.src_lo) into d.
+void HorizontalPlane(const ResampleAxis& ax, const uint8_t* s, uint8_t* d) {
+  const int n = ax.count;
+#if STOKER_RESAMPLE_X86
+  if (kHaveAvx2 && n >= 16) return HorizontalPlanarAvx2(ax, s, d);
+#endif
+  for (int i = 0; i < n; ++i) {
+    const uint8_t* p = s + (ax.start[i] - ax.src_lo);
+    const int32_t* k = &ax.coeff[static_cast<size_t>(i) * ax.ksize];
+    int32_t acc = kHalf;
+    for (int t = 0; t < ax.taps[i]; ++t) acc += p[t] * k[t];
+    d[i] = Clip8(acc);
+  }
 }
 
 }  // namespace
@@ -405,7 +555,46 @@ void ResampleRgb(const ResampleAxis& ax, const ResampleAxis& ay, const uint8_t* 
     mid = t;
     mid_stride = row_bytes;
   }
-  // Vertical pass: each output row from ay.taps rows of `mid`.
+  VerticalPass(ay, mid, mid_stride, row_bytes, dst, dst_stride);
+}
+
+size_t ResampleRowSlack(const ResampleAxis& ax) {
+  // The AVX2 horizontal pass loads up to 12 (max_quads - 1) + 16 bytes from an
+  // output's first tap, which lies within ksize pixels of src_hi.
+  return static_cast<size_t>(3 * ax.ksize + 12 * ax.max_quads + 32);
+}
+
+void ResampleRgbRows(const ResampleAxis& ax, const ResampleAxis& ay, ResampleRowFn row, void* ctx, uint8_t* dst,
+                     size_t dst_stride, std::vector<uint8_t>* tmp) {
+  const size_t row_bytes = static_cast<size_t>(ax.count) * 3;
+  // Every row has the slack the AVX2 loads need: every output takes them.
+  if (ay.identity) {
+    for (int i = 0; i < ay.count; ++i) {
+      HorizontalRow(ax, row(ctx, ay.first + i), ax.src_lo, dst + static_cast<size_t>(i) * dst_stride, ax.count);
+    }
+    return;
+  }
+  const int rows = ay.src_hi - ay.src_lo;
+  const size_t need = row_bytes * rows;
+  if (tmp->size() < need) tmp->resize(need);
+  uint8_t* t = tmp->data();
+  for (int y = 0; y < rows; ++y) HorizontalRow(ax, row(ctx, ay.src_lo + y), ax.src_lo, t + row_bytes * y, ax.count);
+  VerticalPass(ay, t, row_bytes, row_bytes, dst, dst_stride);
+}
+
+void ResampleRgbPlanarRows(const ResampleAxis& ax, const ResampleAxis& ay, ResampleRowFn row, void* ctx,
+                           size_t plane_stride, uint8_t* dst, size_t dst_stride, size_t dst_plane,
+                           std::vector<uint8_t>* tmp) {
+  // Each source row becomes a row of R | G | B outputs (count bytes each) in
+  // a ring of ksize + 1 rows (a few KB: it stays in L1); an output row is
+  // made, one channel at a time, as soon as its last tap row is in. Output
+  // row i reads rows [start[i], start[i] + taps[i]), starts never decrease,
+  // and taps <= ksize, so no row it reads has been overwritten.
+  const int n = ax.count;
+  const size_t row_bytes = static_cast<size_t>(n) * 3;
+  const int ring = ay.identity ? 1 : ay.ksize + 1;
+  if (tmp->size() < row_bytes * ring) tmp->resize(row_bytes * ring);
+  uint8_t* mid = tmp->data();
   const int ks = ay.ksize;
   const uint8_t* tap_rows[64];
   std::vector<const uint8_t*> many;
@@ -414,10 +603,39 @@ void ResampleRgb(const ResampleAxis& ax, const ResampleAxis& ay, const uint8_t* 
     many.resize(ks);
     rp = many.data();
   }
-  for (int i = 0; i < ay.count; ++i) {
-    const int n = ay.taps[i];
-    for (int y = 0; y < n; ++y) rp[y] = mid + static_cast<size_t>(ay.start[i] + y - ay.src_lo) * mid_stride;
-    VerticalRow(rp, &ay.coeff[static_cast<size_t>(i) * ks], n, row_bytes, dst + static_cast<size_t>(i) * dst_stride);
+  const int first = ay.identity ? ay.first : ay.src_lo;
+  const int last = ay.identity ? ay.first + ay.count : ay.src_hi;
+  int next = 0;  // the next output row to make (start + taps never decreases either)
+  for (int y = first; y < last; ++y) {
+    const uint8_t* r = row(ctx, y);
+    uint8_t* m = mid + row_bytes * ((y - first) % ring);
+    if (plane_stride == 0) {  // gray: one plane three times
+      HorizontalPlane(ax, r, m);
+      std::memcpy(m + n, m, n);
+      std::memcpy(m + 2 * n, m, n);
+    } else {
+#if STOKER_RESAMPLE_X86
+      if (kHaveAvx2 && n >= 16) {
+        HorizontalPlanar3Avx2(ax, r, plane_stride, m);
+      } else
+#endif
+      {
+        for (int c = 0; c < 3; ++c) HorizontalPlane(ax, r + c * plane_stride, m + c * n);
+      }
+    }
+    if (ay.identity) {
+      for (int c = 0; c < 3; ++c) std::memcpy(dst + (y - first) * dst_stride + c * dst_plane, m + c * n, n);
+      continue;
+    }
+    for (; next < ay.count && ay.start[next] + ay.taps[next] - 1 <= y; ++next) {
+      const int i = next, taps = ay.taps[i];
+      int slot = (ay.start[i] - first) % ring;
+      for (int t = 0; t < taps; ++t, slot = slot + 1 == ring ? 0 : slot + 1) rp[t] = mid + row_bytes * slot;
+      for (int c = 0; c < 3; ++c) {
+        VerticalRow(rp, &ay.coeff[static_cast<size_t>(i) * ks], taps, n, dst + i * dst_stride + c * dst_plane);
+        for (int t = 0; t < taps; ++t) rp[t] += n;  // the next channel's bytes
+      }
+    }
   }
 }
 

@@ -13,7 +13,11 @@
 // horizontal pass one output pixel and four taps per AVX2 pmaddwd (the 22-bit
 // weights split into exact 11-bit halves), chosen at run time
 // (__builtin_cpu_supports); other CPUs take the scalar loops. Same integers
-// either way, so the same pixels.
+// either way, so the same pixels. A decoder that makes its RGB row by row
+// as planes (jpeg_raw_resample.h) takes ResampleRgbPlanarRows instead: one
+// channel's taps of four outputs per pmaddwd pair, the horizontal rows kept
+// in a small ring and each output row made as soon as its taps are in, and
+// a planar (CHW) result, so nothing is interleaved or held whole.
 // Arithmetic (Pillow's src/libImaging/Resample.c): coefficients in double
 // from the filter with support scaled by the reduction, normalized per
 // output, converted to fixed point with 22 fractional bits (round half away
@@ -57,6 +61,13 @@ struct ResampleAxis {
   // (start increases with the output); the rest take the per-pixel loop.
   int quad_end = 0;
   int src_lo = 0, src_hi = 0;  // source pixels [src_lo, src_hi) the window reads
+  // The planar AVX2 horizontal pass (ResampleRgbPlanarRows): one channel's
+  // taps of two outputs per 128-bit lane, words picked from the 16 bytes at
+  // the first output's first tap. Usable when every output has <= 4 taps and
+  // four neighbours' taps lie within 16 bytes (planar).
+  bool planar = false;
+  std::vector<int16_t> planar_hi, planar_lo;  // per output: 4 weights, 11-bit halves as quad_k
+  std::vector<uint8_t> planar_mask;           // per output i: pshufb mask of outputs i..i+3 (32 bytes)
 };
 
 // filter: kBilinear or kBicubic. The last few axes planned on the calling
@@ -72,6 +83,27 @@ void PlanResampleAxis(Resample filter, int in_size, double in0, double in1, int 
 // dst (row stride dst_stride). `tmp` is scratch, grown as needed and kept.
 void ResampleRgb(const ResampleAxis& ax, const ResampleAxis& ay, const uint8_t* src, size_t src_stride, int src_x0,
                  int src_y0, uint8_t* dst, size_t dst_stride, std::vector<uint8_t>* tmp);
+
+// The same resample with the source rows made on demand (a decoder that
+// produces RGB one row at a time, e.g. jpeg_raw_resample.h): row(ctx, y)
+// returns axis row y's pixels ax.src_lo..src_hi as HWC RGB (pixel src_lo
+// first), readable for ResampleRowSlack(ax) bytes past src_hi; the pointer
+// need stay valid only until the next call. Rows are asked for in increasing
+// y, each once: ay.src_lo..src_hi (ay.first.. when ay is the identity).
+using ResampleRowFn = const uint8_t* (*)(void* ctx, int y);
+// Planar source rows (ax.planar only): row(ctx, y) returns the R row at
+// pixel ax.src_lo; G and B follow at plane_stride and 2 plane_stride bytes,
+// each readable for ResampleRowSlack(ax) bytes past src_hi. The output is
+// planar too: output row i of channel c (ax.count bytes) at
+// dst + i dst_stride + c dst_plane: dst_plane ax.count gives rows of R, G, B
+// values one after the other, dst_plane = height x width a CHW image. Same
+// pixels as ResampleRgb of the interleaved rows.
+void ResampleRgbPlanarRows(const ResampleAxis& ax, const ResampleAxis& ay, ResampleRowFn row, void* ctx,
+                           size_t plane_stride, uint8_t* dst, size_t dst_stride, size_t dst_plane,
+                           std::vector<uint8_t>* tmp);
+size_t ResampleRowSlack(const ResampleAxis& ax);
+void ResampleRgbRows(const ResampleAxis& ax, const ResampleAxis& ay, ResampleRowFn row, void* ctx, uint8_t* dst,
+                     size_t dst_stride, std::vector<uint8_t>* tmp);
 
 // A sample's geometry (sample_geometry.h) as two axes over the image decoded
 // at DCT scale 1/denom (decoded_w x decoded_h pixels, TJSCALED sizes).

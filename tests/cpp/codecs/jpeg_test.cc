@@ -575,6 +575,38 @@ TEST(JpegTest, ResampledRegionEqualsFullDecode) {
   std::printf("  %d resampled region decodes identical to the full decode\n", compared);
 }
 
+// The raw-plane path hands its rows to the output writer planar (R, G, B per
+// row); every layout, dtype, normalization, flip and padding must still
+// equal the full decode's output.
+TEST(JpegTest, ResampledOutputLayoutsEqualFullDecode) {
+  JpegDecoder region, full;
+  full.SetRegionDecode(false);
+  std::vector<std::vector<uint8_t>> files = {Encode(500, 375, 3, 420, 11), Encode(375, 500, 3, 422, 12),
+                                             Encode(301, 207, 1, 420, 13), Encode(97, 131, 3, 444, 14)};
+  int compared = 0;
+  for (auto mode : {ResizeMode::kRandomResizedCrop, ResizeMode::kShorterCenterCrop, ResizeMode::kLongestPad}) {
+    for (bool chw : {false, true}) {
+      for (int pixel = 0; pixel < 3; ++pixel) {  // u8, f32, f32 normalized
+        ImageSpec spec = HwcU8(224, 224, mode, Resample::kBilinear);
+        spec.chw = chw;
+        spec.pixel = pixel == 0 ? PixelType::kUint8 : PixelType::kFloat32;
+        spec.normalize = pixel == 2;
+        spec.random_hflip = mode != ResizeMode::kLongestPad;
+        for (const auto& jpeg : files) {
+          for (uint64_t seed = 0; seed < 4; ++seed) {
+            auto a = DecodeTo(region, jpeg, spec, seed);
+            auto b = DecodeTo(full, jpeg, spec, seed);
+            ASSERT_EQ(a, b) << "mode " << static_cast<int>(mode) << " chw " << chw << " pixel " << pixel << " seed "
+                            << seed << " file " << (&jpeg - files.data());
+            ++compared;
+          }
+        }
+      }
+    }
+  }
+  std::printf("  %d outputs identical to the full decode's\n", compared);
+}
+
 // A stream without its EOI marker is read to the end, so a truncated file is
 // a DataLoss whichever part of it the crop keeps.
 TEST(JpegTest, TruncatedBelowTheCropIsStillDataLoss) {
