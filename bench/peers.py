@@ -91,16 +91,18 @@ class LooseImages:
 # -- factories ---------------------------------------------------------------------------------
 
 def stoker_loader(w: dict, shards: list[Path], decode_threads: int, io_depth: int, *, observe: bool = True,
-                  record_stats: bool = True, **extra):
+                  record_stats: bool = True, resample: str | None = None, **extra):
     import stoker
 
+    # resample=None: the default filter (Pillow-exact bilinear); "box": the older libyuv path
+    img = {"resample": resample} if resample else {}
     if w["name"] == "A":
         fields = {"x.npy": stoker.npy(), "y.npz": stoker.npz()}
     elif w["name"] in ("P", "C"):
-        fields = {"png": stoker.image(w["size"], resize=w["resize"]), "cls": stoker.scalar("int64")} \
-            if w["name"] == "P" else {"jpg": stoker.image(w["size"], resize=w["resize"]), "txt": stoker.text()}
+        fields = {"png": stoker.image(w["size"], resize=w["resize"], **img), "cls": stoker.scalar("int64")} \
+            if w["name"] == "P" else {"jpg": stoker.image(w["size"], resize=w["resize"], **img), "txt": stoker.text()}
     else:
-        fields = {"jpg": stoker.image(w["size"], resize=w["resize"])}
+        fields = {"jpg": stoker.image(w["size"], resize=w["resize"], **img)}
         fields["cls" if w["name"] == "V" else "features.npz"] = stoker.scalar("int64") if w["name"] == "V" \
             else stoker.npz()
     kwargs = {}
