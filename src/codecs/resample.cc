@@ -149,6 +149,31 @@ void ComputeAxis(Resample filter, int in_size, double in0_d, double in1_d, int o
         for (int t = 0; t < 4; ++t) m[2 * (4 * o + t)] = static_cast<uint8_t>(std::min(a->start[j] + t - a->start[i], 15));
       }
     }
+    const size_t c2 = static_cast<size_t>(count) * 2;
+    a->pair_k.assign(4 * c2, 0);
+    a->pair_mask.assign(static_cast<size_t>(count) * 64, 0x80);
+    for (int i = 0; i < count; ++i) {
+      for (int t = 0; t < 4; ++t) {
+        const size_t at = (t < 2 ? 0 : c2) + 2 * static_cast<size_t>(i) + (t & 1);
+        a->pair_k[at] = a->planar_hi[4 * i + t];
+        a->pair_k[2 * c2 + at] = a->planar_lo[4 * i + t];
+      }
+      // Mask half h (taps 2h, 2h + 1), lane l: outputs b..b+3, b = i + 4 l,
+      // bytes counted from start[b].
+      uint8_t* m = &a->pair_mask[static_cast<size_t>(i) * 64];
+      for (int h = 0; h < 2; ++h) {
+        for (int l = 0; l < 2; ++l) {
+          const int b = std::min(i + 4 * l, count - 1);
+          for (int o = 0; o < 4; ++o) {
+            const int j = std::min(b + o, count - 1);
+            for (int t = 0; t < 2; ++t) {
+              m[32 * h + 16 * l + 4 * o + 2 * t] =
+                  static_cast<uint8_t>(std::min(a->start[j] + 2 * h + t - a->start[b], 15));
+            }
+          }
+        }
+      }
+    }
   }
   // The fast outputs are a prefix (the kernel walks them in order).
   a->quad_end = 0;
@@ -401,27 +426,34 @@ __attribute__((target("avx2"))) void HorizontalPlanarAvx2(const ResampleAxis& ax
 }
 
 // Outputs i..i+7 of the three channel rows (G, B plane_stride and
-// 2 plane_stride after R): each group's mask and weights are loaded once for
-// the three channels. Per channel the (o0 o1 o4 o5 | o2 o3 o6 o7) sums,
-// rounded and shifted.
+// 2 plane_stride after R), lane 0 i..i+3, lane 1 i+4..i+7: the masks and
+// weights are loaded once for the three channels; each channel's taps 0-1
+// and 2-3 are picked as words from its two 16-byte windows, and the four
+// pmaddwd (11-bit weight halves, as quad_k) give whole sums, rounded and
+// shifted.
 __attribute__((target("avx2"))) inline void Planar3Eight(const ResampleAxis& ax, const uint8_t* s0,
                                                           size_t plane_stride, int i, __m256i out[3]) {
-  __m256i sums[3][2];
-  for (int q = 0; q < 2; ++q) {
-    const int o = i + 4 * q;
-    const __m256i mask = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(&ax.planar_mask[32 * o]));
-    const __m256i khi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(&ax.planar_hi[4 * o]));
-    const __m256i klo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(&ax.planar_lo[4 * o]));
-    const uint8_t* p = s0 + ax.start[o];
-    for (int c = 0; c < 3; ++c, p += plane_stride) {
-      const __m256i w =
-          _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))), mask);
-      sums[c][q] = _mm256_add_epi32(_mm256_slli_epi32(_mm256_madd_epi16(w, khi), 11), _mm256_madd_epi16(w, klo));
-    }
-  }
+  const size_t c2 = static_cast<size_t>(ax.count) * 2;
+  const int16_t* k = &ax.pair_k[2 * static_cast<size_t>(i)];
+  const __m256i m01 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(&ax.pair_mask[64 * static_cast<size_t>(i)]));
+  const __m256i m23 =
+      _mm256_loadu_si256(reinterpret_cast<const __m256i*>(&ax.pair_mask[64 * static_cast<size_t>(i) + 32]));
+  const __m256i h01 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(k));
+  const __m256i h23 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(k + c2));
+  const __m256i l01 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(k + 2 * c2));
+  const __m256i l23 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(k + 3 * c2));
   const __m256i half = _mm256_set1_epi32(kHalf);
-  for (int c = 0; c < 3; ++c) {
-    out[c] = _mm256_srai_epi32(_mm256_add_epi32(_mm256_hadd_epi32(sums[c][0], sums[c][1]), half), kPrecisionBits);
+  const uint8_t* p = s0 + ax.start[i];
+  const ptrdiff_t d4 = ax.start[i + 4] - ax.start[i];
+  for (int c = 0; c < 3; ++c, p += plane_stride) {
+    const __m256i w = _mm256_inserti128_si256(
+        _mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))),
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + d4)), 1);
+    const __m256i a = _mm256_shuffle_epi8(w, m01), b = _mm256_shuffle_epi8(w, m23);
+    const __m256i hi = _mm256_add_epi32(_mm256_madd_epi16(a, h01), _mm256_madd_epi16(b, h23));
+    const __m256i lo = _mm256_add_epi32(_mm256_madd_epi16(a, l01), _mm256_madd_epi16(b, l23));
+    out[c] = _mm256_srai_epi32(_mm256_add_epi32(_mm256_add_epi32(_mm256_slli_epi32(hi, 11), lo), half),
+                               kPrecisionBits);
   }
 }
 
@@ -432,18 +464,17 @@ __attribute__((target("avx2"))) void HorizontalPlanar3Avx2(const ResampleAxis& a
                                                             size_t plane_stride, uint8_t* d) {
   const int n = ax.count;
   const uint8_t* s0 = r - ax.src_lo;
-  // (0 1 4 5 8 9 12 13 | 2 3 6 7 10 11 14 15) after the lane merge -> 0..15
-  const __m128i order = _mm_setr_epi8(0, 1, 8, 9, 2, 3, 10, 11, 4, 5, 12, 13, 6, 7, 14, 15);
+  // packs/packus leave (0-3 8-11 0-3 8-11 | 4-7 12-15 ...) in 4-byte groups.
+  const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 0, 4, 1, 5);
   for (int i = 0;; i += 16) {
     if (i + 16 > n) i = n - 16;
     __m256i a[3], b[3];
     Planar3Eight(ax, s0, plane_stride, i, a);
     Planar3Eight(ax, s0, plane_stride, i + 8, b);
     for (int c = 0; c < 3; ++c) {
-      const __m256i w16 = _mm256_packs_epi32(a[c], b[c]);  // (0 1 4 5 8 9 12 13 | 2 3 6 7 10 11 14 15)
-      const __m256i w8 = _mm256_packus_epi16(w16, w16);
-      const __m128i x = _mm256_castsi256_si128(_mm256_permute4x64_epi64(w8, 0x08));
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(d + c * n + i), _mm_shuffle_epi8(x, order));
+      const __m256i w16 = _mm256_packs_epi32(a[c], b[c]);
+      const __m256i w8 = _mm256_permutevar8x32_epi32(_mm256_packus_epi16(w16, w16), order);
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(d + c * n + i), _mm256_castsi256_si128(w8));
     }
     if (i + 16 == n) break;
   }

@@ -68,6 +68,15 @@ struct ResampleAxis {
   bool planar = false;
   std::vector<int16_t> planar_hi, planar_lo;  // per output: 4 weights, 11-bit halves as quad_k
   std::vector<uint8_t> planar_mask;           // per output i: pshufb mask of outputs i..i+3 (32 bytes)
+  // The three-channel planar pass takes eight outputs per 256-bit vector:
+  // lane 0 outputs i..i+3 from the 16 bytes at start[i], lane 1 i+4..i+7
+  // from those at start[i+4]; one vector holds each output's taps 0, 1 as
+  // words, another its taps 2, 3, so pmaddwd gives whole outputs (no hadd).
+  // pair_mask: per output i, 64 bytes (taps 0-1 mask, taps 2-3 mask, each
+  // both lanes); pair_k: per output, 8 int16 in four arrays of 2 per output
+  // (taps 0-1 hi, taps 2-3 hi, taps 0-1 lo, taps 2-3 lo, count * 2 each).
+  std::vector<uint8_t> pair_mask;
+  std::vector<int16_t> pair_k;
 };
 
 // filter: kBilinear or kBicubic. The last few axes planned on the calling
