@@ -189,13 +189,7 @@ void ComputeAxis(Resample filter, int in_size, double in0_d, double in1_d, int o
 // (the filter in double per tap, a division per output) costs about as much
 // as a tenth of the resample itself; a copy of the cached axis is the same
 // integers.
-struct AxisKey {
-  Resample filter;
-  int in_size;
-  double in0, in1;
-  int out_size, first, count;
-  bool operator==(const AxisKey&) const = default;
-};
+using AxisKey = ResampleAxisKey;
 struct CachedAxis {
   AxisKey key;
   ResampleAxis axis;
@@ -209,6 +203,7 @@ thread_local size_t t_axis_next = 0;                // slot replaced next once f
 void PlanResampleAxis(Resample filter, int in_size, double in0, double in1, int out_size, int first, int count,
                       ResampleAxis* a) {
   const AxisKey key{filter, in_size, in0, in1, out_size, first, count};
+  if (a->planned && a->planned_for == key) return;  // a decoder's plan, kept from its last image
   for (const CachedAxis& c : t_axis_cache) {
     if (c.key == key) {
       *a = c.axis;
@@ -216,6 +211,8 @@ void PlanResampleAxis(Resample filter, int in_size, double in0, double in1, int 
     }
   }
   ComputeAxis(filter, in_size, in0, in1, out_size, first, count, a);
+  a->planned_for = key;
+  a->planned = true;
   if (t_axis_cache.size() < kAxisCacheSize) {
     t_axis_cache.push_back({key, *a});
   } else {

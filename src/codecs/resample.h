@@ -36,6 +36,15 @@
 
 namespace stoker {
 
+// What an axis was planned for (PlanResampleAxis's arguments).
+struct ResampleAxisKey {
+  Resample filter = Resample::kBilinear;
+  int in_size = 0;
+  double in0 = 0, in1 = 0;
+  int out_size = 0, first = 0, count = 0;
+  bool operator==(const ResampleAxisKey&) const = default;
+};
+
 // One axis: output pixels [first, first + count) of a resize of the source
 // interval [in0, in1) (source pixels, may be fractional) onto out_size
 // pixels, over a source of in_size pixels (the filter is clamped to it).
@@ -77,6 +86,10 @@ struct ResampleAxis {
   // (taps 0-1 hi, taps 2-3 hi, taps 0-1 lo, taps 2-3 lo, count * 2 each).
   std::vector<uint8_t> pair_mask;
   std::vector<int16_t> pair_k;
+  // The arguments this axis was last planned for: PlanResampleAxis with the
+  // same ones leaves it as it is (no copy of its tables per image).
+  ResampleAxisKey planned_for;
+  bool planned = false;
 };
 
 // filter: kBilinear or kBicubic. The last few axes planned on the calling
