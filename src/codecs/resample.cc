@@ -637,10 +637,11 @@ void ResampleRgbPlanarRows(const ResampleAxis& ax, const ResampleAxis& ay, Resam
   for (int y = first; y < last; ++y) {
     const uint8_t* r = row(ctx, y);
     uint8_t* m = mid + row_bytes * ((y - first) % ring);
-    if (plane_stride == 0) {  // gray: one plane three times
+    // Gray (plane_stride 0): R = G = B, so only the R row is resampled, in
+    // both passes, and each output row copied to G and B.
+    const bool gray = plane_stride == 0;
+    if (gray) {
       HorizontalPlane(ax, r, m);
-      std::memcpy(m + n, m, n);
-      std::memcpy(m + 2 * n, m, n);
     } else {
 #if STOKER_RESAMPLE_X86
       if (kHaveAvx2 && n >= 16) {
@@ -652,15 +653,22 @@ void ResampleRgbPlanarRows(const ResampleAxis& ax, const ResampleAxis& ay, Resam
       }
     }
     if (ay.identity) {
-      for (int c = 0; c < 3; ++c) std::memcpy(dst + (y - first) * dst_stride + c * dst_plane, m + c * n, n);
+      for (int c = 0; c < 3; ++c) {
+        std::memcpy(dst + (y - first) * dst_stride + c * dst_plane, m + (gray ? 0 : c * n), n);
+      }
       continue;
     }
     for (; next < ay.count && ay.start[next] + ay.taps[next] - 1 <= y; ++next) {
       const int i = next, taps = ay.taps[i];
       int slot = (ay.start[i] - first) % ring;
       for (int t = 0; t < taps; ++t, slot = slot + 1 == ring ? 0 : slot + 1) rp[t] = mid + row_bytes * slot;
+      uint8_t* out = dst + i * dst_stride;
       for (int c = 0; c < 3; ++c) {
-        VerticalRow(rp, &ay.coeff[static_cast<size_t>(i) * ks], taps, n, dst + i * dst_stride + c * dst_plane);
+        if (gray && c > 0) {
+          std::memcpy(out + c * dst_plane, out, n);
+          continue;
+        }
+        VerticalRow(rp, &ay.coeff[static_cast<size_t>(i) * ks], taps, n, out + c * dst_plane);
         for (int t = 0; t < taps; ++t) rp[t] += n;  // the next channel's bytes
       }
     }
