@@ -454,26 +454,45 @@ __attribute__((target("avx2"))) inline void Planar3Eight(const ResampleAxis& ax,
   }
 }
 
-// The planar pass of the three channel rows, 16 outputs per step (two
-// Planar3Eight, one pack and store per channel). count >= 16; the last step
-// overlaps the one before (same bytes).
+// The planar pass of the three channel rows, 32 outputs per step (four
+// Planar3Eight; per channel two packs, one packus, one permd and one store),
+// or 16 when count < 32. count >= 16; the last step overlaps the one before
+// (same bytes).
 __attribute__((target("avx2"))) void HorizontalPlanar3Avx2(const ResampleAxis& ax, const uint8_t* r,
                                                             size_t plane_stride, uint8_t* d) {
   const int n = ax.count;
   const uint8_t* s0 = r - ax.src_lo;
-  // packs/packus leave (0-3 8-11 0-3 8-11 | 4-7 12-15 ...) in 4-byte groups.
-  const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 0, 4, 1, 5);
-  for (int i = 0;; i += 16) {
-    if (i + 16 > n) i = n - 16;
-    __m256i a[3], b[3];
+  // packs/packus leave (0-3 8-11 16-19 24-27 | 4-7 12-15 20-23 28-31) in
+  // 4-byte groups (with 16 outputs: 0-3 8-11 0-3 8-11 | 4-7 12-15 ...).
+  const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+  if (n < 32) {
+    for (int i = 0;; i += 16) {
+      if (i + 16 > n) i = n - 16;
+      __m256i a[3], b[3];
+      Planar3Eight(ax, s0, plane_stride, i, a);
+      Planar3Eight(ax, s0, plane_stride, i + 8, b);
+      for (int c = 0; c < 3; ++c) {
+        const __m256i w16 = _mm256_packs_epi32(a[c], b[c]);
+        const __m256i w8 = _mm256_permutevar8x32_epi32(_mm256_packus_epi16(w16, w16), order);
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(d + c * n + i), _mm256_castsi256_si128(w8));
+      }
+      if (i + 16 == n) break;
+    }
+    return;
+  }
+  for (int i = 0;; i += 32) {
+    if (i + 32 > n) i = n - 32;
+    __m256i a[3], b[3], lo[3];
     Planar3Eight(ax, s0, plane_stride, i, a);
     Planar3Eight(ax, s0, plane_stride, i + 8, b);
+    for (int c = 0; c < 3; ++c) lo[c] = _mm256_packs_epi32(a[c], b[c]);
+    Planar3Eight(ax, s0, plane_stride, i + 16, a);
+    Planar3Eight(ax, s0, plane_stride, i + 24, b);
     for (int c = 0; c < 3; ++c) {
-      const __m256i w16 = _mm256_packs_epi32(a[c], b[c]);
-      const __m256i w8 = _mm256_permutevar8x32_epi32(_mm256_packus_epi16(w16, w16), order);
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(d + c * n + i), _mm256_castsi256_si128(w8));
+      const __m256i w8 = _mm256_packus_epi16(lo[c], _mm256_packs_epi32(a[c], b[c]));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + c * n + i), _mm256_permutevar8x32_epi32(w8, order));
     }
-    if (i + 16 == n) break;
+    if (i + 32 == n) break;
   }
 }
 
