@@ -15,7 +15,7 @@
 // (__builtin_cpu_supports); other CPUs take the scalar loops. Same integers
 // either way, so the same pixels. A decoder that makes its RGB row by row
 // as planes (jpeg_raw_resample.h) takes ResampleRgbPlanarRows instead: one
-// channel's taps of four outputs per pmaddwd pair, the horizontal rows kept
+// channel's taps 0-1 (or 2-3) of eight outputs per pmaddwd, the horizontal rows kept
 // in a small ring and each output row made as soon as its taps are in, and
 // a planar (CHW) result, so nothing is interleaved or held whole.
 // Arithmetic (Pillow's src/libImaging/Resample.c): coefficients in double
