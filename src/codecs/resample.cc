@@ -149,6 +149,31 @@ void ComputeAxis(Resample filter, int in_size, double in0_d, double in1_d, int o
         for (int t = 0; t < 4; ++t) m[2 * (4 * o + t)] = static_cast<uint8_t>(std::min(a->start[j] + t - a->start[i], 15));
       }
     }
+    const size_t c2 = static_cast<size_t>(count) * 2;
+    a->pair_k.assign(4 * c2, 0);
+    a->pair_mask.assign(static_cast<size_t>(count) * 64, 0x80);
+    for (int i = 0; i < count; ++i) {
+      for (int t = 0; t < 4; ++t) {
+        const size_t at = (t < 2 ? 0 : c2) + 2 * static_cast<size_t>(i) + (t & 1);
+        a->pair_k[at] = a->planar_hi[4 * i + t];
+        a->pair_k[2 * c2 + at] = a->planar_lo[4 * i + t];
+      }
+      // Mask half h (taps 2h, 2h + 1), lane l: outputs b..b+3, b = i + 4 l,
+      // bytes counted from start[b].
+      uint8_t* m = &a->pair_mask[static_cast<size_t>(i) * 64];
+      for (int h = 0; h < 2; ++h) {
+        for (int l = 0; l < 2; ++l) {
+          const int b = std::min(i + 4 * l, count - 1);
+          for (int o = 0; o < 4; ++o) {
+            const int j = std::min(b + o, count - 1);
+            for (int t = 0; t < 2; ++t) {
+              m[32 * h + 16 * l + 4 * o + 2 * t] =
+                  static_cast<uint8_t>(std::min(a->start[j] + 2 * h + t - a->start[b], 15));
+            }
+          }
+        }
+      }
+    }
   }
   // The fast outputs are a prefix (the kernel walks them in order).
   a->quad_end = 0;
@@ -164,13 +189,7 @@ void ComputeAxis(Resample filter, int in_size, double in0_d, double in1_d, int o
 // (the filter in double per tap, a division per output) costs about as much
 // as a tenth of the resample itself; a copy of the cached axis is the same
 // integers.
-struct AxisKey {
-  Resample filter;
-  int in_size;
-  double in0, in1;
-  int out_size, first, count;
-  bool operator==(const AxisKey&) const = default;
-};
+using AxisKey = ResampleAxisKey;
 struct CachedAxis {
   AxisKey key;
   ResampleAxis axis;
@@ -184,6 +203,7 @@ thread_local size_t t_axis_next = 0;                // slot replaced next once f
 void PlanResampleAxis(Resample filter, int in_size, double in0, double in1, int out_size, int first, int count,
                       ResampleAxis* a) {
   const AxisKey key{filter, in_size, in0, in1, out_size, first, count};
+  if (a->planned && a->planned_for == key) return;  // a decoder's plan, kept from its last image
   for (const CachedAxis& c : t_axis_cache) {
     if (c.key == key) {
       *a = c.axis;
@@ -191,6 +211,8 @@ void PlanResampleAxis(Resample filter, int in_size, double in0, double in1, int 
     }
   }
   ComputeAxis(filter, in_size, in0, in1, out_size, first, count, a);
+  a->planned_for = key;
+  a->planned = true;
   if (t_axis_cache.size() < kAxisCacheSize) {
     t_axis_cache.push_back({key, *a});
   } else {
@@ -401,51 +423,76 @@ __attribute__((target("avx2"))) void HorizontalPlanarAvx2(const ResampleAxis& ax
 }
 
 // Outputs i..i+7 of the three channel rows (G, B plane_stride and
-// 2 plane_stride after R): each group's mask and weights are loaded once for
-// the three channels. Per channel the (o0 o1 o4 o5 | o2 o3 o6 o7) sums,
-// rounded and shifted.
+// 2 plane_stride after R), lane 0 i..i+3, lane 1 i+4..i+7: the masks and
+// weights are loaded once for the three channels; each channel's taps 0-1
+// and 2-3 are picked as words from its two 16-byte windows, and the four
+// pmaddwd (11-bit weight halves, as quad_k) give whole sums, rounded and
+// shifted.
 __attribute__((target("avx2"))) inline void Planar3Eight(const ResampleAxis& ax, const uint8_t* s0,
                                                           size_t plane_stride, int i, __m256i out[3]) {
-  __m256i sums[3][2];
-  for (int q = 0; q < 2; ++q) {
-    const int o = i + 4 * q;
-    const __m256i mask = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(&ax.planar_mask[32 * o]));
-    const __m256i khi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(&ax.planar_hi[4 * o]));
-    const __m256i klo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(&ax.planar_lo[4 * o]));
-    const uint8_t* p = s0 + ax.start[o];
-    for (int c = 0; c < 3; ++c, p += plane_stride) {
-      const __m256i w =
-          _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))), mask);
-      sums[c][q] = _mm256_add_epi32(_mm256_slli_epi32(_mm256_madd_epi16(w, khi), 11), _mm256_madd_epi16(w, klo));
-    }
-  }
+  const size_t c2 = static_cast<size_t>(ax.count) * 2;
+  const int16_t* k = &ax.pair_k[2 * static_cast<size_t>(i)];
+  const __m256i m01 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(&ax.pair_mask[64 * static_cast<size_t>(i)]));
+  const __m256i m23 =
+      _mm256_loadu_si256(reinterpret_cast<const __m256i*>(&ax.pair_mask[64 * static_cast<size_t>(i) + 32]));
+  const __m256i h01 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(k));
+  const __m256i h23 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(k + c2));
+  const __m256i l01 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(k + 2 * c2));
+  const __m256i l23 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(k + 3 * c2));
   const __m256i half = _mm256_set1_epi32(kHalf);
-  for (int c = 0; c < 3; ++c) {
-    out[c] = _mm256_srai_epi32(_mm256_add_epi32(_mm256_hadd_epi32(sums[c][0], sums[c][1]), half), kPrecisionBits);
+  const uint8_t* p = s0 + ax.start[i];
+  const ptrdiff_t d4 = ax.start[i + 4] - ax.start[i];
+  for (int c = 0; c < 3; ++c, p += plane_stride) {
+    const __m256i w = _mm256_inserti128_si256(
+        _mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))),
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + d4)), 1);
+    const __m256i a = _mm256_shuffle_epi8(w, m01), b = _mm256_shuffle_epi8(w, m23);
+    const __m256i hi = _mm256_add_epi32(_mm256_madd_epi16(a, h01), _mm256_madd_epi16(b, h23));
+    const __m256i lo = _mm256_add_epi32(_mm256_madd_epi16(a, l01), _mm256_madd_epi16(b, l23));
+    out[c] = _mm256_srai_epi32(_mm256_add_epi32(_mm256_add_epi32(_mm256_slli_epi32(hi, 11), lo), half),
+                               kPrecisionBits);
   }
 }
 
-// The planar pass of the three channel rows, 16 outputs per step (two
-// Planar3Eight, one pack and store per channel). count >= 16; the last step
-// overlaps the one before (same bytes).
+// The planar pass of the three channel rows, 32 outputs per step (four
+// Planar3Eight; per channel two packs, one packus, one permd and one store),
+// or 16 when count < 32. count >= 16; the last step overlaps the one before
+// (same bytes).
 __attribute__((target("avx2"))) void HorizontalPlanar3Avx2(const ResampleAxis& ax, const uint8_t* r,
                                                             size_t plane_stride, uint8_t* d) {
   const int n = ax.count;
   const uint8_t* s0 = r - ax.src_lo;
-  // (0 1 4 5 8 9 12 13 | 2 3 6 7 10 11 14 15) after the lane merge -> 0..15
-  const __m128i order = _mm_setr_epi8(0, 1, 8, 9, 2, 3, 10, 11, 4, 5, 12, 13, 6, 7, 14, 15);
-  for (int i = 0;; i += 16) {
-    if (i + 16 > n) i = n - 16;
-    __m256i a[3], b[3];
+  // packs/packus leave (0-3 8-11 16-19 24-27 | 4-7 12-15 20-23 28-31) in
+  // 4-byte groups (with 16 outputs: 0-3 8-11 0-3 8-11 | 4-7 12-15 ...).
+  const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+  if (n < 32) {
+    for (int i = 0;; i += 16) {
+      if (i + 16 > n) i = n - 16;
+      __m256i a[3], b[3];
+      Planar3Eight(ax, s0, plane_stride, i, a);
+      Planar3Eight(ax, s0, plane_stride, i + 8, b);
+      for (int c = 0; c < 3; ++c) {
+        const __m256i w16 = _mm256_packs_epi32(a[c], b[c]);
+        const __m256i w8 = _mm256_permutevar8x32_epi32(_mm256_packus_epi16(w16, w16), order);
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(d + c * n + i), _mm256_castsi256_si128(w8));
+      }
+      if (i + 16 == n) break;
+    }
+    return;
+  }
+  for (int i = 0;; i += 32) {
+    if (i + 32 > n) i = n - 32;
+    __m256i a[3], b[3], lo[3];
     Planar3Eight(ax, s0, plane_stride, i, a);
     Planar3Eight(ax, s0, plane_stride, i + 8, b);
+    for (int c = 0; c < 3; ++c) lo[c] = _mm256_packs_epi32(a[c], b[c]);
+    Planar3Eight(ax, s0, plane_stride, i + 16, a);
+    Planar3Eight(ax, s0, plane_stride, i + 24, b);
     for (int c = 0; c < 3; ++c) {
-      const __m256i w16 = _mm256_packs_epi32(a[c], b[c]);  // (0 1 4 5 8 9 12 13 | 2 3 6 7 10 11 14 15)
-      const __m256i w8 = _mm256_packus_epi16(w16, w16);
-      const __m128i x = _mm256_castsi256_si128(_mm256_permute4x64_epi64(w8, 0x08));
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(d + c * n + i), _mm_shuffle_epi8(x, order));
+      const __m256i w8 = _mm256_packus_epi16(lo[c], _mm256_packs_epi32(a[c], b[c]));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + c * n + i), _mm256_permutevar8x32_epi32(w8, order));
     }
-    if (i + 16 == n) break;
+    if (i + 32 == n) break;
   }
 }
 
@@ -609,10 +656,11 @@ void ResampleRgbPlanarRows(const ResampleAxis& ax, const ResampleAxis& ay, Resam
   for (int y = first; y < last; ++y) {
     const uint8_t* r = row(ctx, y);
     uint8_t* m = mid + row_bytes * ((y - first) % ring);
-    if (plane_stride == 0) {  // gray: one plane three times
+    // Gray (plane_stride 0): R = G = B, so only the R row is resampled, in
+    // both passes, and each output row copied to G and B.
+    const bool gray = plane_stride == 0;
+    if (gray) {
       HorizontalPlane(ax, r, m);
-      std::memcpy(m + n, m, n);
-      std::memcpy(m + 2 * n, m, n);
     } else {
 #if STOKER_RESAMPLE_X86
       if (kHaveAvx2 && n >= 16) {
@@ -624,15 +672,22 @@ void ResampleRgbPlanarRows(const ResampleAxis& ax, const ResampleAxis& ay, Resam
       }
     }
     if (ay.identity) {
-      for (int c = 0; c < 3; ++c) std::memcpy(dst + (y - first) * dst_stride + c * dst_plane, m + c * n, n);
+      for (int c = 0; c < 3; ++c) {
+        std::memcpy(dst + (y - first) * dst_stride + c * dst_plane, m + (gray ? 0 : c * n), n);
+      }
       continue;
     }
     for (; next < ay.count && ay.start[next] + ay.taps[next] - 1 <= y; ++next) {
       const int i = next, taps = ay.taps[i];
       int slot = (ay.start[i] - first) % ring;
       for (int t = 0; t < taps; ++t, slot = slot + 1 == ring ? 0 : slot + 1) rp[t] = mid + row_bytes * slot;
+      uint8_t* out = dst + i * dst_stride;
       for (int c = 0; c < 3; ++c) {
-        VerticalRow(rp, &ay.coeff[static_cast<size_t>(i) * ks], taps, n, dst + i * dst_stride + c * dst_plane);
+        if (gray && c > 0) {
+          std::memcpy(out + c * dst_plane, out, n);
+          continue;
+        }
+        VerticalRow(rp, &ay.coeff[static_cast<size_t>(i) * ks], taps, n, out + c * dst_plane);
         for (int t = 0; t < taps; ++t) rp[t] += n;  // the next channel's bytes
       }
     }

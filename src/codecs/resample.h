@@ -15,7 +15,7 @@
 // (__builtin_cpu_supports); other CPUs take the scalar loops. Same integers
 // either way, so the same pixels. A decoder that makes its RGB row by row
 // as planes (jpeg_raw_resample.h) takes ResampleRgbPlanarRows instead: one
-// channel's taps of four outputs per pmaddwd pair, the horizontal rows kept
+// channel's taps 0-1 (or 2-3) of eight outputs per pmaddwd, the horizontal rows kept
 // in a small ring and each output row made as soon as its taps are in, and
 // a planar (CHW) result, so nothing is interleaved or held whole.
 // Arithmetic (Pillow's src/libImaging/Resample.c): coefficients in double
@@ -35,6 +35,15 @@
 #include "stoker/image_spec.h"
 
 namespace stoker {
+
+// What an axis was planned for (PlanResampleAxis's arguments).
+struct ResampleAxisKey {
+  Resample filter = Resample::kBilinear;
+  int in_size = 0;
+  double in0 = 0, in1 = 0;
+  int out_size = 0, first = 0, count = 0;
+  bool operator==(const ResampleAxisKey&) const = default;
+};
 
 // One axis: output pixels [first, first + count) of a resize of the source
 // interval [in0, in1) (source pixels, may be fractional) onto out_size
@@ -68,6 +77,19 @@ struct ResampleAxis {
   bool planar = false;
   std::vector<int16_t> planar_hi, planar_lo;  // per output: 4 weights, 11-bit halves as quad_k
   std::vector<uint8_t> planar_mask;           // per output i: pshufb mask of outputs i..i+3 (32 bytes)
+  // The three-channel planar pass takes eight outputs per 256-bit vector:
+  // lane 0 outputs i..i+3 from the 16 bytes at start[i], lane 1 i+4..i+7
+  // from those at start[i+4]; one vector holds each output's taps 0, 1 as
+  // words, another its taps 2, 3, so pmaddwd gives whole outputs (no hadd).
+  // pair_mask: per output i, 64 bytes (taps 0-1 mask, taps 2-3 mask, each
+  // both lanes); pair_k: per output, 8 int16 in four arrays of 2 per output
+  // (taps 0-1 hi, taps 2-3 hi, taps 0-1 lo, taps 2-3 lo, count * 2 each).
+  std::vector<uint8_t> pair_mask;
+  std::vector<int16_t> pair_k;
+  // The arguments this axis was last planned for: PlanResampleAxis with the
+  // same ones leaves it as it is (no copy of its tables per image).
+  ResampleAxisKey planned_for;
+  bool planned = false;
 };
 
 // filter: kBilinear or kBicubic. The last few axes planned on the calling
