@@ -40,6 +40,7 @@
 #include <vector>
 
 #include "codecs/jpeg.h"
+#include "codecs/libjpeg_encode.h"
 #include "codecs/sample_geometry.h"
 
 namespace stoker {
@@ -447,36 +448,8 @@ TEST(JpegTest, CorruptInputIsDataLossNotCrash) {
 // restart markers, 4:4:0 with chosen factors, non-interleaved progressive.
 std::vector<uint8_t> EncodeLibjpeg(int w, int h, int channels, int h_samp, int v_samp, bool progressive,
                                    int restart_rows, uint32_t seed) {
-  auto img = SmoothImage(w, h, channels, seed);
-  jpeg_compress_struct c{};
-  jpeg_error_mgr err{};
-  c.err = jpeg_std_error(&err);
-  jpeg_create_compress(&c);
-  unsigned char* buf = nullptr;
-  unsigned long size = 0;
-  jpeg_mem_dest(&c, &buf, &size);
-  c.image_width = w;
-  c.image_height = h;
-  c.input_components = channels;
-  c.in_color_space = channels == 1 ? JCS_GRAYSCALE : JCS_RGB;
-  jpeg_set_defaults(&c);
-  jpeg_set_quality(&c, 90, TRUE);
-  if (channels == 3) {
-    c.comp_info[0].h_samp_factor = h_samp;
-    c.comp_info[0].v_samp_factor = v_samp;
-  }
-  if (progressive) jpeg_simple_progression(&c);
-  c.restart_in_rows = restart_rows;
-  jpeg_start_compress(&c, TRUE);
-  while (c.next_scanline < c.image_height) {
-    JSAMPROW row = img.data() + static_cast<size_t>(c.next_scanline) * w * channels;
-    jpeg_write_scanlines(&c, &row, 1);
-  }
-  jpeg_finish_compress(&c);
-  std::vector<uint8_t> out(buf, buf + size);
-  jpeg_destroy_compress(&c);
-  free(buf);
-  return out;
+  return test_data::EncodeWithLibjpeg(SmoothImage(w, h, channels, seed), w, h, channels,
+                                      {h_samp, v_samp, progressive, restart_rows, 90});
 }
 
 // The region path must give the same bytes as decoding whole planes with

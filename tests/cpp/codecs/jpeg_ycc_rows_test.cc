@@ -30,6 +30,7 @@
 #include "codecs/jpeg_raw_region.h"
 #include "codecs/jpeg_ycc_rows.h"
 #include "codecs/libjpeg_decompressor.h"
+#include "codecs/libjpeg_encode.h"
 
 namespace stoker {
 namespace {
@@ -62,36 +63,8 @@ std::vector<uint8_t> TestImage(int w, int h, int channels, bool harsh, uint32_t 
 
 std::vector<uint8_t> EncodeLibjpeg(int w, int h, int channels, int h_samp, int v_samp, bool progressive,
                                    int restart_rows, bool harsh, uint32_t seed) {
-  auto img = TestImage(w, h, channels, harsh, seed);
-  jpeg_compress_struct c{};
-  jpeg_error_mgr err{};
-  c.err = jpeg_std_error(&err);
-  jpeg_create_compress(&c);
-  unsigned char* buf = nullptr;
-  unsigned long size = 0;
-  jpeg_mem_dest(&c, &buf, &size);
-  c.image_width = w;
-  c.image_height = h;
-  c.input_components = channels;
-  c.in_color_space = channels == 1 ? JCS_GRAYSCALE : JCS_RGB;
-  jpeg_set_defaults(&c);
-  jpeg_set_quality(&c, harsh ? 75 : 92, TRUE);
-  if (channels == 3) {
-    c.comp_info[0].h_samp_factor = h_samp;
-    c.comp_info[0].v_samp_factor = v_samp;
-  }
-  if (progressive) jpeg_simple_progression(&c);
-  c.restart_in_rows = restart_rows;
-  jpeg_start_compress(&c, TRUE);
-  while (c.next_scanline < c.image_height) {
-    JSAMPROW row = img.data() + static_cast<size_t>(c.next_scanline) * w * channels;
-    jpeg_write_scanlines(&c, &row, 1);
-  }
-  jpeg_finish_compress(&c);
-  std::vector<uint8_t> out(buf, buf + size);
-  jpeg_destroy_compress(&c);
-  free(buf);
-  return out;
+  return test_data::EncodeWithLibjpeg(TestImage(w, h, channels, harsh, seed), w, h, channels,
+                                      {h_samp, v_samp, progressive, restart_rows, harsh ? 75 : 92});
 }
 
 // The reference: libjpeg-turbo's whole-image RGB decode, as Pillow does it.
