@@ -4,9 +4,6 @@
 // accepts and never answers).
 #include "io/cancel.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -14,10 +11,12 @@
 
 #include <atomic>
 #include <chrono>
+#include <memory>
 #include <thread>
 #include <vector>
 
 #include "io/http_reader.h"
+#include "io/loopback_server.h"
 
 namespace stoker {
 namespace {
@@ -30,54 +29,33 @@ double SecondsSince(Clock::time_point t) { return std::chrono::duration<double>(
 // accepts connections and never answers (`stall` true).
 class TinyServer {
  public:
-  explicit TinyServer(bool stall) : stall_(stall) {
-    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    EXPECT_EQ(::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
-    EXPECT_EQ(::listen(fd_, 16), 0);
-    socklen_t len = sizeof a;
-    ::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len);
-    port_ = ntohs(a.sin_port);
-    thread_ = std::thread([this] { Serve(); });
-  }
+  explicit TinyServer(bool stall) : stall_(stall) {}
   ~TinyServer() {
-    stop_ = true;
-    thread_.join();
+    server_.reset();  // joined first: held_ is then the caller's alone
     for (int c : held_) ::close(c);
-    ::close(fd_);
   }
-  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_) + "/x.tar"; }
+  std::string url() const { return server_->url("x.tar"); }
   int requests() const { return requests_.load(); }
 
  private:
-  void Serve() {
-    while (!stop_) {
-      pollfd p{fd_, POLLIN, 0};
-      if (::poll(&p, 1, 20) <= 0) continue;
-      const int c = ::accept(fd_, nullptr, nullptr);
-      if (c < 0) continue;
-      requests_++;
-      if (stall_) {
-        held_.push_back(c);  // open, silent, until the server ends
-        continue;
-      }
-      char buf[4096];
-      (void)!::recv(c, buf, sizeof buf, 0);
-      const char reply[] = "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
-      (void)!::send(c, reply, sizeof reply - 1, MSG_NOSIGNAL);
-      ::close(c);
+  void Answer(int c) {
+    requests_++;
+    if (stall_) {
+      held_.push_back(c);  // open, silent, until the server ends
+      return;
     }
+    char buf[4096];
+    (void)!::recv(c, buf, sizeof buf, 0);
+    const char reply[] = "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
+    (void)!::send(c, reply, sizeof reply - 1, MSG_NOSIGNAL);
+    ::close(c);
   }
 
   const bool stall_;
-  int fd_ = -1;
-  int port_ = 0;
-  std::atomic<bool> stop_{false};
   std::atomic<int> requests_{0};
   std::vector<int> held_;  // the server thread's, read after join
-  std::thread thread_;
+  std::unique_ptr<test_data::LoopbackServer> server_ =
+      std::make_unique<test_data::LoopbackServer>([this](int c) { Answer(c); }, 16);  // last: serves at once
 };
 
 // Opens `url` (a HEAD with its retries) on a thread obeying `cancel`; the

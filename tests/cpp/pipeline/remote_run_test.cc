@@ -3,9 +3,6 @@
 // a long retry back-off returns at once (io/cancel.h) and sends nothing more.
 // Against a small HTTP/1.1 range server on loopback (one request per
 // connection). Also run under ThreadSanitizer (scripts/sanitize.sh).
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <poll.h>
 #include <stdlib.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -23,6 +20,7 @@
 #include <vector>
 
 #include "formats/tar.h"
+#include "io/loopback_server.h"
 #include "io/reader.h"
 #include "stoker/loader.h"
 
@@ -35,38 +33,12 @@ using Clock = std::chrono::steady_clock;
 // every GET of a .tar is answered 503 (HEADs still pass).
 class RangeServer {
  public:
-  explicit RangeServer(std::string dir) : dir_(std::move(dir)) {
-    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    EXPECT_EQ(::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
-    EXPECT_EQ(::listen(fd_, 64), 0);
-    socklen_t len = sizeof a;
-    ::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len);
-    port_ = ntohs(a.sin_port);
-    thread_ = std::thread([this] { Serve(); });
-  }
-  ~RangeServer() {
-    stop_ = true;
-    thread_.join();
-    ::close(fd_);
-  }
-  std::string url(const std::string& name) const { return "http://127.0.0.1:" + std::to_string(port_) + "/" + name; }
+  explicit RangeServer(std::string dir) : dir_(std::move(dir)) {}
+  std::string url(const std::string& name) const { return server_.url(name); }
   std::atomic<bool> fail{false};
   std::atomic<int> gets{0};  // GETs of .tar objects answered
 
  private:
-  void Serve() {
-    while (!stop_) {
-      pollfd p{fd_, POLLIN, 0};
-      if (::poll(&p, 1, 20) <= 0) continue;
-      const int c = ::accept(fd_, nullptr, nullptr);
-      if (c < 0) continue;
-      Answer(c);
-      ::close(c);
-    }
-  }
   void Answer(int c) {
     std::string req;
     char buf[4096];
@@ -116,10 +88,10 @@ class RangeServer {
   }
 
   const std::string dir_;
-  int fd_ = -1;
-  int port_ = 0;
-  std::atomic<bool> stop_{false};
-  std::thread thread_;
+  test_data::LoopbackServer server_{[this](int c) {  // last: serves at once
+    Answer(c);
+    ::close(c);
+  }};
 };
 
 // 3 shards x 20 samples "k<i>.cls" = "<i>".
