@@ -18,6 +18,16 @@ inline uint8_t MulDiv255(int a, int b) {
   return static_cast<uint8_t>(((t >> 8) + t) >> 8);
 }
 
+// A byte's float value per channel: x/255, then (x - mean) / std when
+// normalizing, in the same expression order as torchvision's ToTensor + Normalize.
+void FloatLut(const ImageSpec& spec, float lut[3][256]) {
+  for (int c = 0; c < 3; ++c) {
+    const float mean = spec.normalize ? spec.mean[c] : 0.0f;
+    const float inv_std = spec.normalize ? 1.0f / spec.std[c] : 1.0f;
+    for (int v = 0; v < 256; ++v) lut[c][v] = (static_cast<float>(v) / 255.0f - mean) * inv_std;
+  }
+}
+
 }  // namespace
 
 void CmykToRgbLikePillow(const uint8_t* cmyk, size_t pixels, uint8_t* rgb) {
@@ -93,12 +103,7 @@ void WriteOutput(const uint8_t* rgb, int rw, int rh, const ImageSpec& spec, bool
     return;
   }
   float lut[3][256];
-  for (int c = 0; c < 3; ++c) {
-    const float mean = spec.normalize ? spec.mean[c] : 0.0f;
-    const float inv_std = spec.normalize ? 1.0f / spec.std[c] : 1.0f;
-    // Same expression order as torchvision's ToTensor + Normalize: x/255 first.
-    for (int v = 0; v < 256; ++v) lut[c][v] = (static_cast<float>(v) / 255.0f - mean) * inv_std;
-  }
+  FloatLut(spec, lut);
   // `out` is a slot of a batch buffer of floats, hence 4-byte aligned.
   float* o = reinterpret_cast<float*>(out.data());
   for (int y = 0; y < rh; ++y) {
@@ -161,12 +166,7 @@ void WriteOutputPlanarRows(const uint8_t* rows, size_t row_stride, int rw, int r
     return;
   }
   float lut[3][256];
-  for (int c = 0; c < 3; ++c) {
-    const float mean = spec.normalize ? spec.mean[c] : 0.0f;
-    const float inv_std = spec.normalize ? 1.0f / spec.std[c] : 1.0f;
-    // Same expression order as torchvision's ToTensor + Normalize: x/255 first.
-    for (int v = 0; v < 256; ++v) lut[c][v] = (static_cast<float>(v) / 255.0f - mean) * inv_std;
-  }
+  FloatLut(spec, lut);
   // `out` is a slot of a batch buffer of floats, hence 4-byte aligned.
   float* o = reinterpret_cast<float*>(out.data());
   for (int y = 0; y < rh; ++y) {

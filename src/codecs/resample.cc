@@ -525,18 +525,28 @@ void VerticalRow(const uint8_t* const* rows, const int32_t* k, int n, size_t byt
   VerticalRowScalar(rows, k, n, bytes, d);
 }
 
+// Room for one output row's source row pointers: on the stack up to 64 taps
+// (a reduction up to ~32x bilinear), else on the heap.
+class TapRows {
+ public:
+  explicit TapRows(int taps) {
+    if (taps > kOnStack) heap_.resize(static_cast<size_t>(taps));
+  }
+  const uint8_t** data() { return heap_.empty() ? stack_ : heap_.data(); }
+
+ private:
+  static constexpr int kOnStack = 64;
+  const uint8_t* stack_[kOnStack];
+  std::vector<const uint8_t*> heap_;
+};
+
 // Vertical pass: each output row from ay.taps rows of `mid` (row ay.src_lo
 // first, rows mid_stride bytes apart).
 void VerticalPass(const ResampleAxis& ay, const uint8_t* mid, size_t mid_stride, size_t row_bytes, uint8_t* dst,
                   size_t dst_stride) {
   const int ks = ay.ksize;
-  const uint8_t* tap_rows[64];
-  std::vector<const uint8_t*> many;
-  const uint8_t** rp = tap_rows;
-  if (ks > 64) {
-    many.resize(ks);
-    rp = many.data();
-  }
+  TapRows tap_rows(ks);
+  const uint8_t** rp = tap_rows.data();
   for (int i = 0; i < ay.count; ++i) {
     const int n = ay.taps[i];
     for (int y = 0; y < n; ++y) rp[y] = mid + static_cast<size_t>(ay.start[i] + y - ay.src_lo) * mid_stride;
@@ -643,13 +653,8 @@ void ResampleRgbPlanarRows(const ResampleAxis& ax, const ResampleAxis& ay, Resam
   if (tmp->size() < row_bytes * ring) tmp->resize(row_bytes * ring);
   uint8_t* mid = tmp->data();
   const int ks = ay.ksize;
-  const uint8_t* tap_rows[64];
-  std::vector<const uint8_t*> many;
-  const uint8_t** rp = tap_rows;
-  if (ks > 64) {
-    many.resize(ks);
-    rp = many.data();
-  }
+  TapRows tap_rows(ks);
+  const uint8_t** rp = tap_rows.data();
   const int first = ay.identity ? ay.first : ay.src_lo;
   const int last = ay.identity ? ay.first + ay.count : ay.src_hi;
   int next = 0;  // the next output row to make (start + taps never decreases either)
