@@ -467,6 +467,15 @@ def epoch(w, data, kind, setting) -> dict:
     return res
 
 
+def alternated_pairs(w, data, kind_a: str, kind_b: str, setting, pairs: int) -> tuple[list, list]:
+    """Epochs of two loaders in pairs, A B, B A, ...: neither always goes first."""
+    a, b = [], []
+    for i in range(pairs):
+        for kind, dst in (((kind_a, a), (kind_b, b)) if i % 2 == 0 else ((kind_b, b), (kind_a, a))):
+            dst.append(epoch(w, data, kind, setting))
+    return a, b
+
+
 def twait_epoch(w, data, kind, setting, step_s: float) -> dict:
     """One epoch with a simulated step (sleep) per batch; t_wait measured by stoker.profile
     from the second batch on (the first is time to first batch, reported apart)."""
@@ -654,13 +663,8 @@ def bench_workload(wname: str, args, cores: int) -> dict:
 
     # recording overhead (issue 3): stoker with its recorder + observer on vs both off
     if "stoker" in kinds and wname == "V":  # V: epochs long enough to resolve 2%
-        pairs = 3 if args.quick else 6
-        on, off = [], []
-        for i in range(pairs):
-            for kind, dst in ((("stoker", on), ("stoker_norec", off)) if i % 2 == 0 else
-                              (("stoker_norec", off), ("stoker", on))):
-                x = epoch(w, data, kind, res["best"]["stoker"])
-                dst.append(x)
+        on, off = alternated_pairs(w, data, "stoker", "stoker_norec", res["best"]["stoker"],
+                                   3 if args.quick else 6)
         ratios = [b["steady_rate"] / a["steady_rate"] - 1 for a, b in zip(on, off)]
         res["recording_overhead"] = {
             "on": common.summarize([x["steady_rate"] for x in on]).as_dict(),
@@ -675,12 +679,8 @@ def bench_workload(wname: str, args, cores: int) -> dict:
     # issue 8's "V throughput no lower than today's": the loader with its default (torchvision-
     # exact) resize against the same loader with the older box path, alternated pairs
     if "stoker" in kinds and wname == "V":
-        pairs = 3 if args.quick else 6
-        exact, box = [], []
-        for i in range(pairs):
-            for kind, dst in ((("stoker", exact), ("stoker_box", box)) if i % 2 == 0 else
-                              (("stoker_box", box), ("stoker", exact))):
-                dst.append(epoch(w, data, kind, res["best"]["stoker"]))
+        exact, box = alternated_pairs(w, data, "stoker", "stoker_box", res["best"]["stoker"],
+                                      3 if args.quick else 6)
         ratios = [a["steady_rate"] / b["steady_rate"] for a, b in zip(exact, box)]
         res["exact_vs_box"] = {
             "exact": common.summarize([x["steady_rate"] for x in exact]).as_dict(),

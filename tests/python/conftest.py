@@ -7,6 +7,7 @@ import io
 import os
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 import numpy as np
@@ -110,3 +111,14 @@ def stoker_bin() -> str | None:
         if candidate.exists():
             return str(candidate)
     return shutil.which("stoker")
+
+
+def wait_ready(loader, at_least=1, timeout=60.0) -> dict:
+    """Polls the engine until `at_least` batches are ready with no request
+    pending (a loader that reads ahead: early start, the next epoch prepared)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        s = loader._native.stats()
+        if s["batches_ready"] >= at_least or time.monotonic() > deadline:
+            return s
+        time.sleep(0.01)

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import stoker
-from conftest import jpeg_bytes, natural_image
+from conftest import jpeg_bytes, natural_image, wait_ready
 
 FIELDS = lambda: {  # noqa: E731 - fresh specs per loader; random crops make every epoch's pixels differ
     "jpg": stoker.image(48, resize="random_resized_crop", random_hflip=True, layout="HWC"),
@@ -55,17 +55,6 @@ def assert_same(got: list[dict], want: list[dict]) -> None:
         np.testing.assert_array_equal(g["cls"], w["cls"])
         for name in w["features.npz"]:
             np.testing.assert_array_equal(g["features.npz"][name], w["features.npz"][name])
-
-
-def wait_ready(loader, at_least=1, timeout=60.0) -> dict:
-    """Polls the engine until `at_least` batches are ready with no request
-    pending: only a run that prepares the next epoch gets there."""
-    deadline = time.monotonic() + timeout
-    while True:
-        s = loader._native.stats()
-        if s["batches_ready"] >= at_least or time.monotonic() > deadline:
-            return s
-        time.sleep(0.01)
 
 
 def test_carried_over_epoch_equals_a_fresh_loader(vision_dir):

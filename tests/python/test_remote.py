@@ -22,7 +22,7 @@ import pytest
 import stoker
 from stoker import _stoker
 
-from conftest import stoker_bin, stoker_env, write_vision_shards
+from conftest import stoker_bin, stoker_env, wait_ready, write_vision_shards
 from fault_proxy import FaultProxy
 
 NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
@@ -644,16 +644,6 @@ def test_two_processes_share_one_cache(data, http_proxy, tmp_path):
 
 
 # -- early start and epoch carry-over over HTTP (src/pipeline/epoch_run.h) --------------------------------
-
-def wait_ready(loader, at_least=1, timeout=60.0) -> dict:
-    """Polls until `at_least` batches are ready with no request pending."""
-    deadline = time.monotonic() + timeout
-    while True:
-        s = loader._native.stats()
-        if s["batches_ready"] >= at_least or time.monotonic() > deadline:
-            return s
-        time.sleep(0.01)
-
 
 def http_loader(http_proxy, **kw):
     kw.setdefault("batch_size", 8)
