@@ -633,41 +633,9 @@ TEST(JpegTest, DamageBelowTheCropOnlyFailsCropsThatReachIt) {
   EXPECT_GT(failed, 0);
 }
 
-// Writes through the libjpeg API what TurboJPEG 2.1 can neither write nor
-// classify: per-component sampling factors of our choosing. in_cs is the
-// input (JCS_CMYK with 4 channels, JCS_RGB with 3); jpeg_cs the stored color
-// space (JCS_CMYK, JCS_YCCK, JCS_YCbCr). samp[c] = {h, v}.
-std::vector<uint8_t> EncodeWithFactors(const std::vector<uint8_t>& img, int w, int h, J_COLOR_SPACE in_cs,
-                                       J_COLOR_SPACE jpeg_cs, const std::vector<std::pair<int, int>>& samp) {
-  jpeg_compress_struct c{};
-  jpeg_error_mgr err{};
-  c.err = jpeg_std_error(&err);
-  jpeg_create_compress(&c);
-  unsigned char* buf = nullptr;
-  unsigned long size = 0;
-  jpeg_mem_dest(&c, &buf, &size);
-  c.image_width = w;
-  c.image_height = h;
-  c.input_components = in_cs == JCS_CMYK ? 4 : 3;
-  c.in_color_space = in_cs;
-  jpeg_set_defaults(&c);
-  jpeg_set_colorspace(&c, jpeg_cs);  // CMYK/YCCK: also writes the Adobe marker, as Pillow does
-  jpeg_set_quality(&c, 90, TRUE);
-  for (size_t i = 0; i < samp.size(); ++i) {
-    c.comp_info[i].h_samp_factor = samp[i].first;
-    c.comp_info[i].v_samp_factor = samp[i].second;
-  }
-  jpeg_start_compress(&c, TRUE);
-  while (c.next_scanline < c.image_height) {
-    JSAMPROW row = const_cast<uint8_t*>(img.data()) + static_cast<size_t>(c.next_scanline) * w * c.input_components;
-    jpeg_write_scanlines(&c, &row, 1);
-  }
-  jpeg_finish_compress(&c);
-  std::vector<uint8_t> out(buf, buf + size);
-  jpeg_destroy_compress(&c);
-  free(buf);
-  return out;
-}
+// What TurboJPEG 2.1 can neither write nor classify, written through libjpeg:
+// per-component sampling factors of our choosing (libjpeg_encode.h).
+using test_data::EncodeWithFactors;
 
 // Independent reference for those files: libjpeg's own decode with its
 // defaults (ISLOW, fancy upsampling: Pillow's settings), and CMYK converted
