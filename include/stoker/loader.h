@@ -19,6 +19,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,7 @@
 #include "stoker/key_rule.h"
 #include "stoker/stats.h"
 #include "stoker/status.h"
+#include "stoker/storage_options.h"
 
 namespace stoker {
 
@@ -123,6 +125,9 @@ struct LoaderOptions {
   uint64_t max_read_bytes_per_s = 0;  // 0: unlimited; else readers share this bandwidth
   int prefetch_batches = 2;        // whole batches decoded ahead of the consumer
   int timeout_ms = 0;              // >0: Next() fails (DeadlineExceeded) after waiting this long
+  // Remote storage: endpoint, profile, region, retry deadline, cache. Unset:
+  // the environment's when the loader is made (stoker/storage_options.h).
+  std::optional<StorageOptions> storage;
   bool include_keys = true;        // Batch::keys() filled
 
   bool record_stats = true;        // stage counters for Stats() (relaxed atomics; cheap)
@@ -230,6 +235,8 @@ class Loader {
 };
 
 // Expands sources (brace ranges, globs, list files) into existing shard paths.
+// s3:// globs are listed with `storage` (default: the environment's).
 Result<std::vector<std::string>> ExpandSources(const std::vector<std::string>& sources);
+Result<std::vector<std::string>> ExpandSources(const std::vector<std::string>& sources, const StorageOptions& storage);
 
 }  // namespace stoker

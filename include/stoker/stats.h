@@ -37,6 +37,12 @@ struct RecorderSnapshot {
   uint64_t remote_retries = 0;    // requests repeated after a fault
   uint64_t remote_throttled = 0;  // 429 / 503 answers
   uint64_t remote_failures = 0;   // requests that spent their retry budget
+  // Outages: requests retrying now, the seconds with faults and no success
+  // (every outage so far, the current one included: a counter), and the
+  // last fault ("HTTP 503 (throttled) on GET bytes=0-99 http://h/a.tar").
+  int64_t remote_retrying = 0;
+  double remote_outage_s = 0;
+  std::string remote_last_fault;
   uint64_t cache_hits = 0, cache_misses = 0;  // objects from / into the local cache
   std::vector<uint64_t> remote_latency_ms_log2;  // bucket i: requests that took < 2^i ms (last: the rest)
 };

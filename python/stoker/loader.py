@@ -32,17 +32,25 @@ def _strings(data, lengths, parse_json: bool) -> list:
     return [json.loads(s) for s in out] if parse_json else out
 
 
-def _set_storage(s3_endpoint, cache_dir, cache_bytes) -> None:
-    """Overrides the process-wide storage options that are given (io/reader.h)."""
-    if s3_endpoint is None and cache_dir is None and cache_bytes is None:
-        return
-    o = _stoker.io_options()
-    _stoker.set_io_options(
-        attempts=o["attempts"], timeout_ms=o["timeout_ms"], backoff_ms=o["backoff_ms"],
-        backoff_max_ms=o["backoff_max_ms"],
-        s3_endpoint=o["s3_endpoint"] if s3_endpoint is None else str(s3_endpoint),
-        cache_dir=o["cache_dir"] if cache_dir is None else str(cache_dir),
-        cache_bytes=o["cache_bytes"] if cache_bytes is None else int(cache_bytes))
+def storage_options(*, s3_endpoint=None, profile=None, region=None, retry_deadline_s=None, cache_dir=None,
+                    cache_bytes=None) -> "_stoker.StorageOptions":
+    """A loader's own storage options: the environment's now (STOKER_* /
+    AWS_*, or what ``set_io_options`` set for the process), overridden by the
+    keywords given. Each loader keeps its own, so two loaders read two stores."""
+    o = _stoker.default_storage_options()
+    if s3_endpoint is not None:
+        o.s3_endpoint = str(s3_endpoint)
+    if profile is not None:
+        o.profile = str(profile)
+    if region is not None:
+        o.region = str(region)
+    if retry_deadline_s is not None:
+        o.retry_deadline_ms = int(retry_deadline_s * 1000)
+    if cache_dir is not None:
+        o.cache_dir = str(cache_dir)
+    if cache_bytes is not None:
+        o.cache_bytes = int(cache_bytes)
+    return o
 
 
 def _distributed_rank_world() -> tuple[int, int]:
@@ -97,10 +105,14 @@ class Loader:
     are one ranged GET of up to ``coalesce_bytes`` (default 8 MiB; 0: one GET
     per sample), and the reads of ``read_ahead_batches`` batches (default
     ``io_depth``) start before a batch buffer is free for them.
-    ``s3_endpoint`` (an S3-compatible server, path-style), ``cache_dir`` and
-    ``cache_bytes`` (a local LRU cache of remote objects) set the process's
-    storage options, as STOKER_S3_ENDPOINT / STOKER_CACHE_DIR /
-    STOKER_CACHE_BYTES do: every loader of the process shares them.
+    Storage options are the loader's own, read from the environment when it
+    is made and overridden by keyword: ``s3_endpoint`` (an S3-compatible
+    server, path-style; else STOKER_S3_ENDPOINT / AWS_ENDPOINT_URL_S3 /
+    AWS_ENDPOINT_URL), ``profile`` and ``region`` (else the AWS SDKs' chain:
+    environment, profiles, web identity, container, instance metadata),
+    ``retry_deadline_s`` (how long one request retries transient faults,
+    default 120 s, so an outage of a minute costs a minute, not the run),
+    ``cache_dir`` and ``cache_bytes`` (a local LRU cache of remote objects).
 
     ``observe=False`` turns it off; ``jsonl=path`` writes one record per batch
     (``stoker report path -o report.html``); ``trace_spans=N`` keeps the last N
@@ -125,6 +137,9 @@ class Loader:
         coalesce_bytes: int | None = None,
         read_ahead_batches: int | None = None,
         s3_endpoint: str | None = None,
+        profile: str | None = None,
+        region: str | None = None,
+        retry_deadline_s: float | None = None,
         cache_dir: str | os.PathLike | None = None,
         cache_bytes: int | None = None,
         max_read_bytes_per_s: int = 0,
@@ -161,8 +176,9 @@ class Loader:
             rank = env_rank if rank is None else rank
             world_size = env_world if world_size is None else world_size
 
-        _set_storage(s3_endpoint, cache_dir, cache_bytes)
         opt = _stoker.LoaderOptions()
+        opt.storage = storage_options(s3_endpoint=s3_endpoint, profile=profile, region=region,
+                                      retry_deadline_s=retry_deadline_s, cache_dir=cache_dir, cache_bytes=cache_bytes)
         single = isinstance(sources, (str, os.PathLike))
         opt.sources = [str(sources)] if single else [str(s) for s in sources]
         # A directory of class sub-directories: an image folder (C++ lists it

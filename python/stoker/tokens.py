@@ -15,7 +15,7 @@ import os
 from typing import Any, Iterator, Mapping, Sequence
 
 from . import _stoker
-from .loader import Loader, _EpochIterator, _distributed_rank_world
+from .loader import Loader, _EpochIterator, _distributed_rank_world, storage_options
 
 MegatronDataset = _stoker.MegatronDataset
 
@@ -76,6 +76,10 @@ class TokenLoader(Loader):
         rank: int | None = None,
         world_size: int | None = None,
         io_depth: int = 2,
+        s3_endpoint: str | None = None,
+        profile: str | None = None,
+        region: str | None = None,
+        retry_deadline_s: float | None = None,
         prefetch: int = 4,
         timeout: float | None = None,
         output: str = "torch",
@@ -116,6 +120,8 @@ class TokenLoader(Loader):
         opt.rank = rank
         opt.world_size = world_size
         opt.io_depth = io_depth
+        opt.storage = storage_options(s3_endpoint=s3_endpoint, profile=profile, region=region,
+                                      retry_deadline_s=retry_deadline_s)
         opt.prefetch_batches = prefetch
         opt.timeout_ms = 0 if timeout is None else max(1, int(timeout * 1000))
         opt.include_keys = False

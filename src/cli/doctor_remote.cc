@@ -91,7 +91,7 @@ Status RunRemoteDoctor(const std::vector<std::string>& sources, bool json, doubl
   uint64_t total = 0;
   const size_t probe_shards = std::min<size_t>(shards.size(), 16);  // enough to spread the requests
   for (size_t i = 0; i < probe_shards; ++i) {
-    STOKER_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessReader> r, OpenReader(shards[i]));
+    STOKER_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessReader> r, OpenReader(shards[i], DefaultIoOptions()));
     total += r->Size();
     readers.push_back(std::move(r));
   }

@@ -22,7 +22,7 @@ Status IndexShard(const std::string& path, const std::string& rule_name, const s
     return InvalidArgument(path + ": a URL's sidecar cannot be written beside it: pass --out-dir DIR, then upload "
                                   "DIR/*.idx next to the shards");
   }
-  STOKER_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessReader> reader, OpenReader(path));
+  STOKER_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessReader> reader, OpenReader(path, DefaultIoOptions()));
   STOKER_ASSIGN_OR_RETURN(std::vector<TarMember> members, ScanTar(*reader, reader->Size()));
   ShardIndex index;
   index.shard_path = path;

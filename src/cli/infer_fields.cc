@@ -30,7 +30,7 @@ Result<std::vector<std::string>> InferFields(const std::string& shard, KeyRule r
   if (index.samples.empty()) return InvalidArgument(shard + " holds no samples to infer fields from");
   const SampleEntry& s = index.samples.front();
   // Through the reader: member offsets of a .tar.gz are in its uncompressed bytes.
-  STOKER_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessReader> file, OpenReader(shard));
+  STOKER_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessReader> file, OpenReader(shard, DefaultIoOptions()));
   std::vector<std::string> out;
   for (const MemberRef& m : s.members) {
     if (m.field.ends_with(".npy") || m.field == "npy") {

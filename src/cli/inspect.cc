@@ -85,7 +85,7 @@ Status InspectImageFolder(const InspectOptions& opt) {
 Status RunInspect(const InspectOptions& opt) {
   if (opt.shard.ends_with(".idx") || opt.shard.ends_with(".bin")) return InspectTokens(opt.shard, opt.json);
   if (IsImageFolderSource({opt.shard})) return InspectImageFolder(opt);
-  STOKER_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessReader> file, OpenReader(opt.shard));  // path or URL
+  STOKER_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessReader> file, OpenReader(opt.shard, DefaultIoOptions()));  // path or URL
   const uint64_t shard_size = file->Size();
   STOKER_ASSIGN_OR_RETURN(std::vector<TarMember> members, ScanTar(*file, shard_size));
   KeyRule rule;

@@ -28,9 +28,21 @@ void RegisterIoFlags(CLI::App& app) {
       ->group("Storage");
   app.add_option_function<uint64_t>("--cache-bytes", set(&IoOptions::cache_bytes), "the cache's byte budget")
       ->group("Storage");
-  app.add_option_function<int>("--io-attempts", set(&IoOptions::attempts), "tries per remote request")
+  app.add_option_function<std::string>("--profile", set(&IoOptions::profile), "AWS profile (default: AWS_PROFILE)")
       ->group("Storage");
-  app.add_option_function<int>("--io-timeout-ms", set(&IoOptions::timeout_ms), "deadline per remote request")
+  app.add_option_function<std::string>("--region", set(&IoOptions::region), "AWS region (default: the environment's)")
+      ->group("Storage");
+  app.add_option_function<double>(
+         "--retry-deadline-s",
+         [o](double s) {
+           o->retry_deadline_ms = static_cast<int>(s * 1000);
+           SetDefaultIoOptions(*o);
+         },
+         "how long one remote request keeps retrying transient faults (default 120)")
+      ->group("Storage");
+  app.add_option_function<int>("--io-attempts", set(&IoOptions::attempts), "cap on tries per remote request (0: none)")
+      ->group("Storage");
+  app.add_option_function<int>("--io-timeout-ms", set(&IoOptions::timeout_ms), "limit of one attempt")
       ->group("Storage");
   app.fallthrough();  // subcommands pass these up, so they may follow the subcommand too
 }

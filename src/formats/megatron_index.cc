@@ -114,11 +114,11 @@ MegatronDataset::~MegatronDataset() {
   if (bin_ != nullptr) ::munmap(const_cast<uint8_t*>(bin_), bin_size_);
 }
 
-Result<std::unique_ptr<MegatronDataset>> MegatronDataset::Open(const std::string& prefix) {
+Result<std::unique_ptr<MegatronDataset>> MegatronDataset::Open(const std::string& prefix, const IoOptions& io) {
   const std::string idx_path = prefix + ".idx";
   const std::string bin_path = prefix + ".bin";
   const bool remote = IsRemoteUrl(prefix);
-  Result<std::string> idx_text = remote ? ReadWholeObject(idx_path) : ReadWholeFile(idx_path);
+  Result<std::string> idx_text = remote ? ReadWholeObject(idx_path, io) : ReadWholeFile(idx_path);
   if (!idx_text.ok()) return idx_text.status();
   const std::string& idx = *idx_text;
   const auto* p = reinterpret_cast<const uint8_t*>(idx.data());
@@ -169,7 +169,7 @@ Result<std::unique_ptr<MegatronDataset>> MegatronDataset::Open(const std::string
 
   Mapping bin;
   if (remote) {
-    STOKER_ASSIGN_OR_RETURN(out->remote_bin_, OpenReader(bin_path));
+    STOKER_ASSIGN_OR_RETURN(out->remote_bin_, OpenReader(bin_path, io));
     bin.size = out->remote_bin_->Size();
   } else {
     STOKER_ASSIGN_OR_RETURN(bin, Mapping::Of(bin_path));

@@ -44,7 +44,8 @@ DType MegatronTokenDType(int64_t max_id);
 class MegatronDataset {
  public:
   // `prefix` names the pair: prefix.idx and prefix.bin.
-  static Result<std::unique_ptr<MegatronDataset>> Open(const std::string& prefix);
+  static Result<std::unique_ptr<MegatronDataset>> Open(const std::string& prefix,
+                                                       const IoOptions& io = DefaultIoOptions());
   ~MegatronDataset();
   MegatronDataset(const MegatronDataset&) = delete;
   MegatronDataset& operator=(const MegatronDataset&) = delete;

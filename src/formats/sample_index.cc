@@ -201,8 +201,8 @@ Status WriteShardIndex(const ShardIndex& index, const std::string& index_path) {
   return WriteWholeFile(index_path, {reinterpret_cast<const uint8_t*>(text.data()), text.size()});
 }
 
-Result<ShardIndex> ReadShardIndex(const std::string& index_path) {
-  STOKER_ASSIGN_OR_RETURN(std::string text, ReadWholeObject(index_path));  // a path or a URL
+Result<ShardIndex> ReadShardIndex(const std::string& index_path, const IoOptions& io) {
+  STOKER_ASSIGN_OR_RETURN(std::string text, ReadWholeObject(index_path, io));  // a path or a URL
   json doc = json::parse(text, nullptr, /*allow_exceptions=*/false);
   auto bad = [&](const std::string& why) { return DataLoss(index_path + ": not a stoker index: " + why); };
   if (doc.is_discarded() || !doc.is_object()) return bad("invalid JSON");
@@ -256,12 +256,12 @@ Result<ShardIndex> ReadShardIndex(const std::string& index_path) {
   return index;
 }
 
-Result<ShardIndex> LoadOrBuildShardIndex(const std::string& shard_path, KeyRule rule) {
-  STOKER_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessReader> file, OpenReader(shard_path));
+Result<ShardIndex> LoadOrBuildShardIndex(const std::string& shard_path, KeyRule rule, const IoOptions& io) {
+  STOKER_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessReader> file, OpenReader(shard_path, io));
   const uint64_t size = file->Size();
   if (Status damage = file->Damage(); !damage.ok()) return DamagedShard(*file, damage);
   const std::string index_path = IndexPathFor(shard_path);
-  Result<ShardIndex> sidecar = ReadShardIndex(index_path);
+  Result<ShardIndex> sidecar = ReadShardIndex(index_path, io);
   if (sidecar.ok()) {
     // A sidecar for another version of the shard, or another key rule, is
     // stale rather than corrupt: fall back to the scan.

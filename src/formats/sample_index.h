@@ -62,12 +62,13 @@ Result<std::vector<SampleEntry>> GroupSamples(const std::vector<TarMember>& memb
 std::string IndexPathFor(const std::string& shard_path);
 
 Status WriteShardIndex(const ShardIndex& index, const std::string& index_path);
-Result<ShardIndex> ReadShardIndex(const std::string& index_path);
+Result<ShardIndex> ReadShardIndex(const std::string& index_path, const IoOptions& io = DefaultIoOptions());
 
 // Reads the sidecar when it exists and matches the shard (same size, same key
 // rule); otherwise scans the tar headers. Never writes. For a remote shard
 // (io/reader.h) the "<url>.idx" sidecar is fetched when present, else the shard
 // is streamed once in large sequential reads to build the index.
-Result<ShardIndex> LoadOrBuildShardIndex(const std::string& shard_path, KeyRule rule);
+Result<ShardIndex> LoadOrBuildShardIndex(const std::string& shard_path, KeyRule rule,
+                                         const IoOptions& io = DefaultIoOptions());
 
 }  // namespace stoker

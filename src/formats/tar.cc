@@ -165,8 +165,8 @@ Status ParsePax(std::string_view recs, std::optional<std::string>* path, std::op
 
 }  // namespace
 
-Result<std::vector<TarMember>> ScanTar(const std::string& path) {
-  STOKER_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessReader> reader, OpenReader(path));
+Result<std::vector<TarMember>> ScanTar(const std::string& path, const IoOptions& io) {
+  STOKER_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessReader> reader, OpenReader(path, io));
   return ScanTar(*reader, reader->Size());
 }
 

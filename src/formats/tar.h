@@ -30,7 +30,7 @@ struct TarMember {
 // Lists the regular-file members of the tar at `path` (a local path or a
 // remote URL: io/reader.h). A truncated archive
 // (a header or member data past the end of file) is DataLoss naming the offset.
-Result<std::vector<TarMember>> ScanTar(const std::string& path);
+Result<std::vector<TarMember>> ScanTar(const std::string& path, const IoOptions& io = DefaultIoOptions());
 
 // Same, over an open file of known size (messages name file.path()).
 Result<std::vector<TarMember>> ScanTar(const File& file, uint64_t file_size);

@@ -12,6 +12,7 @@
 
 #include "io/backoff.h"
 #include "io/cancel.h"
+#include "io/outage.h"
 
 namespace stoker {
 
@@ -131,22 +132,62 @@ size_t OnBody(char* buf, size_t size, size_t n, void* user) {
 
 bool Retryable(long code) { return code == 408 || code == 429 || code >= 500; }
 
+// Transport errors that no retry mends: the request itself is malformed or
+// the peer's certificate is refused. Everything else (resets, timeouts,
+// stalls, refused connections, names that stop resolving) is transient.
+bool PermanentCurlError(CURLcode rc) {
+  switch (rc) {
+    case CURLE_UNSUPPORTED_PROTOCOL:
+    case CURLE_URL_MALFORMAT:
+    case CURLE_PEER_FAILED_VERIFICATION:
+    case CURLE_SSL_CERTPROBLEM:
+    case CURLE_SSL_CACERT_BADFILE:
+    case CURLE_LOGIN_DENIED:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// A fault before any answer from the host: it may never have existed.
+bool NoAnswer(CURLcode rc) { return rc == CURLE_COULDNT_RESOLVE_HOST || rc == CURLE_COULDNT_CONNECT; }
+
 // libcurl calls it while a transfer runs (at least once a second, also
 // while the server sends nothing): non-zero aborts the transfer.
 int OnProgress(void* user, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
   return static_cast<const Cancellation*>(user)->cancelled() ? 1 : 0;
 }
 
-// Sends req until it completes or the retry budget is spent.
+// What a request asked for, for messages: "GET bytes=0-6052".
+std::string Describe(const Request& req, bool ranged, uint64_t want) {
+  if (req.head) return "HEAD";
+  if (!ranged) return "GET";
+  return "GET bytes=" + std::to_string(req.offset) + "-" + std::to_string(req.offset + want - 1);
+}
+
+// Sends req until it completes, a permanent answer, or its retry deadline.
 Status Send(const HttpTarget& t, const IoOptions& o, Request& req) {
   IoCounters& counters = GlobalIoCounters();
   const auto start = Clock::now();
   const bool ranged = !req.head && !req.whole;
   const uint64_t want = ranged ? req.out.size() : 0;
+  const std::string origin = UrlOrigin(t.url);
   std::string last;  // the last fault, for the error message
   long last_code = 0;
   thread_local std::mt19937_64 rng(std::random_device{}());
-  const int attempts = std::max(1, o.attempts);
+  // The request's budget is time: an outage shorter than the deadline costs
+  // the wait, not the run. A host that never answered gets a short one.
+  const auto deadline_of = [&](bool first_contact) {
+    const int ms = first_contact ? std::min(o.retry_deadline_ms, kFirstContactDeadlineMs) : o.retry_deadline_ms;
+    return start + std::chrono::milliseconds(std::max(0, ms));
+  };
+  bool faulted = false;  // counted in IoCounters::retrying until the request ends
+  struct EndGuard {
+    bool* faulted;
+    ~EndGuard() {
+      if (*faulted) OutageRequestEnded();
+    }
+  } end_guard{&faulted};
   // Work that was dropped (io/cancel.h): no attempt after the cancel, a
   // back-off that ends at it, a transfer aborted by it.
   Cancellation* cancel = CurrentCancellation();
@@ -154,12 +195,34 @@ Status Send(const HttpTarget& t, const IoOptions& o, Request& req) {
     return Cancelled(t.name + ": read cancelled after " + std::to_string(attempt - 1) +
                      " attempts (the loader dropped the work it was for)");
   };
+  auto give_up = [&](int attempt, const std::string& why) {
+    counters.failures.fetch_add(1, std::memory_order_relaxed);
+    const double secs = std::chrono::duration<double>(Clock::now() - start).count();
+    char el[32];
+    std::snprintf(el, sizeof el, "%.2f s", secs);
+    return IoError(t.name + ": " + Describe(req, ranged, want) + " failed after " + std::to_string(attempt) +
+                   " attempts in " + el + "; last status " +
+                   (last_code ? "HTTP " + std::to_string(last_code) : "none") + ": " + last +
+                   (ranged ? "; " + std::to_string(req.got) + " of " + std::to_string(want) + " bytes received" : "") +
+                   "; " + why);
+  };
+  auto deadline_spent = [&] {
+    if (!EverReached(origin)) {
+      return "the host never answered within " + std::to_string(kFirstContactDeadlineMs / 1000) +
+             " s (a wrong name or port?)";
+    }
+    return "retry deadline of " + std::to_string(o.retry_deadline_ms / 1000) + " s spent (retry_deadline_s)";
+  };
   for (int attempt = 1;; ++attempt) {
     if (cancel && cancel->cancelled()) return cancelled(attempt);
+    const auto deadline = deadline_of(!EverReached(origin));
     if (attempt > 1) {
       std::uniform_real_distribution<double> unit(0.0, 1.0);
-      const std::chrono::milliseconds pause(
+      std::chrono::milliseconds pause(
           BackoffMs(attempt - 1, static_cast<uint64_t>(o.backoff_ms), static_cast<uint64_t>(o.backoff_max_ms), unit(rng)));
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+      if (left <= std::chrono::milliseconds(0)) return give_up(attempt - 1, deadline_spent());
+      pause = std::min(pause, left);
       if (cancel) {
         if (!cancel->SleepFor(pause)) return cancelled(attempt);
       } else {
@@ -167,6 +230,11 @@ Status Send(const HttpTarget& t, const IoOptions& o, Request& req) {
       }
       counters.retries.fetch_add(1, std::memory_order_relaxed);
     }
+    // One attempt may not outlast the request's deadline (at least a second,
+    // so the last attempt before it is a real one).
+    const long left_ms = std::max<long>(
+        1000, std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count());
+    const long attempt_ms = std::min<long>(o.timeout_ms, left_ms);
     CURL* h = Handle();
     Attempt a;
     a.req = &req;
@@ -196,8 +264,12 @@ Status Send(const HttpTarget& t, const IoOptions& o, Request& req) {
     }
     curl_easy_setopt(h, CURLOPT_URL, t.url.c_str());
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, static_cast<long>(o.timeout_ms));
-    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(std::min(o.timeout_ms, 10000)));
+    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, attempt_ms);
+    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, std::min<long>(attempt_ms, 10000));
+    // A connection that delivers nothing for stall_ms is dead, whatever the
+    // attempt's own limit: retry on a fresh one.
+    curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1L);
+    curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, std::max<long>(1, o.stall_ms / 1000));
     curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L);
     curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
     if (req.head) curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
@@ -224,7 +296,10 @@ Status Send(const HttpTarget& t, const IoOptions& o, Request& req) {
     if (rc == CURLE_ABORTED_BY_CALLBACK) return cancelled(attempt + 1);
     long code = 0;
     curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
-    if (code != 0) last_code = code;
+    if (code != 0) {
+      last_code = code;
+      MarkReached(origin);
+    }
 
     const bool ok_code = code == 200 || code == 206;
     if (ok_code && !a.etag.empty() && req.pin_etag && !req.pin_etag->empty() && a.etag != *req.pin_etag) {
@@ -245,12 +320,17 @@ Status Send(const HttpTarget& t, const IoOptions& o, Request& req) {
         if (req.head) {
           req.etag = a.etag;
           req.length = a.length;
+          NoteSuccess();
           return Status::Ok();
         }
         if (req.whole) {
-          if (a.length == UINT64_MAX || req.got == a.length) return Status::Ok();
+          if (a.length == UINT64_MAX || req.got == a.length) {
+            NoteSuccess();
+            return Status::Ok();
+          }
           last = "short body: " + std::to_string(req.got) + " of " + std::to_string(a.length) + " bytes";
         } else if (req.got == want) {
+          NoteSuccess();
           return Status::Ok();
         } else {
           last = "short body: " + std::to_string(req.got) + " of " + std::to_string(want) + " bytes";
@@ -264,22 +344,22 @@ Status Send(const HttpTarget& t, const IoOptions& o, Request& req) {
         return IoError(t.name + ": HTTP " + std::to_string(code) + (req.head ? " on HEAD" : " on GET") +
                        " (not retried)");
       }
+    } else if (PermanentCurlError(rc)) {
+      return IoError(t.name + ": " + Describe(req, ranged, want) + ": " + curl_easy_strerror(rc) + " (not retried)");
     } else {
-      last = std::string(curl_easy_strerror(rc)) + (rc == CURLE_OPERATION_TIMEDOUT ? " (request deadline " +
-                                                   std::to_string(o.timeout_ms) + " ms)" : "");
+      last = std::string(curl_easy_strerror(rc)) +
+             (rc == CURLE_OPERATION_TIMEDOUT ? " (attempt limit " + std::to_string(attempt_ms) + " ms, or no byte for " +
+                                                   std::to_string(o.stall_ms) + " ms)"
+                                             : "");
+      if (NoAnswer(rc) && !EverReached(origin)) last += "; this host has not answered this process yet";
     }
-    if (attempt >= attempts) {
-      counters.failures.fetch_add(1, std::memory_order_relaxed);
-      const double secs = std::chrono::duration<double>(Clock::now() - start).count();
-      char el[32];
-      std::snprintf(el, sizeof el, "%.2f", secs);
-      std::string what = req.head ? "HEAD" : ranged ? "GET bytes=" + std::to_string(req.offset) + "-" +
-                                                          std::to_string(req.offset + want - 1)
-                                                    : "GET";
-      return IoError(t.name + ": " + what + " failed after " + std::to_string(attempt) + " attempts in " + el +
-                     " s; last status " + (last_code ? "HTTP " + std::to_string(last_code) : "none") + ": " + last +
-                     (ranged ? "; " + std::to_string(req.got) + " of " + std::to_string(want) + " bytes received" : ""));
+    NoteFault(last + " on " + Describe(req, ranged, want) + " " + t.name, !faulted,
+              std::chrono::duration<double>(deadline_of(!EverReached(origin)) - start).count());
+    faulted = true;
+    if (o.attempts > 0 && attempt >= o.attempts) {
+      return give_up(attempt, "attempt cap " + std::to_string(o.attempts) + " reached");
     }
+    if (Clock::now() >= deadline_of(!EverReached(origin))) return give_up(attempt, deadline_spent());
   }
 }
 

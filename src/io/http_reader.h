@@ -7,12 +7,17 @@
 // that finds another size or ETag is DataLoss). Every read is one
 // ranged GET sent with If-Match: <etag>; a response whose ETag or
 // Content-Range total differs from the pinned ones is DataLoss (the object
-// changed: never mix bytes of two versions). Resets, timeouts, 429, 5xx and
-// short bodies are retried with capped, jittered exponential backoff
-// (io/backoff.h), each retry resuming from the first byte not yet received;
-// each request has its own deadline (IoOptions::timeout_ms). When the budget
-// is spent the error names the URL, range, last status, attempts and elapsed
-// time (code kIoError; 404 is kNotFound at once, other 4xx are not retried).
+// changed: never mix bytes of two versions). Transient faults (resets,
+// timeouts, a connection that delivers nothing for stall_ms, 408/429/5xx,
+// short bodies, a name that stops resolving) are retried with capped,
+// jittered exponential backoff (io/backoff.h), each retry resuming from the
+// first byte not yet received, until the request's retry deadline
+// (IoOptions::retry_deadline_ms, 2 minutes: an outage of a minute costs a
+// minute, not the run; io/outage.h logs it and feeds report()). Permanent
+// answers fail at once: 404 is kNotFound, 412 and a changed object
+// kDataLoss, other 4xx kIoError ("not retried"). When the budget is spent
+// the error names the URL, range, last status, attempts, elapsed time and
+// which limit ended it (code kIoError).
 // A read on a thread whose Cancellation (io/cancel.h) fires stops: no further
 // attempt, the back-off cut short, a transfer in flight aborted (kCancelled).
 // Thread-safety: ReadAt from many threads at once (each uses its own handle).

@@ -89,8 +89,8 @@ std::unique_ptr<RandomAccessReader> MapIfLocal(std::unique_ptr<RandomAccessReade
   return std::move(m).value();
 }
 
-Result<std::unique_ptr<RandomAccessReader>> OpenShardReader(const std::string& url) {
-  STOKER_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessReader> r, OpenReader(url));
+Result<std::unique_ptr<RandomAccessReader>> OpenShardReader(const std::string& url, const IoOptions& io) {
+  STOKER_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessReader> r, OpenReader(url, io));
   bool mapped = false;
   return MapIfLocal(std::move(r), true, &mapped);
 }

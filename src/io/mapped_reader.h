@@ -64,6 +64,6 @@ bool MappingEnabled();
 std::unique_ptr<RandomAccessReader> MapIfLocal(std::unique_ptr<RandomAccessReader> reader, bool keep, bool* mapped);
 
 // OpenReader, then MapIfLocal (kept in the cache).
-Result<std::unique_ptr<RandomAccessReader>> OpenShardReader(const std::string& url);
+Result<std::unique_ptr<RandomAccessReader>> OpenShardReader(const std::string& url, const IoOptions& io = DefaultIoOptions());
 
 }  // namespace stoker

@@ -1,7 +1,9 @@
 // io/reader.cc — OpenReader's dispatch, the default IoOptions, the counters.
 #include "io/reader.h"
 
+#include <algorithm>
 #include <bit>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -24,12 +26,18 @@ int EnvInt(const char* name, int fallback) {
   return std::atoi(v);
 }
 
-IoOptions FromEnv() {
-  IoOptions o;
+}  // namespace
+
+StorageOptions StorageOptionsFromEnvironment() {
+  StorageOptions o;
   o.attempts = EnvInt("STOKER_IO_ATTEMPTS", o.attempts);
   o.timeout_ms = EnvInt("STOKER_IO_TIMEOUT_MS", o.timeout_ms);
+  o.stall_ms = EnvInt("STOKER_IO_STALL_MS", o.stall_ms);
   o.backoff_ms = EnvInt("STOKER_IO_BACKOFF_MS", o.backoff_ms);
   o.backoff_max_ms = EnvInt("STOKER_IO_BACKOFF_MAX_MS", o.backoff_max_ms);
+  if (const char* v = std::getenv("STOKER_IO_RETRY_DEADLINE_S"); v && *v) {
+    o.retry_deadline_ms = static_cast<int>(std::strtod(v, nullptr) * 1000);
+  }
   if (const char* v = std::getenv("STOKER_CACHE_DIR")) o.cache_dir = v;
   if (const char* v = std::getenv("STOKER_CACHE_BYTES"); v && *v) o.cache_bytes = std::strtoull(v, nullptr, 10);
   for (const char* name : {"STOKER_S3_ENDPOINT", "AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL"}) {
@@ -39,8 +47,11 @@ IoOptions FromEnv() {
       break;
     }
   }
+  if (const char* v = std::getenv("AWS_PROFILE")) o.profile = v;
   return o;
 }
+
+namespace {
 
 std::mutex options_mu;  // guards options_set and options
 bool options_set = false;
@@ -68,13 +79,12 @@ Status RandomAccessReader::PReadDetoured(uint64_t offset, std::span<uint8_t> out
   return Status::Ok();
 }
 
-const IoOptions& DefaultIoOptions() {
-  std::lock_guard lock(options_mu);
-  if (!options_set) {
-    options = FromEnv();
-    options_set = true;
+IoOptions DefaultIoOptions() {
+  {
+    std::lock_guard lock(options_mu);
+    if (options_set) return options;
   }
-  return options;
+  return StorageOptionsFromEnvironment();
 }
 
 void SetDefaultIoOptions(const IoOptions& o) {
@@ -90,6 +100,28 @@ void IoCounters::RecordLatency(uint64_t ns) {
   latency_ms_log2[std::min(b, kBuckets - 1)].fetch_add(1, std::memory_order_relaxed);
 }
 
+double IoCounters::OutageSeconds() const {
+  const int64_t since = faulting_since_ns.load(std::memory_order_relaxed);
+  if (since == 0 || retrying.load(std::memory_order_relaxed) <= 0) return 0;
+  const int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                          std::chrono::steady_clock::now().time_since_epoch()).count();
+  return static_cast<double>(std::max<int64_t>(0, now - since)) / 1e9;
+}
+
+double IoCounters::OutageSecondsTotal() const {
+  return static_cast<double>(outage_ns_ended.load(std::memory_order_relaxed)) / 1e9 + OutageSeconds();
+}
+
+std::string IoCounters::LastFault() const {
+  std::lock_guard lock(last_fault_mu_);
+  return last_fault_;
+}
+
+void IoCounters::SetLastFault(std::string what) {
+  std::lock_guard lock(last_fault_mu_);
+  last_fault_ = std::move(what);
+}
+
 IoCounters& GlobalIoCounters() {
   static IoCounters counters;
   return counters;
@@ -99,8 +131,7 @@ bool IsRemoteUrl(const std::string& url) {
   return url.starts_with("http://") || url.starts_with("https://") || url.starts_with("s3://");
 }
 
-Result<std::unique_ptr<RandomAccessReader>> OpenReader(const std::string& url) {
-  IoOptions o = DefaultIoOptions();
+Result<std::unique_ptr<RandomAccessReader>> OpenReader(const std::string& url, const IoOptions& o) {
   std::unique_ptr<RandomAccessReader> r;
   if (IsRemoteUrl(url) && !o.cache_dir.empty()) {
     STOKER_ASSIGN_OR_RETURN(r, OpenCached(url, o));
@@ -133,8 +164,7 @@ Result<std::unique_ptr<RandomAccessReader>> OpenRemoteUncached(const std::string
   return std::unique_ptr<RandomAccessReader>(std::move(r));
 }
 
-Result<std::string> ReadWholeObject(const std::string& url) {
-  IoOptions o = DefaultIoOptions();
+Result<std::string> ReadWholeObject(const std::string& url, const IoOptions& o) {
   if (IsRemoteUrl(url) && !o.cache_dir.empty()) {
     STOKER_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessReader> r, OpenCached(url, o));
     std::string text(r->Size(), '\0');

@@ -6,16 +6,10 @@
 // OpenReader picks the implementation from the URL: "http://", "https://" ->
 // HttpReader; "s3://bucket/key" -> HttpReader signed with AWS SigV4 (io/s3.h);
 // anything else is a local path -> PosixReader.
-// IoOptions come from the environment once per process (DefaultIoOptions):
-//   STOKER_IO_ATTEMPTS (6)        tries per request, the first included
-//   STOKER_IO_TIMEOUT_MS (30000)  per-request deadline (connect + transfer)
-//   STOKER_IO_BACKOFF_MS (100)    first retry delay; doubles, jittered, capped
-//   STOKER_IO_BACKOFF_MAX_MS (5000)
-//   STOKER_S3_ENDPOINT, else AWS_ENDPOINT_URL_S3, else AWS_ENDPOINT_URL: an
-//   S3-compatible endpoint, addressed path-style.
-//   STOKER_CACHE_DIR, STOKER_CACHE_BYTES (default 64 GiB): the local cache of
-//   remote objects (io/cache_reader.h); no directory, no cache.
-// SetDefaultIoOptions overrides them (the CLI's --s3-endpoint, tests).
+// IoOptions (stoker/storage_options.h) say where a store is and how long a
+// request retries; each loader carries its own. DefaultIoOptions is what a
+// caller without a loader uses (the CLI, index loads): the environment now,
+// unless SetDefaultIoOptions overrode it (the CLI's flags, tests).
 // Thread-safety: a reader's ReadAt, Size and Name are safe from many threads
 // at once; IoCounters are relaxed atomics.
 #pragma once
@@ -23,10 +17,12 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <string>
 
 #include "stoker/status.h"
+#include "stoker/storage_options.h"
 
 namespace stoker {
 
@@ -63,17 +59,9 @@ class RandomAccessReader {
   virtual Status PReadDetoured(uint64_t offset, std::span<uint8_t> out, std::span<const Detour> detours) const;
 };
 
-struct IoOptions {
-  int attempts = 6;
-  int timeout_ms = 30000;
-  int backoff_ms = 100;
-  int backoff_max_ms = 5000;
-  std::string s3_endpoint;  // "" : AWS, virtual-hosted style
-  std::string cache_dir;    // "" : no cache
-  uint64_t cache_bytes = 64ull << 30;
-};
+using IoOptions = StorageOptions;
 
-const IoOptions& DefaultIoOptions();
+IoOptions DefaultIoOptions();
 void SetDefaultIoOptions(const IoOptions& options);
 
 // Process-wide counters of remote traffic (all readers).
@@ -83,6 +71,12 @@ struct IoCounters {
   std::atomic<uint64_t> bytes{0};       // body bytes received
   std::atomic<uint64_t> throttled{0};   // 429 / 503 responses
   std::atomic<uint64_t> failures{0};    // requests that spent their retry budget
+  // The outage now: requests between a failed attempt and their end, and
+  // when the faults began (steady-clock ns of the first fault since the last
+  // success; 0: no fault since). Both reset by the next success.
+  std::atomic<int64_t> retrying{0};
+  std::atomic<int64_t> faulting_since_ns{0};
+  std::atomic<uint64_t> outage_ns_ended{0};  // the lengths of outages that ended, summed
   std::atomic<uint64_t> cache_hits{0};      // objects served from the local cache
   std::atomic<uint64_t> cache_misses{0};    // objects fetched into it
   std::atomic<uint64_t> cache_corrupt{0};   // entries found damaged and fetched again
@@ -92,6 +86,18 @@ struct IoCounters {
   static constexpr int kBuckets = 16;
   std::atomic<uint64_t> latency_ms_log2[kBuckets] = {};
   void RecordLatency(uint64_t ns);
+  // Seconds without a successful request while some request is retrying; 0 otherwise.
+  double OutageSeconds() const;
+  // Every outage's seconds so far, the one going on included (a counter:
+  // its growth over a window is the window's time without a success).
+  double OutageSecondsTotal() const;
+  // The last fault, for messages: "HTTP 503 on GET http://host/a.tar".
+  std::string LastFault() const;
+  void SetLastFault(std::string what);
+
+ private:
+  mutable std::mutex last_fault_mu_;
+  std::string last_fault_;  // guarded by last_fault_mu_
 };
 IoCounters& GlobalIoCounters();
 
@@ -100,10 +106,12 @@ bool IsRemoteUrl(const std::string& url);
 // A gzip- or zstd-compressed object (by its magic bytes, whatever its name;
 // a remote one named *.gz, *.tgz, *.zst) is opened through io/gzip_reader.h
 // or io/zstd_reader.h: reads see the uncompressed bytes.
-Result<std::unique_ptr<RandomAccessReader>> OpenReader(const std::string& url);
+// Callers with a loader pass its storage options; others get the defaults.
+Result<std::unique_ptr<RandomAccessReader>> OpenReader(const std::string& url,
+                                                       const IoOptions& options = DefaultIoOptions());
 // The same without the cache (the cache's own fetches; local paths too).
 Result<std::unique_ptr<RandomAccessReader>> OpenRemoteUncached(const std::string& url, const IoOptions& options);
 // A small whole object (an index sidecar). NotFound when it does not exist.
-Result<std::string> ReadWholeObject(const std::string& url);
+Result<std::string> ReadWholeObject(const std::string& url, const IoOptions& options = DefaultIoOptions());
 
 }  // namespace stoker

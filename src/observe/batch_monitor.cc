@@ -81,6 +81,9 @@ StageEvidence StageEvidence::Between(const RecorderSnapshot& before, const Recor
   e.remote_failures = du(before.remote_failures, after.remote_failures);
   e.cache_hits = du(before.cache_hits, after.cache_hits);
   e.cache_misses = du(before.cache_misses, after.cache_misses);
+  e.remote_retrying = after.remote_retrying;
+  e.remote_outage_s = d(before.remote_outage_s, after.remote_outage_s);
+  e.remote_last_fault = after.remote_last_fault;
   bins(before.remote_latency_ms_log2, after.remote_latency_ms_log2, e.remote_latency_ms_log2);
   // Recording off (no configuration in the snapshot): no evidence.
   if (after.io_depth <= 0 && after.decode_threads <= 0) return StageEvidence{};
@@ -115,6 +118,9 @@ StageEvidence& StageEvidence::operator+=(const StageEvidence& o) {
   remote_failures += o.remote_failures;
   cache_hits += o.cache_hits;
   cache_misses += o.cache_misses;
+  remote_outage_s += o.remote_outage_s;
+  remote_retrying = o.remote_retrying;  // a gauge: the latest
+  if (!o.remote_last_fault.empty()) remote_last_fault = o.remote_last_fault;
   for (size_t i = 0; i < remote_latency_ms_log2.size(); ++i) remote_latency_ms_log2[i] += o.remote_latency_ms_log2[i];
   requests += o.requests;
   batches_ready += o.batches_ready;
@@ -178,6 +184,7 @@ const char* SlowCauseName(SlowCause cause) {
     case SlowCause::kConsumerSide: return "consumer-side";
     case SlowCause::kRemoteRetries: return "remote retries";
     case SlowCause::kRemoteThrottled: return "remote throttling";
+    case SlowCause::kRemoteOutage: return "remote outage";
     case SlowCause::kNoEvidence: return "unknown (no stage evidence)";
     case SlowCause::kUnknown: return "unknown";
   }
@@ -222,6 +229,15 @@ Diagnosis Classify(double python_wait_s, const StageEvidence& e,
     if (starved > blocked) dec_sat = false; else read_sat = false;
   }
   const double p50 = e.ReadLatencyP50();
+  // The store has not answered for a while: whatever else the stages show,
+  // they wait on it. Named with how long and how many requests wait, so a
+  // user tells an outage (wait it out) from a slow store (tune).
+  if (e.remote_outage_s >= 1.0 && e.remote_outage_s >= 0.5 * e.window_s) {
+    return {SlowCause::kRemoteOutage,
+            Format("no remote request succeeded for %.1f s of the wait (", e.remote_outage_s) +
+                std::to_string(e.remote_retries) + " retries; " + std::to_string(e.remote_retrying) +
+                " requests still retrying)" + (e.remote_last_fault.empty() ? "" : "; last fault: " + e.remote_last_fault)};
+  }
   // Remote requests retried while the consumer waited, and decode not the
   // stage that held it: each retry costs a backoff and a round trip, which
   // is what made this batch late. Throttling (429/503) is named apart: its
@@ -453,6 +469,12 @@ Verdict BatchMonitor::Diagnose() const {
       v.recommendation = "storage is the bottleneck: raise io_depth (now " + std::to_string(all.io_depth) +
                          ") if the device has headroom — more reads in flight hide latency — else move the "
                          "shards to faster or local storage (decode threads will not help)";
+      break;
+    case SlowCause::kRemoteOutage:
+      v.bottleneck = Bottleneck::kStorage;
+      v.recommendation = "the remote store is not answering: requests retry until their deadline "
+                         "(retry_deadline_s), so a short outage costs time, not the run; a local cache "
+                         "(STOKER_CACHE_DIR) lets later epochs ride out outages";
       break;
     case SlowCause::kRemoteRetries:
     case SlowCause::kRemoteThrottled:

@@ -69,6 +69,11 @@ struct StageEvidence {
   // Remote storage in the window (process-wide counters, see stoker/stats.h).
   uint64_t remote_requests = 0, remote_retries = 0, remote_throttled = 0, remote_failures = 0;
   uint64_t cache_hits = 0, cache_misses = 0;
+  // Seconds of the window with remote faults and no success; requests still
+  // retrying when the batch arrived; the last fault.
+  int64_t remote_retrying = 0;
+  double remote_outage_s = 0;
+  std::string remote_last_fault;
   std::array<uint64_t, 16> remote_latency_ms_log2{};  // bucket i: requests under 2^i ms
   // Gauges at the request, summed over requests.
   int requests = 0;
@@ -103,6 +108,7 @@ enum class SlowCause : uint8_t {
   kConsumerSide,
   kRemoteRetries,    // remote requests failed and were retried (resets, 5xx, deadlines) during the wait
   kRemoteThrottled,  // ... mostly because the server answered 429 / 503
+  kRemoteOutage,     // no remote request has succeeded for a second or more: the store is down
   kNoEvidence,  // a wrapped iterable: timing alone
   kUnknown,     // evidence present but inconclusive
 };

@@ -65,6 +65,9 @@ RecorderSnapshot Recorder::Snapshot() const {
   s.remote_retries = io.retries.load(std::memory_order_relaxed);
   s.remote_throttled = io.throttled.load(std::memory_order_relaxed);
   s.remote_failures = io.failures.load(std::memory_order_relaxed);
+  s.remote_retrying = io.retrying.load(std::memory_order_relaxed);
+  s.remote_outage_s = io.OutageSecondsTotal();
+  if (s.remote_outage_s > 0) s.remote_last_fault = io.LastFault();
   s.cache_hits = io.cache_hits.load(std::memory_order_relaxed);
   s.cache_misses = io.cache_misses.load(std::memory_order_relaxed);
   s.remote_latency_ms_log2.resize(IoCounters::kBuckets);

@@ -65,7 +65,7 @@ class LoaderImpl : public Loader {
  public:
   LoaderImpl(Dataset data, std::shared_ptr<BufferPool> pool)
       : data_(std::move(data)),
-        files_(&data_.shards, data_.options.max_open_files, MappableBytes(data_)),
+        files_(&data_.shards, data_.options.max_open_files, MappableBytes(data_), *data_.options.storage),
         refill_(&data_, &files_),
         pool_(std::move(pool)),
         recorder_(data_.options.record_stats ? std::make_unique<Recorder>(data_.options.trace_spans) : nullptr) {
@@ -335,9 +335,11 @@ class LoaderImpl : public Loader {
 Result<std::unique_ptr<Loader>> Loader::Create(LoaderOptions options) {
   if (options.batch_size < 1) return InvalidArgument("batch_size must be at least 1");
   if (options.prefetch_batches < 1) return InvalidArgument("prefetch_batches must be at least 1");
+  if (!options.storage) options.storage = DefaultIoOptions();  // the environment now, not at import
+  const IoOptions io = *options.storage;
   Dataset data;
   if (!options.tokens.paths.empty()) {
-    STOKER_ASSIGN_OR_RETURN(std::unique_ptr<TokenSource> tokens, TokenSource::Open(options.tokens, options.seed));
+    STOKER_ASSIGN_OR_RETURN(std::unique_ptr<TokenSource> tokens, TokenSource::Open(options.tokens, options.seed, io));
     data.layout = MakeTokenLayout(tokens->sample_tokens(), options.batch_size);
     data.tokens = std::move(tokens);
     data.options = std::move(options);
@@ -349,8 +351,8 @@ Result<std::unique_ptr<Loader>> Loader::Create(LoaderOptions options) {
   if (IsImageFolderSource(options.sources)) {  // a directory of class sub-directories
     STOKER_RETURN_IF_ERROR(ImageFolderShards(options.sources[0], &data.shards, &data.indexes));
   } else {
-    STOKER_ASSIGN_OR_RETURN(data.shards, ExpandSources(options.sources));
-    STOKER_ASSIGN_OR_RETURN(data.indexes, LoadShardIndexes(data.shards, options.key_rule));
+    STOKER_ASSIGN_OR_RETURN(data.shards, ExpandSources(options.sources, io));
+    STOKER_ASSIGN_OR_RETURN(data.indexes, LoadShardIndexes(data.shards, options.key_rule, io));
   }
   // The first sample teaches the shapes of array fields.
   const ShardIndex* first = nullptr;
@@ -361,7 +363,7 @@ Result<std::unique_ptr<Loader>> Loader::Create(LoaderOptions options) {
     }
   if (first == nullptr) return InvalidArgument("the shards hold no samples");
   const SampleEntry& probe_entry = first->samples[0];
-  STOKER_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessReader> file, OpenReader(first->shard_path));
+  STOKER_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessReader> file, OpenReader(first->shard_path, io));
   std::vector<uint8_t> probe(probe_entry.end - probe_entry.begin);
   STOKER_RETURN_IF_ERROR(file->PRead(probe_entry.begin, probe));
   STOKER_ASSIGN_OR_RETURN(data.layout, MakeBatchLayout(options.fields, options.batch_size, probe_entry, probe,

@@ -7,10 +7,11 @@
 
 namespace stoker {
 
-ShardFiles::ShardFiles(const std::vector<std::string>* paths, size_t max_open, uint64_t map_bytes)
+ShardFiles::ShardFiles(const std::vector<std::string>* paths, size_t max_open, uint64_t map_bytes, IoOptions io)
     : paths_(paths),
       max_open_(max_open > 0 ? max_open : DefaultMaxOpenFiles()),
       map_bytes_(map_bytes),
+      io_(std::move(io)),
       entries_(paths->size()) {}
 
 size_t ShardFiles::DefaultMaxOpenFiles() {
@@ -32,13 +33,13 @@ Result<std::shared_ptr<const RandomAccessReader>> ShardFiles::Get(uint32_t shard
   // retries), which must not stall reads of shards already open.
   e.opening = true;
   lock.unlock();
-  Result<std::unique_ptr<RandomAccessReader>> f = OpenReader((*paths_)[shard]);
+  Result<std::unique_ptr<RandomAccessReader>> f = OpenReader((*paths_)[shard], io_);
   if (!f.ok() && f.status().code() == StatusCode::kIoError) {
     lock.lock();
     const bool idle = !lru_.empty();
     if (idle) EvictIdle();  // descriptors held elsewhere in the process: make room, retry once
     lock.unlock();
-    if (idle) f = OpenReader((*paths_)[shard]);
+    if (idle) f = OpenReader((*paths_)[shard], io_);
   }
   lock.lock();
   e.opening = false;

@@ -43,8 +43,9 @@ class ShardFiles {
   static constexpr uint64_t kMapUnbounded = ~uint64_t{0};
   // max_open 0: DefaultMaxOpenFiles(). map_bytes: the shard bytes mapped at
   // once (0: none); kMapUnbounded: as many as max_open, kept across readers.
+  // io: how remote shards are reached (the loader's storage options).
   explicit ShardFiles(const std::vector<std::string>* paths, size_t max_open = 0,
-                      uint64_t map_bytes = kMapUnbounded);
+                      uint64_t map_bytes = kMapUnbounded, IoOptions io = DefaultIoOptions());
 
   Result<std::shared_ptr<const RandomAccessReader>> Get(uint32_t shard);
 
@@ -71,6 +72,7 @@ class ShardFiles {
   const std::vector<std::string>* paths_;
   const size_t max_open_;
   const uint64_t map_bytes_;
+  const IoOptions io_;
   mutable std::mutex mu_;
   std::condition_variable opened_;  // an open finished (with mu_)
   std::vector<Entry> entries_;  // guarded by mu_; one per shard

@@ -10,7 +10,8 @@
 
 namespace stoker {
 
-Result<std::vector<ShardIndex>> LoadShardIndexes(const std::vector<std::string>& shards, KeyRule rule) {
+Result<std::vector<ShardIndex>> LoadShardIndexes(const std::vector<std::string>& shards, KeyRule rule,
+                                                 const IoOptions& io) {
   const bool remote = std::any_of(shards.begin(), shards.end(), [](const std::string& s) { return IsRemoteUrl(s); });
   const size_t cores = std::max(1u, std::thread::hardware_concurrency());
   const int threads = static_cast<int>(std::min<size_t>(shards.size(), remote ? kParallelIndexLoads : cores));
@@ -24,7 +25,7 @@ Result<std::vector<ShardIndex>> LoadShardIndexes(const std::vector<std::string>&
     while (!failed.load()) {
       const size_t i = next.fetch_add(1);
       if (i >= shards.size()) break;
-      results[i] = LoadOrBuildShardIndex(shards[i], rule);
+      results[i] = LoadOrBuildShardIndex(shards[i], rule, io);
       if (!results[i]->ok()) failed = true;
     }
   };

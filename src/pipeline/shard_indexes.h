@@ -24,6 +24,7 @@ namespace stoker {
 // Index loads in flight at once for remote shards.
 inline constexpr int kParallelIndexLoads = 16;
 
-Result<std::vector<ShardIndex>> LoadShardIndexes(const std::vector<std::string>& shards, KeyRule rule);
+Result<std::vector<ShardIndex>> LoadShardIndexes(const std::vector<std::string>& shards, KeyRule rule,
+                                                 const IoOptions& io);
 
 }  // namespace stoker

@@ -70,7 +70,7 @@ Result<std::vector<std::string>> ExpandBraces(const std::string& s) {
   return out;
 }
 
-Result<std::vector<std::string>> ExpandOne(const std::string& source) {
+Result<std::vector<std::string>> ExpandOne(const std::string& source, const IoOptions& io) {
   if (source.size() > 4 && source.ends_with(".txt")) {
     std::ifstream in(source);
     if (!in) return NotFound("shard list '" + source + "' cannot be opened");
@@ -93,7 +93,7 @@ Result<std::vector<std::string>> ExpandOne(const std::string& source) {
     if (pattern.starts_with("s3://")) {
       STOKER_ASSIGN_OR_RETURN(S3Url u, ParseS3Url(pattern));
       const std::string prefix = u.key.substr(0, u.key.find_first_of("*?["));
-      STOKER_ASSIGN_OR_RETURN(std::vector<std::string> keys, S3ListKeys(u.bucket, prefix, DefaultIoOptions()));
+      STOKER_ASSIGN_OR_RETURN(std::vector<std::string> keys, S3ListKeys(u.bucket, prefix, io));
       size_t n = 0;
       for (const auto& key : keys) {
         if (::fnmatch(u.key.c_str(), key.c_str(), FNM_PATHNAME) == 0) {
@@ -122,9 +122,13 @@ Result<std::vector<std::string>> ExpandOne(const std::string& source) {
 }  // namespace
 
 Result<std::vector<std::string>> ExpandSources(const std::vector<std::string>& sources) {
+  return ExpandSources(sources, DefaultIoOptions());
+}
+
+Result<std::vector<std::string>> ExpandSources(const std::vector<std::string>& sources, const StorageOptions& io) {
   std::vector<std::string> shards;
   for (const auto& source : sources) {
-    STOKER_ASSIGN_OR_RETURN(std::vector<std::string> expanded, ExpandOne(source));
+    STOKER_ASSIGN_OR_RETURN(std::vector<std::string> expanded, ExpandOne(source, io));
     for (auto& path : expanded) {
       if (!IsRemoteUrl(path) && !Exists(path)) return NotFound("shard '" + path + "' does not exist (from source '" + source + "')");
       shards.push_back(std::move(path));

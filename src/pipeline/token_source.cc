@@ -75,7 +75,7 @@ bool Deserialize(const std::string& in, const std::string& key, GptIndices* g) {
 // else built here and written to the cache (best effort: a read-only
 // directory only costs the rebuild next time).
 Result<GptIndices> LoadOrBuild(const MegatronDataset& data, const TokenOptions& o, const GptIndexOptions& g,
-                               int64_t begin, int64_t end, std::string* origin) {
+                               int64_t begin, int64_t end, std::string* origin, const std::string& remote_cache_dir) {
   struct stat st {};
   const std::string idx_path = data.prefix() + ".idx";
   const bool remote = IsRemoteUrl(data.prefix());
@@ -102,8 +102,8 @@ Result<GptIndices> LoadOrBuild(const MegatronDataset& data, const TokenOptions& 
     dir = o.cache_dir;
   } else if (!remote) {
     dir = std::filesystem::absolute(data.prefix(), ec).parent_path() / "cache" / "stoker_indices";
-  } else if (!DefaultIoOptions().cache_dir.empty()) {
-    dir = std::filesystem::path(DefaultIoOptions().cache_dir) / "stoker_indices";
+  } else if (!remote_cache_dir.empty()) {
+    dir = std::filesystem::path(remote_cache_dir) / "stoker_indices";
   } else {  // remote, no cache directory: built in memory each time
     STOKER_ASSIGN_OR_RETURN(GptIndices built, BuildGptIndices(data.sequence_lengths(), begin, end, g));
     *origin = "built";
@@ -129,7 +129,7 @@ Result<GptIndices> LoadOrBuild(const MegatronDataset& data, const TokenOptions& 
 
 }  // namespace
 
-Result<std::unique_ptr<TokenSource>> TokenSource::Open(const TokenOptions& o, uint64_t seed) {
+Result<std::unique_ptr<TokenSource>> TokenSource::Open(const TokenOptions& o, uint64_t seed, const IoOptions& io) {
   if (o.paths.empty()) return InvalidArgument("no token dataset paths");
   if (!o.weights.empty() && o.weights.size() != o.paths.size()) {
     return InvalidArgument(std::to_string(o.weights.size()) + " weights for " + std::to_string(o.paths.size()) +
@@ -153,7 +153,7 @@ Result<std::unique_ptr<TokenSource>> TokenSource::Open(const TokenOptions& o, ui
   BlendSizes blend;
   if (!o.weights.empty()) blend = PlanBlendSizes(o.weights, o.num_samples);
   for (size_t d = 0; d < o.paths.size(); ++d) {
-    STOKER_ASSIGN_OR_RETURN(auto file, MegatronDataset::Open(o.paths[d]));
+    STOKER_ASSIGN_OR_RETURN(auto file, MegatronDataset::Open(o.paths[d], io));
     const int64_t elements = static_cast<int64_t>(file->num_sequences());
     STOKER_ASSIGN_OR_RETURN(auto range, SplitRange(o.split, o.split_index, elements));
     if (range.second <= range.first) {
@@ -162,7 +162,7 @@ Result<std::unique_ptr<TokenSource>> TokenSource::Open(const TokenOptions& o, ui
     }
     g.num_samples = o.weights.empty() ? o.num_samples : blend.build[d];
     std::string origin;
-    Result<GptIndices> indices = LoadOrBuild(*file, o, g, range.first, range.second, &origin);
+    Result<GptIndices> indices = LoadOrBuild(*file, o, g, range.first, range.second, &origin, io.cache_dir);
     if (!indices.ok()) return indices.status().WithContext(o.paths[d]);
     src->origin_.push_back(origin);
     src->parts_.push_back(Part{file.get(), std::move(indices).value()});

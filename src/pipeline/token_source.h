@@ -22,7 +22,8 @@ namespace stoker {
 
 class TokenSource {
  public:
-  static Result<std::unique_ptr<TokenSource>> Open(const TokenOptions& options, uint64_t seed);
+  // io: how remote .bin/.idx objects are reached (the loader's storage options).
+  static Result<std::unique_ptr<TokenSource>> Open(const TokenOptions& options, uint64_t seed, const IoOptions& io);
 
   int64_t size() const { return size_; }                  // len() of the top-level dataset
   int sample_tokens() const { return sample_tokens_; }    // seq_len + add_extra_token

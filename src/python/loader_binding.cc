@@ -3,6 +3,7 @@
 // may block or compute; python/stoker/loader.py adds the torch glue.
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/array.h>
+#include <nanobind/stl/optional.h>
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/unique_ptr.h>
@@ -68,6 +69,9 @@ nb::dict StatsToPython(const RecorderSnapshot& s) {
   remote["retries"] = s.remote_retries;
   remote["throttled"] = s.remote_throttled;
   remote["failures"] = s.remote_failures;
+  remote["retrying"] = s.remote_retrying;
+  remote["outage_s"] = s.remote_outage_s;
+  remote["last_fault"] = s.remote_last_fault;
   remote["cache_hits"] = s.cache_hits;
   remote["cache_misses"] = s.cache_misses;
   nb::list ms;
@@ -171,7 +175,8 @@ void RegisterLoader(nb::module_& m) {
       .def_rw("max_skip_fraction", &LoaderOptions::max_skip_fraction)
       .def_rw("skip_probation", &LoaderOptions::skip_probation)
       .def_rw("max_open_files", &LoaderOptions::max_open_files)
-      .def_rw("memory_budget", &LoaderOptions::memory_budget);
+      .def_rw("memory_budget", &LoaderOptions::memory_budget)
+      .def_rw("storage", &LoaderOptions::storage);
 
   nb::class_<PlanInfo>(m, "PlanInfo")
       .def_ro("dataset_samples", &PlanInfo::dataset_samples)

@@ -491,19 +491,17 @@ def test_cli_storage_flags_before_or_after_the_subcommand(data, s3, tmp_path):
 
 def test_loader_storage_keywords(data, s3, local, tmp_path):
     """s3_endpoint and cache_dir as Loader keywords: the s3:// stream equals
-    the local one, and a second loader is served from the cache."""
+    the local one; they are that loader's own (the process defaults are
+    untouched), and a second loader given the same cache is served from it."""
     io_options()  # no endpoint, no cache: the keywords alone must supply them
-    try:
-        got = stream(f"s3://data/train/{SHARDS}", shuffle=True, seed=3, s3_endpoint=s3.url,
-                     cache_dir=tmp_path / "c", cache_bytes=64 << 20)
-        assert_same(got, local)
-        assert _stoker.io_options()["cache_dir"] == str(tmp_path / "c")
-        before = _stoker.io_counters()
-        assert_same(stream(f"s3://data/train/{SHARDS}", shuffle=True, seed=3), local)
-        after = _stoker.io_counters()
-        assert after["cache_hits"] > before["cache_hits"] and after["bytes"] == before["bytes"]
-    finally:
-        io_options()
+    storage = dict(s3_endpoint=s3.url, cache_dir=tmp_path / "c", cache_bytes=64 << 20)
+    got = stream(f"s3://data/train/{SHARDS}", shuffle=True, seed=3, **storage)
+    assert_same(got, local)
+    assert _stoker.io_options()["cache_dir"] == "" and _stoker.io_options()["s3_endpoint"] == ""
+    before = _stoker.io_counters()
+    assert_same(stream(f"s3://data/train/{SHARDS}", shuffle=True, seed=3, **storage), local)
+    after = _stoker.io_counters()
+    assert after["cache_hits"] > before["cache_hits"] and after["bytes"] == before["bytes"]
 
 
 def test_token_loader_reads_a_url(data, http_proxy):

@@ -1,0 +1,97 @@
+"""Storage options belong to each loader: read from the environment when the
+loader is made, overridden by keyword. Two loaders of one process read two
+stores (two moto S3 servers, each its own process, holding different data
+under the same bucket and keys, and nginx over plain HTTP), interleaved, each
+stream equal to the local files it was uploaded from."""
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+import stoker
+
+from conftest import write_vision_shards
+from test_remote import (FIELDS, SHARDS, assert_same, batches_of, free_port, nginx, stream,  # noqa: F401 - fixtures
+                         wait_port)
+
+boto3 = pytest.importorskip("boto3")
+moto_server = pytest.importorskip("moto.server")
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    """Two datasets with the same shard names and different samples."""
+    root = tmp_path_factory.mktemp("stores")
+    write_vision_shards(root / "plain", shards=3, per_shard=20, seed=7)  # what nginx serves (test_remote's layout)
+    write_vision_shards(root / "b", shards=3, per_shard=20, seed=11)
+    return root, None
+
+
+@pytest.fixture(scope="module")
+def two_s3(data):
+    root, _ = data
+    servers, urls = [], []
+    try:
+        for name in ("plain", "b"):
+            # A process each: moto's backends are global to a process, so two
+            # servers in one would be one store.
+            port = free_port()
+            servers.append(subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+                                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+            wait_port(port)
+            url = f"http://127.0.0.1:{port}"
+            client = boto3.client("s3", endpoint_url=url, region_name="us-east-1", aws_access_key_id="k",
+                                  aws_secret_access_key="s")
+            client.create_bucket(Bucket="data")
+            for p in sorted((root / name).glob("*.tar")):
+                client.upload_file(str(p), "data", f"train/{p.name}")
+            urls.append(url)
+        yield urls
+    finally:
+        for s in servers:
+            s.terminate()
+            s.wait(timeout=10)
+
+
+@pytest.fixture()
+def keys(monkeypatch):
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "k")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "s")
+    monkeypatch.setenv("AWS_REGION", "us-east-1")
+    for v in ("STOKER_S3_ENDPOINT", "AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL"):
+        monkeypatch.delenv(v, raising=False)
+
+
+def loader(sources, **kw):
+    return stoker.Loader(sources, FIELDS(), output="numpy", batch_size=8, drop_last=False, shuffle=True, seed=3,
+                         decode_threads=1, **kw)
+
+
+def test_two_loaders_read_two_stores_at_once(data, two_s3, nginx, keys):
+    root, _ = data
+    a_url, b_url = two_s3
+    a = loader(f"s3://data/train/{SHARDS}", s3_endpoint=a_url)
+    b = loader(f"s3://data/train/{SHARDS}", s3_endpoint=b_url)
+    h = loader(f"http://127.0.0.1:{nginx}/plain/{SHARDS}")
+    got = {"a": [], "b": [], "h": []}
+    for xa, xb, xh in zip(a, b, h):  # interleaved: all three in flight together
+        got["a"] += batches_of([xa])
+        got["b"] += batches_of([xb])
+        got["h"] += batches_of([xh])
+    plain = stream(str(root / "plain" / SHARDS), shuffle=True, seed=3)
+    assert_same(got["a"], plain)
+    assert_same(got["h"], plain)
+    assert_same(got["b"], stream(str(root / "b" / SHARDS), shuffle=True, seed=3))
+
+
+def test_a_loader_reads_the_environment_when_it_is_made(data, two_s3, keys, monkeypatch):
+    root, _ = data
+    a_url, b_url = two_s3
+    monkeypatch.setenv("AWS_ENDPOINT_URL", a_url)
+    first = batches_of(loader(f"s3://data/train/{SHARDS}"))
+    monkeypatch.setenv("AWS_ENDPOINT_URL", b_url)  # after the first loader: the next one must see it
+    second = batches_of(loader(f"s3://data/train/{SHARDS}"))
+    assert_same(first, stream(str(root / "plain" / SHARDS), shuffle=True, seed=3))
+    assert_same(second, stream(str(root / "b" / SHARDS), shuffle=True, seed=3))
