@@ -211,7 +211,9 @@ Status Send(const HttpTarget& t, const IoOptions& o, Request& req) {
       return "the host never answered within " + std::to_string(kFirstContactDeadlineMs / 1000) +
              " s (a wrong name or port?)";
     }
-    return "retry deadline of " + std::to_string(o.retry_deadline_ms / 1000) + " s spent (retry_deadline_s)";
+    char limit[48];
+    std::snprintf(limit, sizeof limit, "retry deadline of %.1f s spent", o.retry_deadline_ms / 1000.0);
+    return std::string(limit) + " (retry_deadline_s)";
   };
   for (int attempt = 1;; ++attempt) {
     if (cancel && cancel->cancelled()) return cancelled(attempt);
