@@ -208,7 +208,8 @@ Status Send(const HttpTarget& t, const IoOptions& o, Request& req) {
   };
   auto deadline_spent = [&] {
     if (!EverReached(origin)) {
-      return "the host never answered within " + std::to_string(kFirstContactDeadlineMs / 1000) +
+      return "the host never answered within " +
+             std::to_string(std::min(o.retry_deadline_ms, kFirstContactDeadlineMs) / 1000) +
              " s (a wrong name or port?)";
     }
     char limit[48];
