@@ -243,9 +243,13 @@ bool EpochRun::Begin(const Leg& leg, int64_t b, std::unique_ptr<BufferPool::Leas
   const EpochPlan& plan = *leg.plan;
   const int bs = data_->options.batch_size;
   const int64_t total = plan.info.rank_samples;
-  // Token windows are small and cheap: one task per run of slots (~256 KiB of
-  // output) keeps queue traffic off the per-sample path.
-  const int run = data_->tokens ? std::max(1, (256 << 10) / (data_->tokens->sample_tokens() * 8)) : 1;
+  // Token windows from a memory map are small and cheap: one task per run of
+  // slots (~256 KiB of output) keeps queue traffic off the per-sample path.
+  // From a remote .bin each window is round trips: one task per window, so
+  // io_depth readers wait on io_depth windows at once.
+  const int run = !data_->tokens || data_->tokens->remote()
+                      ? 1
+                      : std::max(1, (256 << 10) / (data_->tokens->sample_tokens() * 8));
   auto work = std::make_unique<BatchWork>();
   work->index = b;
   work->epoch = leg.epoch;

@@ -154,6 +154,7 @@ Result<std::unique_ptr<TokenSource>> TokenSource::Open(const TokenOptions& o, ui
   if (!o.weights.empty()) blend = PlanBlendSizes(o.weights, o.num_samples);
   for (size_t d = 0; d < o.paths.size(); ++d) {
     STOKER_ASSIGN_OR_RETURN(auto file, MegatronDataset::Open(o.paths[d], io));
+    src->remote_ |= IsRemoteUrl(o.paths[d]) && io.cache_dir.empty();  // a cached object reads locally
     const int64_t elements = static_cast<int64_t>(file->num_sequences());
     STOKER_ASSIGN_OR_RETURN(auto range, SplitRange(o.split, o.split_index, elements));
     if (range.second <= range.first) {

@@ -27,6 +27,8 @@ class TokenSource {
 
   int64_t size() const { return size_; }                  // len() of the top-level dataset
   int sample_tokens() const { return sample_tokens_; }    // seq_len + add_extra_token
+  // Some .bin is read over HTTP/S3: each window costs round trips, not memcpy.
+  bool remote() const { return remote_; }
   // Sample i, as GPTDataset[i]["tokens"] followed by its last label.
   Status Fill(int64_t i, int64_t* out) const;
   // Where an index came from: "built" or "cached", per dataset, and build seconds.
@@ -47,6 +49,7 @@ class TokenSource {
   int64_t size_ = 0;
   int sample_tokens_ = 0;
   bool extra_token_ = true;
+  bool remote_ = false;
   std::vector<std::string> origin_;
   double index_seconds_ = 0;
 };
