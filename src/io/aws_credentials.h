@@ -22,13 +22,22 @@
 // Temporary credentials (an expiry) are refreshed ahead of it: once less than
 // the refresh margin is left, one caller fetches new ones while the others go
 // on with the current, still valid ones; only when none are valid does Get()
-// wait. A request the store refuses for an expired token calls Invalidate and
-// is signed again with fresh ones.
+// wait. A refresh that fails while the current ones are still valid keeps
+// them (one line on stderr) and is tried again a little later. A request the
+// store refuses for an expired token calls Invalidate and is signed again
+// with fresh ones.
+// A source that is configured but fails (STS refuses, a token file is
+// missing, credential_process exits non-zero) is an error naming the source,
+// the profile and the cause, never a silent unsigned request. Only the
+// instance metadata probe may come back empty (nothing answers: not on EC2);
+// that "no source" is remembered, so the chain probes it once per settings.
 // Thread-safety: a provider's methods from any thread at once.
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "stoker/status.h"
@@ -61,9 +70,29 @@ class CredentialProvider {
   virtual int64_t fetches() const = 0;
 };
 
+// How long before expiry a refresh starts: botocore's margins (15 min
+// advisory: one caller refreshes, the others go on; 10 min mandatory: callers
+// wait for new ones), scaled down for short-lived credentials to a quarter
+// and an eighth of their lifetime, so 60-s credentials are fetched every
+// 45 s, not on every request.
+struct RefreshMargins {
+  std::chrono::system_clock::duration advisory, mandatory;
+};
+RefreshMargins MarginsFor(std::chrono::system_clock::duration lifetime);
+
+// The provider that each source of the chain is wrapped in: fetch() gets new
+// credentials from the source (an error names it); `first`, when given, is
+// used until its margin. clock: the wall clock (tests inject theirs).
+using CredentialFetch = std::function<Result<AwsCredentials>()>;
+using WallClock = std::function<std::chrono::system_clock::time_point()>;
+std::shared_ptr<CredentialProvider> NewRefreshingProvider(CredentialFetch fetch, WallClock clock = nullptr,
+                                                          std::optional<AwsCredentials> first = std::nullopt);
+
 // The process's provider for these settings (one per profile and region, so
-// every reader of a store shares one cache); nullptr when the chain finds no
-// source (unsigned requests).
+// every reader of a store shares one cache; the AWS_* variables the chain
+// reads are part of the key, so a changed environment resolves anew);
+// nullptr when the chain finds no source (unsigned requests). The first call
+// fetches once, so a configured source that fails is reported here.
 Result<std::shared_ptr<CredentialProvider>> SharedCredentialChain(const AwsSettings& settings);
 
 // The region: settings.region, AWS_REGION, AWS_DEFAULT_REGION, the profile's
