@@ -126,7 +126,7 @@ Result<std::unique_ptr<RandomAccessReader>> OpenRemoteUncached(const std::string
     return std::unique_ptr<RandomAccessReader>(std::move(r));
   }
   if (IsRemoteUrl(url)) {
-    STOKER_ASSIGN_OR_RETURN(auto r, HttpReader::Open(HttpTarget{url, url, "", "", ""}, o));
+    STOKER_ASSIGN_OR_RETURN(auto r, HttpReader::Open(HttpTarget{url, url, "", "", "", {}}, o));
     return std::unique_ptr<RandomAccessReader>(std::move(r));
   }
   STOKER_ASSIGN_OR_RETURN(auto r, PosixReader::Open(url));
@@ -145,7 +145,7 @@ Result<std::string> ReadWholeObject(const std::string& url) {
     STOKER_ASSIGN_OR_RETURN(HttpTarget t, S3Target(url, o));
     return HttpGetWhole(t, o);
   }
-  if (IsRemoteUrl(url)) return HttpGetWhole(HttpTarget{url, url, "", "", ""}, o);
+  if (IsRemoteUrl(url)) return HttpGetWhole(HttpTarget{url, url, "", "", "", {}}, o);
   return ReadWholeFile(url);
 }
 

@@ -69,6 +69,8 @@ struct IoOptions {
   int backoff_ms = 100;
   int backoff_max_ms = 5000;
   std::string s3_endpoint;  // "" : AWS, virtual-hosted style
+  std::string profile;      // AWS profile; "" : AWS_PROFILE, else "default" (io/aws_credentials.h)
+  std::string region;       // AWS region; "" : AWS_REGION, ..., the profile's, us-east-1
   std::string cache_dir;    // "" : no cache
   uint64_t cache_bytes = 64ull << 30;
 };
