@@ -7,7 +7,8 @@ Authorization header must carry the configured token).
 Every credentials document it hands out is fresh keys that expire `ttl`
 seconds later; `on_issue(key, secret, token, expires)` tells the store's side
 (tests/python/s3_auth_proxy.py) about them, so it can refuse them once they
-have expired. Counters: `issued` (credential documents served), `requests`.
+have expired. Counters: `issued` (credential documents served) and their `issue_times`,
+`requests`.
 Threads: one per connection (ThreadingHTTPServer); counters under a lock.
 """
 from __future__ import annotations
@@ -16,6 +17,7 @@ import datetime
 import json
 import secrets
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 ROLE = "stoker-test-role"
@@ -30,6 +32,7 @@ class AwsMetadataServer:
         self.container_token = container_token
         self.lock = threading.Lock()  # guards the counters and the session tokens
         self.issued = 0
+        self.issue_times: list[float] = []  # time.monotonic() of each document
         self.requests = 0
         self.refused = 0
         self._imds_tokens: set[str] = set()
@@ -114,6 +117,7 @@ class AwsMetadataServer:
         self.on_issue(key, secret, token, expires.timestamp())
         with self.lock:
             self.issued += 1
+            self.issue_times.append(time.monotonic())
         return json.dumps({
             "Code": "Success", "LastUpdated": now.strftime("%Y-%m-%dT%H:%M:%SZ"), "Type": "AWS-HMAC",
             "AccessKeyId": key, "SecretAccessKey": secret, "Token": token,

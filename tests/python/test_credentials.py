@@ -230,6 +230,8 @@ def test_expiring_credentials_are_refreshed_while_reading(endpoint, store, local
     # Fetched again before each expiry (every ~3/4 of the lifetime): more than
     # once, about duration / (0.75 ttl) times, far fewer than the requests.
     assert meta.issued >= 2
+    gaps = [b - a for a, b in zip(meta.issue_times, meta.issue_times[1:])]
+    assert all(0.5 * TTL_S < g < 0.95 * TTL_S for g in gaps), gaps  # ahead of expiry, not per request
     assert meta.issued <= duration / (0.75 * TTL_S) + 3, (meta.issued, duration)
     assert meta.issued * 10 < d["signed"], (meta.issued, d)
     assert len(d["new_keys"]) == meta.issued  # every issued key signed something
