@@ -218,8 +218,30 @@ int ImdsAttempts() {
 }
 
 std::string ContainerUri() {
-  if (std::string rel = Env("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI"); !rel.empty()) return "http://169.254.170.2" + rel;
+  std::string rel = Env("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI");
+  if (!rel.empty()) return "http://169.254.170.2" + rel;
   return Env("AWS_CONTAINER_CREDENTIALS_FULL_URI");
+}
+
+// As botocore: the authorization token goes over plain HTTP only to the
+// container agent's addresses or this machine.
+Status CheckContainerUri(const std::string& uri) {
+  if (uri.starts_with("https://")) return Status::Ok();
+  if (uri.starts_with("http://")) {
+    std::string host = uri.substr(7, uri.find_first_of("/?#", 7) - 7);
+    if (host.starts_with("[")) {
+      host = host.substr(1, host.find(']') - 1);
+    } else if (size_t colon = host.rfind(':'); colon != std::string::npos) {
+      host = host.substr(0, colon);
+    }
+    if (host.starts_with("127.") || host == "localhost" || host == "::1" || host == "169.254.170.2" ||
+        host == "169.254.170.23" || host == "fd00:ec2::23") {
+      return Status::Ok();
+    }
+  }
+  return InvalidArgument("AWS_CONTAINER_CREDENTIALS_FULL_URI '" + uri +
+                         "': only https, a loopback address or the container agent's (169.254.170.2, "
+                         "169.254.170.23, fd00:ec2::23) may receive the authorization token");
 }
 
 std::shared_ptr<CredentialProvider> ContainerProvider(const std::string& uri) {
@@ -297,13 +319,19 @@ Result<std::shared_ptr<CredentialProvider>> ProfileProvider(const AwsFiles& file
     } else if (std::string cs = get("credential_source"); !cs.empty()) {
       if (cs == "Environment") {
         AwsCredentials c = EnvironmentKeys();
-        if (c.key.empty() || c.secret.empty()) return InvalidArgument(where + ": credential_source Environment, but AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY are unset");
+        if (c.key.empty() || c.secret.empty()) {
+          return InvalidArgument(where + ": credential_source Environment, but AWS_ACCESS_KEY_ID or "
+                                 "AWS_SECRET_ACCESS_KEY is unset");
+        }
         source = Constant(c);
       } else if (cs == "Ec2InstanceMetadata") {
         source = InstanceProvider(std::nullopt);
       } else if (cs == "EcsContainer") {
         std::string uri = ContainerUri();
-        if (uri.empty()) return InvalidArgument(where + ": credential_source EcsContainer, but no AWS_CONTAINER_CREDENTIALS_*_URI");
+        if (uri.empty()) {
+          return InvalidArgument(where + ": credential_source EcsContainer, but no AWS_CONTAINER_CREDENTIALS_*_URI");
+        }
+        STOKER_RETURN_IF_ERROR(CheckContainerUri(uri).WithContext(where));
         source = ContainerProvider(uri);
       } else {
         return InvalidArgument(where + ": unknown credential_source '" + cs + "'");
@@ -331,11 +359,14 @@ Result<std::shared_ptr<CredentialProvider>> ProfileProvider(const AwsFiles& file
 
 // The chain of aws_credentials.h, in order; null: no source.
 Result<std::shared_ptr<CredentialProvider>> Resolve(const AwsSettings& settings) {
-  // 1. environment
+  // 1. environment, unless the settings name a profile (botocore drops its
+  // environment provider for a profile given to the session)
   const AwsCredentials env = EnvironmentKeys();
-  if (!env.key.empty() && !env.secret.empty()) return Constant(env);
-  if (!env.key.empty() || !env.secret.empty()) {
-    return InvalidArgument("AWS credentials in the environment: AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY must both be set");
+  const bool use_env = settings.profile.empty();
+  if (use_env && !env.key.empty() && !env.secret.empty()) return Constant(env);
+  if (use_env && (!env.key.empty() || !env.secret.empty())) {
+    return InvalidArgument(
+        "AWS credentials in the environment: AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY must both be set");
   }
   const std::string region = ResolveAwsRegion(settings);
   // 2. the profile
@@ -354,7 +385,10 @@ Result<std::shared_ptr<CredentialProvider>> Resolve(const AwsSettings& settings)
     return WebIdentityProvider({arn, SessionName(Env("AWS_ROLE_SESSION_NAME")), file, 0}, region);
   }
   // 4. container
-  if (std::string uri = ContainerUri(); !uri.empty()) return ContainerProvider(uri);
+  if (std::string uri = ContainerUri(); !uri.empty()) {
+    STOKER_RETURN_IF_ERROR(CheckContainerUri(uri));
+    return ContainerProvider(uri);
+  }
   // 5. EC2 instance metadata: a probe; nothing there is "no source"
   if (Lower(Env("AWS_EC2_METADATA_DISABLED")) == "true") return std::shared_ptr<CredentialProvider>();
   auto first = aws::FetchInstanceCredentials(ImdsEndpoint(), ImdsAttempts());

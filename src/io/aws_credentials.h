@@ -3,6 +3,8 @@
 //
 // The chain, in botocore's order; the first source that yields keys wins:
 //   1. environment: AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN
+//      (skipped when AwsSettings::profile names a profile, as botocore skips
+//      it for a profile given to its session)
 //   2. the profile (AwsSettings::profile, else AWS_PROFILE, else "default") in
 //      AWS_SHARED_CREDENTIALS_FILE (~/.aws/credentials) and AWS_CONFIG_FILE
 //      (~/.aws/config): static keys; role_arn with source_profile (STS

@@ -234,7 +234,9 @@ Result<SystemClock::time_point> ParseIso8601(std::string_view text) {
   size_t i = 19;
   if (i < s.size() && s[i] == '.') {
     double scale = 0.1, frac = 0;
-    for (++i; i < s.size() && std::isdigit(static_cast<unsigned char>(s[i])); ++i, scale /= 10) frac += (s[i] - '0') * scale;
+    for (++i; i < s.size() && std::isdigit(static_cast<unsigned char>(s[i])); ++i, scale /= 10) {
+      frac += (s[i] - '0') * scale;
+    }
     t += std::chrono::duration_cast<SystemClock::duration>(std::chrono::duration<double>(frac));
   }
   if (i == s.size() || s.substr(i) == "Z" || s.substr(i) == "z") return t;
@@ -296,7 +298,8 @@ Result<AwsCredentials> AssumeRoleWithWebIdentity(const std::string& sts_endpoint
   if (!token.ok()) return token.status().WithContext(what);
   HttpCall call;
   call.body = "Action=AssumeRoleWithWebIdentity&Version=2011-06-15&RoleArn=" + FormEscape(role.role_arn) +
-              "&RoleSessionName=" + FormEscape(role.session_name) + "&WebIdentityToken=" + FormEscape(TrimSpace(*token));
+              "&RoleSessionName=" + FormEscape(role.session_name) +
+              "&WebIdentityToken=" + FormEscape(TrimSpace(*token));
   if (role.duration_s > 0) call.body += "&DurationSeconds=" + std::to_string(role.duration_s);
   auto c = CallSts(sts_endpoint, std::move(call), "AssumeRoleWithWebIdentity");
   if (!c.ok()) return c.status().WithContext(what);

@@ -277,6 +277,19 @@ TEST_F(ChainTest, EnvironmentWinsOverTheProfile) {
   EXPECT_EQ((*p)->Get()->expires, SystemClock::time_point::max());
 }
 
+TEST_F(ChainTest, AProfileInTheSettingsWinsOverTheEnvironment) {
+  Write("credentials", "[job]\naws_access_key_id = JOBKEY\naws_secret_access_key = S\n");
+  Set("AWS_ACCESS_KEY_ID", "ENVKEY");
+  Set("AWS_SECRET_ACCESS_KEY", "ENVSECRET");
+  auto p = SharedCredentialChain({"job", ""});
+  ASSERT_TRUE(p.ok() && *p);
+  EXPECT_EQ((*p)->Get()->key, "JOBKEY");
+  Set("AWS_PROFILE", "job");  // from the environment: the environment's keys still win (botocore)
+  p = SharedCredentialChain({});
+  ASSERT_TRUE(p.ok() && *p);
+  EXPECT_EQ((*p)->Get()->key, "ENVKEY");
+}
+
 TEST_F(ChainTest, OneProviderPerSettings) {
   Write("credentials", "[default]\naws_access_key_id = K\naws_secret_access_key = S\n"
                        "[other]\naws_access_key_id = K2\naws_secret_access_key = S2\n");
@@ -459,6 +472,14 @@ TEST_F(ChainTest, ContainerEndpointWithItsToken) {
   ASSERT_FALSE(p.ok());
   EXPECT_NE(p.status().message().find("container credentials"), std::string::npos) << p.status().message();
   EXPECT_NE(p.status().message().find("401"), std::string::npos) << p.status().message();
+}
+
+TEST_F(ChainTest, TheContainerTokenGoesOnlyToLoopbackOrTheAgent) {
+  Set("AWS_CONTAINER_CREDENTIALS_FULL_URI", "http://example.com/creds");
+  Set("AWS_CONTAINER_AUTHORIZATION_TOKEN", "secret");
+  auto p = SharedCredentialChain({});
+  ASSERT_FALSE(p.ok());
+  EXPECT_NE(p.status().message().find("example.com"), std::string::npos);
 }
 
 TEST_F(ChainTest, StsRefusalNamesSourceAndCode) {
