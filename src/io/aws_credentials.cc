@@ -391,10 +391,15 @@ Result<std::shared_ptr<CredentialProvider>> Resolve(const AwsSettings& settings)
   }
   // 5. EC2 instance metadata: a probe; nothing there is "no source"
   if (Lower(Env("AWS_EC2_METADATA_DISABLED")) == "true") return std::shared_ptr<CredentialProvider>();
+  // (as botocore, whatever went wrong: a firewall or proxy may answer for
+  // 169.254.169.254; an odd answer is worth one line, not a failed run).
   auto first = aws::FetchInstanceCredentials(ImdsEndpoint(), ImdsAttempts());
   if (first.ok()) return InstanceProvider(std::move(first).value());
-  if (first.status().code() == StatusCode::kNotFound) return std::shared_ptr<CredentialProvider>();
-  return first.status();
+  if (first.status().code() != StatusCode::kNotFound) {
+    std::fprintf(stderr, "stoker: no AWS credentials found, requests go unsigned (%s)\n",
+                 first.status().message().c_str());
+  }
+  return std::shared_ptr<CredentialProvider>();
 }
 
 // What the chain reads besides the settings: a change resolves anew.

@@ -16,7 +16,10 @@
 //   4. container: AWS_CONTAINER_CREDENTIALS_RELATIVE_URI (http://169.254.170.2)
 //      or _FULL_URI, with AWS_CONTAINER_AUTHORIZATION_TOKEN(_FILE)
 //   5. EC2 instance metadata, IMDSv2 (AWS_EC2_METADATA_SERVICE_ENDPOINT, else
-//      http://169.254.169.254; AWS_EC2_METADATA_DISABLED=true skips it)
+//      http://169.254.169.254; AWS_EC2_METADATA_DISABLED=true skips it). A
+//      probe: nothing there, no role, or an odd answer (a firewall answering
+//      for the address) is "no source", as in botocore, the last with a line
+//      on stderr.
 // None: requests go unsigned (public buckets).
 // STS is reached at AWS_ENDPOINT_URL_STS, else AWS_ENDPOINT_URL, else
 // https://sts.<region>.amazonaws.com.

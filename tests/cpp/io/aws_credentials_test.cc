@@ -449,6 +449,19 @@ TEST_F(ChainTest, NoInstanceMetadataIsUnsignedAndFast) {
   EXPECT_EQ(*p, nullptr);
 }
 
+TEST_F(ChainTest, AFirewallAnsweringForInstanceMetadataIsNoSource) {
+  MetadataServer firewall([](const std::string&, const std::string&, const std::string&) {
+    return std::pair{403, std::string("resolve_deny: denied destination")};
+  });
+  unsetenv("AWS_EC2_METADATA_DISABLED");
+  Set("AWS_EC2_METADATA_SERVICE_ENDPOINT", firewall.url());
+  auto p = SharedCredentialChain({});
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_EQ(*p, nullptr);
+  ASSERT_TRUE(SharedCredentialChain({}).ok());
+  EXPECT_EQ(firewall.requests().size(), 2u);  // token PUT, v1 role GET; probed once
+}
+
 TEST_F(ChainTest, ContainerEndpointWithItsToken) {
   std::atomic<int> calls{0};
   MetadataServer ecs([&](const std::string&, const std::string& path, const std::string& h) {
