@@ -11,7 +11,8 @@ side of these tests is this proxy:
 - STS calls (a form POST whose Action is AssumeRole*) go to moto (a signed
   one, AssumeRole, only when its signature checks out as below); the
   Credentials of each answer are recorded as issued, valid until their
-  Expiration. `register()` records keys issued elsewhere (the metadata
+  Expiration; roles in `deny_roles` are refused (403 AccessDenied).
+  `register()` records keys issued elsewhere (the metadata
   server, the IAM user of a source profile).
 - every other request (S3) must be SigV4-signed with recorded keys: the
   signature is recomputed with the recorded secret (403
@@ -53,6 +54,7 @@ class S3AuthProxy:
     def __init__(self, upstream_port: int, require_signed: bool = True):
         self.upstream_port = upstream_port
         self.require_signed = require_signed
+        self.deny_roles: set[str] = set()  # STS refuses to let anyone assume these (AccessDenied)
         self.lock = threading.Lock()  # guards everything below
         self.creds: dict[str, tuple[str, str, float]] = {}  # key -> (secret, token, expires)
         self.s3_signed = 0
@@ -96,6 +98,8 @@ class S3AuthProxy:
                 if form.get("Action", "").startswith("AssumeRole"):
                     # AssumeRole is signed with the source's keys: checked as S3 requests are.
                     refusal = self.headers.get("Authorization") and outer._check(self, body, sts=True)
+                    if form.get("RoleArn") in outer.deny_roles:
+                        refusal = (403, "AccessDenied", f"Not authorized to perform sts:{form['Action']}")
                     if refusal:
                         with outer.lock:
                             outer.rejected += 1

@@ -193,6 +193,17 @@ def test_a_failing_source_is_an_error_that_names_it(store, tmp_path, monkeypatch
     monkeypatch.setenv("AWS_PROFILE", "absent")
     with pytest.raises(Exception, match="AWS profile 'absent'"):
         read_s3(store)
+    monkeypatch.delenv("AWS_PROFILE")
+    (tmp_path / "token").write_text("oidc-token")
+    monkeypatch.setenv("AWS_WEB_IDENTITY_TOKEN_FILE", str(tmp_path / "token"))
+    monkeypatch.setenv("AWS_ROLE_ARN", ROLE + "-forbidden")
+    monkeypatch.setenv("AWS_ENDPOINT_URL_STS", store.url)
+    store.deny_roles.add(ROLE + "-forbidden")
+    with pytest.raises(Exception) as e:
+        read_s3(store)
+    msg = str(e.value)
+    assert f"web identity (role {ROLE}-forbidden" in msg and "AccessDenied" in msg, msg
+    assert c.delta()["unsigned"] == 0
 
 
 @pytest.mark.parametrize("endpoint", ["instance metadata", "container"])
