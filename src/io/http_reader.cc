@@ -10,6 +10,7 @@
 #include <random>
 #include <thread>
 
+#include "io/aws_credentials.h"
 #include "io/backoff.h"
 #include "io/cancel.h"
 #include "io/outage.h"
@@ -62,6 +63,7 @@ struct Attempt {
   uint64_t length = UINT64_MAX, total = UINT64_MAX;
   bool first_body = true;
   CURL* h = nullptr;
+  std::string error_body;  // the first bytes of a non-2xx body (the store's error code)
 };
 
 size_t OnHeader(char* buf, size_t size, size_t n, void* user) {
@@ -98,13 +100,19 @@ size_t OnBody(char* buf, size_t size, size_t n, void* user) {
     a->first_body = false;
     long code = 0;
     curl_easy_getinfo(a->h, CURLINFO_RESPONSE_CODE, &code);
-    if (code != 200 && code != 206) return len;  // an error body: discarded
+    if (code != 200 && code != 206) {  // an error body: its start kept, for its code
+      a->error_body.append(buf, std::min<size_t>(len, 4096));
+      return len;
+    }
     if (code == 200 && a->ranged) a->skip = r.offset + r.got;  // the server ignored Range
     if (r.pin_etag && !r.pin_etag->empty() && !a->etag.empty() && a->etag != *r.pin_etag) return 0;
   }
   long code = 0;
   curl_easy_getinfo(a->h, CURLINFO_RESPONSE_CODE, &code);
-  if (code != 200 && code != 206) return len;
+  if (code != 200 && code != 206) {
+    if (a->error_body.size() < 4096) a->error_body.append(buf, std::min<size_t>(len, 4096 - a->error_body.size()));
+    return len;
+  }
   const char* p = buf;
   size_t left = len;
   if (a->skip > 0) {
@@ -152,6 +160,17 @@ bool PermanentCurlError(CURLcode rc) {
 // A fault before any answer from the host: it may never have existed.
 bool NoAnswer(CURLcode rc) { return rc == CURLE_COULDNT_RESOLVE_HOST || rc == CURLE_COULDNT_CONNECT; }
 
+// A refusal that fresh credentials may cure: the store's code for an expired
+// or unknown session token (a HEAD's answer has no body to say so).
+bool TokenRefused(long code, const Attempt& a, bool head, const AwsCredentials& used) {
+  if (code != 400 && code != 403) return false;
+  if (head) return !used.token.empty();
+  for (const char* what : {"ExpiredToken", "InvalidToken", "RequestExpired", "TokenRefreshRequired"}) {
+    if (a.error_body.find(what) != std::string::npos) return true;
+  }
+  return false;
+}
+
 // libcurl calls it while a transfer runs (at least once a second, also
 // while the server sends nothing): non-zero aborts the transfer.
 int OnProgress(void* user, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
@@ -188,6 +207,7 @@ Status Send(const HttpTarget& t, const IoOptions& o, Request& req) {
       if (*faulted) OutageRequestEnded();
     }
   } end_guard{&faulted};
+  int token_retries = 0;  // refusals of expired credentials, retried at once (2 at most)
   // Work that was dropped (io/cancel.h): no attempt after the cancel, a
   // back-off that ends at it, a transfer aborted by it.
   Cancellation* cancel = CurrentCancellation();
@@ -216,10 +236,11 @@ Status Send(const HttpTarget& t, const IoOptions& o, Request& req) {
     std::snprintf(limit, sizeof limit, "retry deadline of %.1f s spent", o.retry_deadline_ms / 1000.0);
     return std::string(limit) + " (retry_deadline_s)";
   };
+  bool refreshed = false;  // the last attempt was refused for its token: no back-off
   for (int attempt = 1;; ++attempt) {
     if (cancel && cancel->cancelled()) return cancelled(attempt);
     const auto deadline = deadline_of(!EverReached(origin));
-    if (attempt > 1) {
+    if (attempt > 1 && !refreshed) {
       std::uniform_real_distribution<double> unit(0.0, 1.0);
       std::chrono::milliseconds pause(
           BackoffMs(attempt - 1, static_cast<uint64_t>(o.backoff_ms), static_cast<uint64_t>(o.backoff_max_ms), unit(rng)));
@@ -238,6 +259,16 @@ Status Send(const HttpTarget& t, const IoOptions& o, Request& req) {
     const long left_ms = std::max<long>(
         1000, std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count());
     const long attempt_ms = std::min<long>(o.timeout_ms, left_ms);
+    refreshed = false;
+    AwsCredentials creds;
+    std::string userpwd = t.userpwd, session_token = t.token;
+    if (t.credentials) {
+      auto c = t.credentials->Get();
+      if (!c.ok()) return c.status().WithContext(t.name + ": AWS credentials");
+      creds = std::move(c).value();
+      userpwd = creds.key + ":" + creds.secret;
+      session_token = creds.token;
+    }
     CURL* h = Handle();
     Attempt a;
     a.req = &req;
@@ -260,8 +291,8 @@ Status Send(const HttpTarget& t, const IoOptions& o, Request& req) {
       // The SHA-256 of an empty payload: curl signs with it (GET/HEAD have no body).
       headers = curl_slist_append(
           headers, "x-amz-content-sha256: e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
-      if (!t.token.empty()) {
-        token = "x-amz-security-token: " + t.token;
+      if (!session_token.empty()) {
+        token = "x-amz-security-token: " + session_token;
         headers = curl_slist_append(headers, token.c_str());
       }
     }
@@ -279,7 +310,7 @@ Status Send(const HttpTarget& t, const IoOptions& o, Request& req) {
     if (headers) curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers);
     if (!t.sigv4.empty()) {
       curl_easy_setopt(h, CURLOPT_AWS_SIGV4, t.sigv4.c_str());
-      curl_easy_setopt(h, CURLOPT_USERPWD, t.userpwd.c_str());
+      curl_easy_setopt(h, CURLOPT_USERPWD, userpwd.c_str());
     }
     curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, OnHeader);
     curl_easy_setopt(h, CURLOPT_HEADERDATA, &a);
@@ -343,9 +374,21 @@ Status Send(const HttpTarget& t, const IoOptions& o, Request& req) {
         last = "HTTP " + std::to_string(code) + " (throttled)";
       } else if (Retryable(code)) {
         last = "HTTP " + std::to_string(code);
+      } else if (t.credentials && token_retries < 2 && TokenRefused(code, a, req.head, creds)) {
+        t.credentials->Invalidate(creds);
+        ++token_retries;
+        refreshed = true;
+        last = "HTTP " + std::to_string(code) + " (credentials refused as expired: " + creds.source + ")";
+        --attempt;  // not a fault of the store: the retry budget stays
+        continue;
       } else {
-        return IoError(t.name + ": HTTP " + std::to_string(code) + (req.head ? " on HEAD" : " on GET") +
-                       " (not retried)");
+        std::string why;  // the store's error code, when its body names one
+        if (size_t p = a.error_body.find("<Code>"); p != std::string::npos) {
+          size_t e = a.error_body.find("</Code>", p);
+          if (e != std::string::npos) why = " " + a.error_body.substr(p + 6, e - p - 6);
+        }
+        return IoError(t.name + ": HTTP " + std::to_string(code) + why + (req.head ? " on HEAD" : " on GET") +
+                       " (not retried)" + (t.credentials ? "; signed with " + creds.source : ""));
       }
     } else if (PermanentCurlError(rc)) {
       return IoError(t.name + ": " + Describe(req, ranged, want) + ": " + curl_easy_strerror(rc) + " (not retried)");

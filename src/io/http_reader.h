@@ -18,17 +18,25 @@
 // kDataLoss, other 4xx kIoError ("not retried"). When the budget is spent
 // the error names the URL, range, last status, attempts, elapsed time and
 // which limit ended it (code kIoError).
+// With a CredentialProvider (S3 through io/aws_credentials.h) each attempt is
+// signed with its current credentials; a 400/403 whose body names an expired
+// or invalid token (ExpiredToken, InvalidToken, RequestExpired,
+// TokenRefreshRequired; for a HEAD, which has no body, any 400/403 under
+// temporary credentials) invalidates them and is tried again, twice at most.
 // A read on a thread whose Cancellation (io/cancel.h) fires stops: no further
 // attempt, the back-off cut short, a transfer in flight aborted (kCancelled).
 // Thread-safety: ReadAt from many threads at once (each uses its own handle).
 #pragma once
 
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "io/reader.h"
 
 namespace stoker {
+
+class CredentialProvider;  // io/aws_credentials.h
 
 // Where and how to send a request: S3 fills the signing fields (io/s3.h).
 struct HttpTarget {
@@ -37,6 +45,9 @@ struct HttpTarget {
   std::string sigv4;      // "aws:amz:<region>:s3" or "" (no signing)
   std::string userpwd;    // "<access key>:<secret>" with sigv4
   std::string token;      // session token (x-amz-security-token) or ""
+  // With sigv4: signs each attempt instead of userpwd/token (temporary
+  // credentials, refreshed).
+  std::shared_ptr<CredentialProvider> credentials;
 };
 
 class HttpReader : public RandomAccessReader {

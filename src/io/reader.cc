@@ -47,7 +47,6 @@ StorageOptions StorageOptionsFromEnvironment() {
       break;
     }
   }
-  if (const char* v = std::getenv("AWS_PROFILE")) o.profile = v;
   return o;
 }
 
@@ -91,6 +90,11 @@ void SetDefaultIoOptions(const IoOptions& o) {
   std::lock_guard lock(options_mu);
   options = o;
   options_set = true;
+}
+
+void ResetDefaultIoOptions() {
+  std::lock_guard lock(options_mu);
+  options_set = false;
 }
 
 void IoCounters::RecordLatency(uint64_t ns) {
@@ -157,7 +161,7 @@ Result<std::unique_ptr<RandomAccessReader>> OpenRemoteUncached(const std::string
     return std::unique_ptr<RandomAccessReader>(std::move(r));
   }
   if (IsRemoteUrl(url)) {
-    STOKER_ASSIGN_OR_RETURN(auto r, HttpReader::Open(HttpTarget{url, url, "", "", ""}, o));
+    STOKER_ASSIGN_OR_RETURN(auto r, HttpReader::Open(HttpTarget{url, url, "", "", "", {}}, o));
     return std::unique_ptr<RandomAccessReader>(std::move(r));
   }
   STOKER_ASSIGN_OR_RETURN(auto r, PosixReader::Open(url));
@@ -175,7 +179,7 @@ Result<std::string> ReadWholeObject(const std::string& url, const IoOptions& o) 
     STOKER_ASSIGN_OR_RETURN(HttpTarget t, S3Target(url, o));
     return HttpGetWhole(t, o);
   }
-  if (IsRemoteUrl(url)) return HttpGetWhole(HttpTarget{url, url, "", "", ""}, o);
+  if (IsRemoteUrl(url)) return HttpGetWhole(HttpTarget{url, url, "", "", "", {}}, o);
   return ReadWholeFile(url);
 }
 

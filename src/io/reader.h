@@ -63,6 +63,7 @@ using IoOptions = StorageOptions;
 
 IoOptions DefaultIoOptions();
 void SetDefaultIoOptions(const IoOptions& options);
+void ResetDefaultIoOptions();  // back to the environment
 
 // Process-wide counters of remote traffic (all readers).
 struct IoCounters {

@@ -4,28 +4,13 @@
 #include <algorithm>
 #include <cctype>
 #include <cstring>
-#include <cstdlib>
-#include <fstream>
 #include <sstream>
+
+#include "io/aws_credentials.h"
 
 namespace stoker {
 
 namespace {
-
-std::string Env(const char* name) {
-  const char* v = std::getenv(name);
-  return v ? v : "";
-}
-
-std::string ReadText(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return "";
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-std::string Home() { return Env("HOME"); }
 
 std::string Trim(std::string s) {
   while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) s.pop_back();
@@ -55,57 +40,32 @@ std::vector<std::string> XmlAll(const std::string& doc, const std::string& tag) 
   return out;
 }
 
-struct Credentials {
-  std::string key, secret, token, region;
-};
-
-Credentials LoadCredentials() {
-  Credentials c;
-  std::string profile = Env("AWS_PROFILE");
-  if (profile.empty()) profile = "default";
-  c.key = Env("AWS_ACCESS_KEY_ID");
-  c.secret = Env("AWS_SECRET_ACCESS_KEY");
-  c.token = Env("AWS_SESSION_TOKEN");
-  if (c.key.empty() || c.secret.empty()) {
-    std::string path = Env("AWS_SHARED_CREDENTIALS_FILE");
-    if (path.empty()) path = Home() + "/.aws/credentials";
-    auto sec = ReadAwsIniSection(ReadText(path), profile);
-    c.key = sec["aws_access_key_id"];
-    c.secret = sec["aws_secret_access_key"];
-    c.token = sec["aws_session_token"];
-  }
-  c.region = Env("AWS_REGION");
-  if (c.region.empty()) c.region = Env("AWS_DEFAULT_REGION");
-  if (c.region.empty()) {
-    std::string path = Env("AWS_CONFIG_FILE");
-    if (path.empty()) path = Home() + "/.aws/config";
-    std::string text = ReadText(path);
-    auto sec = ReadAwsIniSection(text, profile == "default" ? "default" : "profile " + profile);
-    c.region = sec["region"];
-  }
-  if (c.region.empty()) c.region = "us-east-1";
-  return c;
+// The chain of io/aws_credentials.h for these options; null: unsigned.
+Result<std::shared_ptr<CredentialProvider>> Credentials(const IoOptions& o) {
+  auto p = SharedCredentialChain(AwsSettings{o.profile, o.region});
+  if (!p.ok()) return p.status().WithContext("AWS credentials");
+  return p;
 }
 
-HttpTarget Signed(std::string url, std::string name, const Credentials& c) {
+HttpTarget Signed(std::string url, std::string name, const std::shared_ptr<CredentialProvider>& credentials,
+                  const std::string& region) {
   HttpTarget t;
   t.url = std::move(url);
   t.name = std::move(name);
-  if (!c.key.empty() && !c.secret.empty()) {
-    t.sigv4 = "aws:amz:" + c.region + ":s3";
-    t.userpwd = c.key + ":" + c.secret;
-    t.token = c.token;
+  if (credentials) {
+    t.sigv4 = "aws:amz:" + region + ":s3";
+    t.credentials = credentials;
   }
   return t;
 }
 
-std::string BucketUrl(const std::string& bucket, const IoOptions& o, const Credentials& c) {
+std::string BucketUrl(const std::string& bucket, const IoOptions& o, const std::string& region) {
   if (!o.s3_endpoint.empty()) {
     std::string e = o.s3_endpoint;
     while (!e.empty() && e.back() == '/') e.pop_back();
     return e + "/" + UriEscape(bucket, false);
   }
-  return "https://" + bucket + ".s3." + c.region + ".amazonaws.com";
+  return "https://" + bucket + ".s3." + region + ".amazonaws.com";
 }
 
 }  // namespace
@@ -156,19 +116,21 @@ std::map<std::string, std::string> ReadAwsIniSection(const std::string& text, co
 Result<HttpTarget> S3Target(const std::string& s3_url, const IoOptions& options) {
   STOKER_ASSIGN_OR_RETURN(S3Url u, ParseS3Url(s3_url));
   if (u.key.empty()) return InvalidArgument("s3 URL names no object: '" + s3_url + "'");
-  Credentials c = LoadCredentials();
-  return Signed(BucketUrl(u.bucket, options, c) + "/" + UriEscape(u.key, true), s3_url, c);
+  STOKER_ASSIGN_OR_RETURN(auto credentials, Credentials(options));
+  const std::string region = ResolveAwsRegion(AwsSettings{options.profile, options.region});
+  return Signed(BucketUrl(u.bucket, options, region) + "/" + UriEscape(u.key, true), s3_url, credentials, region);
 }
 
 Result<std::vector<std::string>> S3ListKeys(const std::string& bucket, const std::string& prefix,
                                             const IoOptions& options) {
-  Credentials c = LoadCredentials();
+  STOKER_ASSIGN_OR_RETURN(auto credentials, Credentials(options));
+  const std::string region = ResolveAwsRegion(AwsSettings{options.profile, options.region});
   std::vector<std::string> keys;
   std::string token;
   for (int page = 0;; ++page) {
-    std::string url = BucketUrl(bucket, options, c) + "/?list-type=2&prefix=" + UriEscape(prefix, false);
+    std::string url = BucketUrl(bucket, options, region) + "/?list-type=2&prefix=" + UriEscape(prefix, false);
     if (!token.empty()) url += "&continuation-token=" + UriEscape(token, false);
-    HttpTarget t = Signed(url, "s3://" + bucket + "/" + prefix + " (ListObjectsV2)", c);
+    HttpTarget t = Signed(url, "s3://" + bucket + "/" + prefix + " (ListObjectsV2)", credentials, region);
     STOKER_ASSIGN_OR_RETURN(std::string body, HttpGetWhole(t, options));
     for (auto& k : XmlAll(body, "Key")) keys.push_back(std::move(k));
     auto truncated = XmlAll(body, "IsTruncated");

@@ -6,11 +6,12 @@
 // AWS_ENDPOINT_URL) addressed path-style (<endpoint>/<bucket>/<key>, as
 // S3-compatible servers want); without one, AWS virtual-hosted style
 // (https://<bucket>.s3.<region>.amazonaws.com/<key>).
-// Credentials: AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY / AWS_SESSION_TOKEN,
-// else the AWS_PROFILE (or "default") section of AWS_SHARED_CREDENTIALS_FILE
-// (~/.aws/credentials); none: unsigned requests (public buckets). Region:
-// AWS_REGION, AWS_DEFAULT_REGION, the profile's region in AWS_CONFIG_FILE
-// (~/.aws/config), else us-east-1.
+// Credentials: the AWS chain of io/aws_credentials.h (environment, profile
+// with keys, role or credential_process, web identity, container, EC2
+// instance role) for IoOptions::profile and ::region, shared by every target
+// and refreshed ahead of expiry; none: unsigned requests (public buckets).
+// Region: IoOptions::region, AWS_REGION, AWS_DEFAULT_REGION, the profile's
+// region in AWS_CONFIG_FILE (~/.aws/config), else us-east-1.
 // Thread-safety: free functions; they read the environment and files.
 #pragma once
 

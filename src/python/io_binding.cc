@@ -54,6 +54,8 @@ void RegisterIo(nb::module_& m) {
       nb::arg("backoff_ms") = nb::none(), nb::arg("backoff_max_ms") = nb::none(),
       nb::arg("s3_endpoint") = nb::none(), nb::arg("cache_dir") = nb::none(), nb::arg("cache_bytes") = nb::none(),
       nb::arg("retry_deadline_s") = nb::none(), nb::arg("stall_ms") = nb::none());
+  m.def("reset_io_options", &ResetDefaultIoOptions,
+        "Forgets set_io_options: later loaders start from the environment again.");
   m.def("io_options", [] {
     const IoOptions o = DefaultIoOptions();
     nb::dict d;

@@ -26,10 +26,7 @@ PHASE_S = float(os.environ.get("STOKER_OUTAGE_PHASE_S", "4"))
 @pytest.fixture(autouse=True)
 def default_io_options():
     """The defaults a new process has (other test modules override them)."""
-    d = _stoker.StorageOptions()
-    _stoker.set_io_options(attempts=d.attempts, timeout_ms=d.timeout_ms, backoff_ms=d.backoff_ms,
-                           backoff_max_ms=d.backoff_max_ms, retry_deadline_s=d.retry_deadline_ms / 1000,
-                           stall_ms=d.stall_ms, s3_endpoint="", cache_dir="")
+    _stoker.reset_io_options()
     yield
 
 

@@ -11,6 +11,7 @@ import sys
 import pytest
 
 import stoker
+from stoker import _stoker
 
 from conftest import write_vision_shards
 from test_remote import (FIELDS, SHARDS, assert_same, batches_of, free_port, nginx, stream,  # noqa: F401 - fixtures
@@ -57,6 +58,7 @@ def two_s3(data):
 
 @pytest.fixture()
 def keys(monkeypatch):
+    _stoker.reset_io_options()  # other modules set process defaults: start from the environment
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "k")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "s")
     monkeypatch.setenv("AWS_REGION", "us-east-1")

@@ -70,7 +70,7 @@ Outcome OpenThenCancel(const std::string& url, const IoOptions& o, double cancel
   Clock::time_point done;
   std::thread t([&] {
     CancelScope scope(&cancel);
-    auto r = HttpReader::Open(HttpTarget{url, url, "", "", ""}, o);
+    auto r = HttpReader::Open(HttpTarget{url, url, "", "", "", {}}, o);
     out.status = r.ok() ? Status::Ok() : r.status();
     done = Clock::now();
   });
@@ -151,7 +151,7 @@ TEST(CancellationTest, WithoutCancellationRetriesRunToTheirBudget) {
   o.timeout_ms = 2000;
   o.backoff_ms = 1;
   o.backoff_max_ms = 2;
-  auto r = HttpReader::Open(HttpTarget{server.url(), server.url(), "", "", ""}, o);
+  auto r = HttpReader::Open(HttpTarget{server.url(), server.url(), "", "", "", {}}, o);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kIoError) << r.status().message();
   EXPECT_NE(r.status().message().find("3 attempts"), std::string::npos) << r.status().message();

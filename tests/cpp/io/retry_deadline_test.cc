@@ -53,6 +53,8 @@ void Answer(int fd, int status, const std::string& body) {
   ::close(fd);
 }
 
+HttpTarget Plain(const std::string& url) { return HttpTarget{url, url, "", "", "", {}}; }
+
 IoOptions Fast(int deadline_ms) {
   IoOptions o;
   o.retry_deadline_ms = deadline_ms;
@@ -72,7 +74,7 @@ TEST(RetryDeadlineTest, AnOutageShorterThanTheDeadlineIsReadThrough) {
     Answer(fd, down ? 503 : 200, body);
   });
   // The first answer (a 503) marks the host reached: the full deadline applies.
-  auto r = HttpReader::Open(HttpTarget{server.url("a"), server.url("a"), "", "", ""}, Fast(10000));
+  auto r = HttpReader::Open(Plain(server.url("a")), Fast(10000));
   ASSERT_TRUE(r.ok()) << r.status().message();
   std::vector<uint8_t> out(6);
   ASSERT_TRUE((*r)->PRead(4, out).ok());
@@ -84,7 +86,7 @@ TEST(RetryDeadlineTest, AnOutageShorterThanTheDeadlineIsReadThrough) {
 TEST(RetryDeadlineTest, PastTheDeadlineTheErrorNamesIt) {
   LoopbackServer server([](int fd) { Answer(fd, 503, ""); });
   const auto t0 = Clock::now();
-  auto r = HttpReader::Open(HttpTarget{server.url("b"), server.url("b"), "", "", ""}, Fast(700));
+  auto r = HttpReader::Open(Plain(server.url("b")), Fast(700));
   const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
   ASSERT_FALSE(r.ok());
   const std::string m = r.status().message();
@@ -101,7 +103,7 @@ TEST(RetryDeadlineTest, PermanentAnswersAreNotRetried) {
       ++asked;
       Answer(fd, status, "");
     });
-    auto r = HttpReader::Open(HttpTarget{server.url("c"), server.url("c"), "", "", ""}, Fast(60000));
+    auto r = HttpReader::Open(Plain(server.url("c")), Fast(60000));
     ASSERT_FALSE(r.ok());
     EXPECT_EQ(asked.load(), 1) << status;
     EXPECT_NE(r.status().message().find("HTTP " + std::to_string(status)), std::string::npos)
@@ -113,7 +115,7 @@ TEST(RetryDeadlineTest, AHostThatNeverAnsweredGetsTheShortBudget) {
   // A port nothing listens on: refused at once, every time.
   IoOptions o = Fast(600000);
   const auto t0 = Clock::now();
-  auto r = HttpReader::Open(HttpTarget{"http://127.0.0.1:1/x", "http://127.0.0.1:1/x", "", "", ""}, o);
+  auto r = HttpReader::Open(Plain("http://127.0.0.1:1/x"), o);
   const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("never answered"), std::string::npos) << r.status().message();
