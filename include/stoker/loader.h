@@ -104,13 +104,21 @@ struct LoaderOptions {
   // index). >0: streaming order: shards shuffled, then samples passed through a
   // shuffle buffer of this many samples, so reads stay sequential.
   int shuffle_buffer = 0;
+  // With shuffle and shuffle_buffer 0, the unit the global permutation moves
+  // (pipeline/planner.h): 1: single samples; N > 1: blocks of N to 2N-1
+  // consecutive samples of one shard, cut at a random offset per shard and
+  // epoch, so a batch's reads are a few coalesced ranges; -1: auto (1 for
+  // local files, kRemoteShuffleBlock for http/https/s3 shards).
+  int shuffle_block = -1;
 
   int rank = 0;
   int world_size = 1;
   PartitionPolicy partition = PartitionPolicy::kDropRemainder;
 
   int decode_threads = 0;          // 0: one per hardware thread
-  int io_depth = 4;                // concurrent reads, apart from decode threads
+  // Concurrent reads, apart from decode threads. -1: auto (4 for local files;
+  // kRemoteIoDepth for remote shards, lowered to fit memory_budget).
+  int io_depth = -1;
   // Consecutive samples of one batch that lie next to each other in one shard
   // are fetched by one read of up to this many bytes (one ranged GET instead
   // of one round trip per sample). -1: auto (8 MiB for remote shards, off for

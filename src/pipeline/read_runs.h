@@ -40,6 +40,15 @@ uint64_t CoalesceLimit(const LoaderOptions& options, const std::string& shard_pa
 inline constexpr uint64_t kReadAheadBytes = 256ull << 20;
 int ReadAheadBatches(const LoaderOptions& options, const std::string& shard_path, uint64_t batch_bytes);
 
+// io_depth -1 (auto): reads in flight apart from decode. Local preads cost
+// no round trip, so a few keep the decoders fed. A remote read waits a round
+// trip (20-100 ms), and a shuffled batch is several coalesced GETs
+// (planner.h, block shuffle), so many are kept in flight; a read in flight
+// holds one buffer (memory_budget.h), and under a budget the depth is lowered
+// to fit (AutoIoDepth, memory_budget.h).
+inline constexpr int kLocalIoDepth = 4;
+inline constexpr int kRemoteIoDepth = 16;
+
 // How many of the plan positions [first, first + n) one read covers, from
 // `first` (at least 1): the longest prefix in one shard whose samples follow
 // each other (gaps of at most kMaxCoalesceGap) within `limit` bytes.
