@@ -117,7 +117,8 @@ struct LoaderOptions {
 
   int decode_threads = 0;          // 0: one per hardware thread
   // Concurrent reads, apart from decode threads. -1: auto (4 for local files;
-  // kRemoteIoDepth for remote shards, lowered to fit memory_budget).
+  // for remote shards the reads of 8 batches: 8 in stream order, 40 for the
+  // block shuffle of batch 64, at most 64; lowered to fit memory_budget).
   int io_depth = -1;
   // Consecutive samples of one batch that lie next to each other in one shard
   // are fetched by one read of up to this many bytes (one ranged GET instead
@@ -126,7 +127,8 @@ struct LoaderOptions {
   int64_t coalesce_bytes = -1;
   // Batches whose reads start before a batch buffer is free for them (their
   // bytes wait, bounded), so reads in flight are not capped by
-  // prefetch_batches. -1: auto (io_depth for remote shards, 0 for local).
+  // prefetch_batches. -1: auto (for remote shards, enough batches for
+  // io_depth reads; 0 for local).
   int read_ahead_batches = -1;
   uint64_t max_read_bytes_per_s = 0;  // 0: unlimited; else readers share this bandwidth
   int prefetch_batches = 2;        // whole batches decoded ahead of the consumer

@@ -65,8 +65,9 @@ int AutoIoDepth(const LoaderOptions& options, const BatchLayout& layout, const s
                 bool remote) {
   if (options.io_depth >= 0) return options.io_depth;
   LoaderOptions o = options;
-  o.io_depth = remote ? kRemoteIoDepth : kLocalIoDepth;
-  while (o.memory_budget > 0 && o.io_depth > kLocalIoDepth && EstimateMemory(o, layout, indexes).total() > o.memory_budget) {
+  o.io_depth = remote ? RemoteIoDepth(o) : kLocalIoDepth;
+  while (o.memory_budget > 0 && o.io_depth > kLocalIoDepth &&
+         EstimateMemory(o, layout, indexes).total() > o.memory_budget) {
     o.io_depth = std::max(kLocalIoDepth, o.io_depth / 2);
   }
   return o.io_depth;

@@ -40,8 +40,9 @@ MemoryNeed EstimateMemory(const LoaderOptions& options, const BatchLayout& layou
                           const std::vector<ShardIndex>& indexes);
 
 // options.io_depth, or for -1 (auto) kLocalIoDepth, or for `remote` shards
-// kRemoteIoDepth halved (not below kLocalIoDepth) while the need exceeds
-// options.memory_budget: fewer reads in flight rather than a refusal.
+// RemoteIoDepth (read_runs.h) halved (not below kLocalIoDepth) while the need
+// exceeds options.memory_budget: fewer reads in flight rather than a refusal.
+// `options` has shuffle_block resolved.
 int AutoIoDepth(const LoaderOptions& options, const BatchLayout& layout, const std::vector<ShardIndex>& indexes,
                 bool remote);
 

@@ -9,6 +9,7 @@
 #include <set>
 
 #include "pipeline/elastic.h"
+#include "pipeline/memory_budget.h"
 #include "pipeline/planner.h"
 #include "pipeline/read_runs.h"
 
@@ -233,6 +234,30 @@ TEST(BlockShuffleTest, AutoIsSingleSamplesLocallyAndBlocksRemotely) {
   EXPECT_EQ(AutoShuffleBlock(Opts(-1), true), kRemoteShuffleBlock);
   EXPECT_EQ(AutoShuffleBlock(Opts(7), false), 7);
   EXPECT_EQ(AutoShuffleBlock(Opts(1), true), 1);
+}
+
+TEST(BlockShuffleTest, AutoIoDepthIsLowerUnderAMemoryBudgetAndFourLocally) {
+  std::vector<ShardIndex> ix = Contiguous({768, 768});
+  for (ShardIndex& i : ix)
+    for (SampleEntry& e : i.samples) e.end = e.begin + (64 << 10);  // 64 KiB samples
+  BatchLayout layout;
+  layout.buffer_bytes = 64 * 224 * 224 * 3;
+  LoaderOptions o = Opts(16, 64);
+  o.decode_threads = 2;
+  EXPECT_EQ(AutoIoDepth(o, layout, ix, false), kLocalIoDepth);
+  EXPECT_EQ(AutoIoDepth(o, layout, ix, true), 40);
+  o.io_depth = 40;
+  const uint64_t need40 = EstimateMemory(o, layout, ix).total();
+  o.io_depth = 10;
+  const uint64_t need10 = EstimateMemory(o, layout, ix).total();
+  ASSERT_LT(need10, need40);
+  o.io_depth = -1;
+  o.memory_budget = need10 + 1;  // 40 and 20 do not fit, 10 does
+  EXPECT_EQ(AutoIoDepth(o, layout, ix, true), 10);
+  o.memory_budget = 1;  // nothing fits: the floor, and Create's check names the need
+  EXPECT_EQ(AutoIoDepth(o, layout, ix, true), kLocalIoDepth);
+  o.io_depth = 7;  // a number given is kept
+  EXPECT_EQ(AutoIoDepth(o, layout, ix, true), 7);
 }
 
 TEST(BlockShuffleTest, ElasticResumeReCutsTheSameBlockOrder) {
