@@ -182,7 +182,9 @@ def dl_wds_shuffled(w: dict, shards: list, workers: int, buffer: int = 1000, see
     def make():
         ds = wds.WebDataset([str(p) for p in shards], shardshuffle=len(shards), empty_check=False,
                             seed=seed).shuffle(buffer).map(fn)
-        return torch.utils.data.DataLoader(ds, batch_size=w["batch"], num_workers=workers)
+        # persistent workers: the next epoch does not pay their start again
+        return torch.utils.data.DataLoader(ds, batch_size=w["batch"], num_workers=workers,
+                                           persistent_workers=workers > 0)
 
     return make
 
