@@ -19,6 +19,8 @@ faults, GETs per path and per (path, Range). Threads: one per client connection;
 from __future__ import annotations
 
 import collections
+import fcntl
+import os
 import socket
 import struct
 import threading
@@ -140,6 +142,39 @@ class FaultProxy:
         finally:
             u.close()
 
+    def _relay(self, c: socket.socket, request: bytes, method: str) -> bool:
+        """A "pass": the upstream response streamed to the client as it arrives,
+        its body moved by os.splice (the bytes stay in the kernel), so the
+        proxy adds its latency and little CPU on the machine it shares with
+        the client under test. False when the client connection must close."""
+        u = socket.create_connection(("127.0.0.1", self.upstream_port))
+        try:
+            u.sendall(request)
+            buf = bytearray()
+            head = self._read_head(u, buf)
+            if head is None:
+                return False
+            code = int(head.split(b" ", 2)[1])
+            n = self._content_length(head)
+            keep = b"connection: close" not in head.lower()
+            if method == "HEAD" or code in (204, 304):
+                c.sendall(head)
+                return keep
+            if n is None:  # read to close, then deliver (not used by nginx or moto for GET)
+                while True:
+                    chunk = u.recv(65536)
+                    if not chunk:
+                        break
+                    buf += chunk
+                c.sendall(head + bytes(buf))
+                return False
+            first = bytes(buf[:n])
+            c.sendall(head + first)
+            _move(u, c, n - len(first))
+            return keep
+        finally:
+            u.close()
+
     def _serve(self, c: socket.socket):
         buf = bytearray()
         try:
@@ -169,6 +204,10 @@ class FaultProxy:
                 if kind == "stall":
                     time.sleep(float(arg))
                     return
+                if kind == "pass":
+                    if not self._relay(c, head + body, method):
+                        return
+                    continue
                 rhead, rbody = self._upstream(head + body, method)
                 if rhead is None:
                     return
@@ -185,6 +224,36 @@ class FaultProxy:
             return
         finally:
             c.close()
+
+
+def _move(src: socket.socket, dst: socket.socket, n: int) -> None:
+    """n bytes from src to dst: through a pipe with os.splice where there is one."""
+    if n <= 0:
+        return
+    if not hasattr(os, "splice"):
+        while n > 0:
+            chunk = src.recv(min(n, 1 << 20))
+            if not chunk:
+                raise OSError("upstream closed mid-body")
+            dst.sendall(chunk)
+            n -= len(chunk)
+        return
+    r, w = os.pipe()
+    try:
+        try:
+            fcntl.fcntl(w, 1031, 1 << 20)  # F_SETPIPE_SZ: up to 1 MiB a move
+        except OSError:
+            pass
+        while n > 0:
+            k = os.splice(src.fileno(), w, min(n, 1 << 20))
+            if k == 0:
+                raise OSError("upstream closed mid-body")
+            n -= k
+            while k > 0:
+                k -= os.splice(r, dst.fileno(), k)
+    finally:
+        os.close(r)
+        os.close(w)
 
 
 if __name__ == "__main__":  # a standalone proxy (the benchmark runs it in its own process)
