@@ -20,7 +20,9 @@
 // sample order never depends on thread timing.
 //
 // Epoch boundaries: once the scheduler has queued the last batch of its epoch
-// e, it plans e + 1 (the usual next set_epoch) and goes on with e + 1's
+// e (or, over remote shards, once the read-ahead window reaches past e's end
+// while e is the epoch being delivered, so e + 1's first reads are as early
+// as any), it plans e + 1 (the usual next set_epoch) and goes on with e + 1's
 // batches into the same pool, so the pool's capacity still bounds every batch
 // buffer and the next epoch's first batches are ready when a slow consumer
 // gets there. Continue(e + 1) hands them over once every batch of e was
