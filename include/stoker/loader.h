@@ -100,8 +100,8 @@ struct LoaderOptions {
   bool drop_last = true;           // false: the last batch of a rank may be short
   bool shuffle = false;
   uint64_t seed = 0;
-  // 0 with shuffle: one global permutation of all samples (random access by
-  // index). >0: streaming order: shards shuffled, then samples passed through a
+  // 0 with shuffle: one global permutation of all samples, or of blocks of
+  // them (shuffle_block; random access by index). >0: streaming order: shards shuffled, then samples passed through a
   // shuffle buffer of this many samples, so reads stay sequential.
   int shuffle_buffer = 0;
   // With shuffle and shuffle_buffer 0, the unit the global permutation moves
