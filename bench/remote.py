@@ -268,7 +268,8 @@ def main(args, w: dict, data: dict, stoker_bin: str) -> dict:
     def ratio(a_name, b_name, key="epoch_rate", quiet=False):
         out = []
         for rep in range(reps):
-            a = [r for r in runs if r["loader"] == a_name and r["rep"] == rep and r["setting"] == "shuffle=True, defaults"]
+            a = [r for r in runs if r["loader"] == a_name and r["rep"] == rep
+                 and r["setting"] == "shuffle=True, defaults"]
             b = [r for r in runs if r["loader"] == b_name and r["rep"] == rep]  # the best of the rep
             if not (a and b):
                 continue
@@ -285,7 +286,8 @@ def main(args, w: dict, data: dict, stoker_bin: str) -> dict:
                                                               for lat in LATENCIES},
                                  "DataLoader+wds http+20ms": dl[0]},
         "dl_wds_best": dl_setting,
-        "reads_only_samples_per_s": {r["loader"]: r["steady_rate"] for r in runs if r["loader"].startswith("reads-only")},
+        "reads_only_samples_per_s": {r["loader"]: r["steady_rate"] for r in runs
+                                     if r["loader"].startswith("reads-only")},
         "http20_over_local": ratio("stoker http+20ms", "stoker local"),
         "http100_over_local": ratio("stoker http+100ms", "stoker local"),
         "http20_over_dl_wds": ratio("stoker http+20ms", "DataLoader+wds http+20ms"),
@@ -320,7 +322,8 @@ def main(args, w: dict, data: dict, stoker_bin: str) -> dict:
     for label, keys in [("global permutation (shuffle_block=1)", stoker_keys(shards, w["batch"], 2, shuffle=True,
                                                                             shuffle_block=1)),
                         *[(f"block shuffle, shuffle_block={b}" + (" (remote default)" if b == 16 else ""),
-                           stoker_keys(shards, w["batch"], 2, shuffle=True, shuffle_block=b)) for b in (4, 8, 16, 32, 64)],
+                           stoker_keys(shards, w["batch"], 2, shuffle=True, shuffle_block=b))
+                          for b in (4, 8, 16, 32, 64)],
                         ("webdataset shardshuffle + shuffle(1000), one process", wds_keys(shards, w["batch"], 2))]:
         quality[label] = shuffle_quality(keys, canonical)
     summary["quality"] = quality
@@ -329,7 +332,8 @@ def main(args, w: dict, data: dict, stoker_bin: str) -> dict:
     for label, q in quality.items():
         print(f"    {label:<56} {q['shards_per_batch']:12.1f} {q['runs_per_batch']:10.1f} {q['pair_distance']:16.2f} "
               f"{q['pairs_again']:11.3f}")
-    print(f"    (a global permutation's pairs-again expectation: {quality[next(iter(quality))]['pairs_again_global']:.3f})")
+    expect = quality[next(iter(quality))]["pairs_again_global"]
+    print(f"    (a global permutation's pairs-again expectation: {expect:.3f})")
     return {"workload": "V-http-shuffled", "count": data["count"], "runs": runs, "summary": summary}
 
 

@@ -100,8 +100,8 @@ class Loader:
 
     Remote shards (``http://``, ``https://``, ``s3://``): ``io_depth`` reads
     (default: 4 local; remote, the reads of 8 batches: 8 unshuffled, 40 for
-    blocks of 16 in batches of 64, at most 64) run at once apart from decode; a batch's neighbouring samples in one shard
-    are one ranged GET of up to ``coalesce_bytes`` (default 8 MiB; 0: one GET
+    blocks of 16 in batches of 64, at most 64) run at once apart from
+    decode; a batch's neighbouring samples in one shard are one ranged GET of up to ``coalesce_bytes`` (default 8 MiB; 0: one GET
     per sample), and the reads of ``read_ahead_batches`` batches (default:
     enough for ``io_depth`` reads) start before a batch buffer is free for them.
     ``s3_endpoint`` (an S3-compatible server, path-style), ``cache_dir`` and
