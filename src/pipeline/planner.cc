@@ -29,11 +29,14 @@ std::vector<SampleRef> BlockOrder(const std::vector<uint32_t>& samples_per_shard
     const uint32_t n = samples_per_shard[s];
     if (n == 0) continue;
     // Cuts at phase + k * block inside (0, n); a first or last piece shorter
-    // than a block joins its neighbour. So a shard of n >= B samples gives
-    // blocks of B..2B-1 samples (one block of n when n < 3B may leave no cut),
-    // and a batch of b consecutive plan positions meets at most
+    // than a block joins its neighbour. So a shard of n >= 2B samples gives
+    // blocks of B..2B-1 samples (2B..3B-1: two blocks), one of B..2B-1 is one
+    // block, and a batch of b consecutive plan positions meets at most
     // ceil(b / B) + 1 blocks; a shard of n < B samples is one block.
-    const uint32_t phase = static_cast<uint32_t>(rng.Below(block));
+    // A shard of 2B..3B-1 samples has room for one cut: its phase is drawn
+    // where that cut exists, so it is never one whole-shard block.
+    const uint64_t span = n >= 2 * block && n < 3 * block ? n - 2 * block + 1 : block;
+    const uint32_t phase = static_cast<uint32_t>(rng.Below(span));
     uint32_t begin = 0;
     for (uint64_t cut = phase == 0 ? block : phase + uint64_t{block}; cut + block <= n; cut += block) {
       blocks.push_back({s, begin, static_cast<uint32_t>(cut)});

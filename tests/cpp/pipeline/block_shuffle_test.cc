@@ -166,6 +166,21 @@ TEST(BlockShuffleTest, BlocksAreContiguousInTheirShardAndTheirEdgesMove) {
     }
     EXPECT_GT(edges_per_epoch.size(), 1u) << "block edges move between epochs, block " << block;
   }
+  // A shard of 2B..3B-1 samples is two blocks, never one whole-shard block:
+  // it reads as one piece only when its two blocks land next to each other
+  // in order (about 1 in 8 here; with a phase drawn over all of [0, B) it was
+  // one block 31 times in 32).
+  int split = 0, cases = 0;
+  for (uint64_t epoch = 0; epoch < 16; ++epoch) {
+    auto small = GlobalOrder({64, 64, 70, 95}, 32, epoch);
+    std::map<uint32_t, int> pieces;
+    for (auto [begin, end] : Pieces(small)) pieces[small[begin].shard] += 1;
+    for (auto [shard, count] : pieces) {
+      split += count >= 2;
+      ++cases;
+    }
+  }
+  EXPECT_GE(split * 10, cases * 6) << split << " of " << cases << " shard-epochs split";
   // Blocks are not whole shards: shard 3 (250 samples) is cut into many pieces.
   auto order = GlobalOrder(counts, 16, 0);
   int pieces3 = 0;
