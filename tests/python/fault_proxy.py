@@ -1,10 +1,9 @@
 """A fault-injecting HTTP/1.1 proxy on loopback, in front of a real server
 (nginx, moto), for the remote-source tests and the benchmark.
 
-Each request from a client is forwarded on its own upstream connection; the
-upstream response is read whole and then delivered, or damaged, according to
-the proxy's script: a list of actions applied to requests in arrival order
-(cycled), each one of
+Each request from a client is forwarded upstream and its response delivered,
+or damaged, according to the proxy's script: a list of actions applied to
+requests in arrival order (cycled), each one of
 
     "pass"            deliver as is
     "reset:N"         send the headers and N body bytes, then a TCP reset
@@ -12,7 +11,9 @@ the proxy's script: a list of actions applied to requests in arrival order
     "status:503"      answer 503 (or any code) without asking upstream
     "stall:S"         wait S seconds (past the client's deadline), then close
 
-`latency` seconds are added to every request. Only requests whose method is in
+A "pass" streams the response (os.splice) on an upstream connection kept per
+client connection; a fault reads it whole on a connection of its own, then
+cuts it. `latency` seconds are added to every request. Only requests whose method is in
 `methods` consume script entries (default GET: bodies). Counters: requests,
 faults, GETs per path and per (path, Range). Threads: one per client connection; the script index is under a lock.
 """
@@ -142,41 +143,62 @@ class FaultProxy:
         finally:
             u.close()
 
-    def _relay(self, c: socket.socket, request: bytes, method: str) -> bool:
+    def _relay(self, c: socket.socket, request: bytes, method: str, up: list) -> bool:
         """A "pass": the upstream response streamed to the client as it arrives,
-        its body moved by os.splice (the bytes stay in the kernel), so the
-        proxy adds its latency and little CPU on the machine it shares with
-        the client under test. False when the client connection must close."""
-        u = socket.create_connection(("127.0.0.1", self.upstream_port))
-        try:
-            u.sendall(request)
+        its body moved by os.splice (the bytes stay in the kernel), on an
+        upstream connection kept for the client connection's next requests
+        (`up`: [socket or None]), so the proxy adds its latency and little CPU
+        on the machine it shares with the client under test. False when the
+        client connection must close."""
+        for _ in range(2):  # a kept connection the server closed meanwhile: once more on a new one
+            fresh = up[0] is None
+            if fresh:
+                up[0] = socket.create_connection(("127.0.0.1", self.upstream_port))
+            u = up[0]
             buf = bytearray()
-            head = self._read_head(u, buf)
-            if head is None:
+            try:
+                u.sendall(request)
+                head = self._read_head(u, buf)
+            except OSError:
+                head = None
+            if head is not None:
+                break
+            u.close()
+            up[0] = None
+            if fresh:
                 return False
+        else:
+            return False
+        try:
             code = int(head.split(b" ", 2)[1])
             n = self._content_length(head)
             keep = b"connection: close" not in head.lower()
             if method == "HEAD" or code in (204, 304):
                 c.sendall(head)
-                return keep
-            if n is None:  # read to close, then deliver (not used by nginx or moto for GET)
+            elif n is None:  # read to close, then deliver (not used by nginx or moto for GET)
                 while True:
                     chunk = u.recv(65536)
                     if not chunk:
                         break
                     buf += chunk
                 c.sendall(head + bytes(buf))
-                return False
-            first = bytes(buf[:n])
-            c.sendall(head + first)
-            _move(u, c, n - len(first))
-            return keep
-        finally:
+                keep = False
+            else:
+                first = bytes(buf[:n])
+                c.sendall(head + first)
+                _move(u, c, n - len(first))
+        except BaseException:
             u.close()
+            up[0] = None
+            raise
+        if not keep:
+            u.close()
+            up[0] = None
+        return keep
 
     def _serve(self, c: socket.socket):
         buf = bytearray()
+        up = [None]  # the upstream connection passed requests reuse
         try:
             while not self._stop:
                 head = self._read_head(c, buf)
@@ -205,7 +227,7 @@ class FaultProxy:
                     time.sleep(float(arg))
                     return
                 if kind == "pass":
-                    if not self._relay(c, head + body, method):
+                    if not self._relay(c, head + body, method, up):
                         return
                     continue
                 rhead, rbody = self._upstream(head + body, method)
@@ -223,6 +245,8 @@ class FaultProxy:
         except OSError:
             return
         finally:
+            if up[0] is not None:
+                up[0].close()
             c.close()
 
 
