@@ -102,7 +102,6 @@ def test_remote_default_is_blocks_exactly_once_like_local_with_few_gets(data, pr
     got = [epoch(http, e) for e in range(2)]
     http.close()
     gets = tar_gets(proxy) - before
-    print(f"GETs of shard bytes for 2 epochs of {SHARDS * PER_SHARD} samples: {gets}")
     block = opts.shuffle_block
 
     local = loader(str(root / PATTERN), shuffle_block=block)
