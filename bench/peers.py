@@ -112,11 +112,13 @@ def stoker_loader(w: dict, shards: list[Path], decode_threads: int, io_depth: in
     def make():
         if not record_stats and "record_stats" not in kwargs:
             return _loader_without_recording(stoker, shards, fields, w, decode_threads, io_depth)
-        kw = {"observe": observe, **kwargs, **extra}
+        kw = {"observe": observe, "shuffle": False, **kwargs, **extra}
         if kw["observe"]:
             kw["window"] = 100000
-        return stoker.Loader([str(p) for p in shards], fields=fields, batch_size=w["batch"], shuffle=False,
-                             decode_threads=decode_threads, io_depth=io_depth, prefetch=2, output="torch", **kw)
+        if io_depth is not None:  # None: the loader's default (auto)
+            kw["io_depth"] = io_depth
+        return stoker.Loader([str(p) for p in shards], fields=fields, batch_size=w["batch"],
+                             decode_threads=decode_threads, prefetch=2, output="torch", **kw)
 
     return make
 
@@ -165,6 +167,24 @@ def dl_wds(w: dict, shards: list[Path], workers: int):
     def make():
         ds = wds.WebDataset([str(p) for p in shards], shardshuffle=False, empty_check=False).map(fn)
         return torch.utils.data.DataLoader(ds, batch_size=w["batch"], num_workers=workers, shuffle=False)
+
+    return make
+
+
+def dl_wds_shuffled(w: dict, shards: list, workers: int, buffer: int = 1000, seed: int = 0):
+    """Shuffled training as webdataset documents it: shard shuffle, then a
+    sample shuffle buffer (per DataLoader worker), then decode."""
+    import torch
+    import webdataset as wds
+
+    fn = VisionSample(w["name"], w["size"], w["resize"])
+
+    def make():
+        ds = wds.WebDataset([str(p) for p in shards], shardshuffle=len(shards), empty_check=False,
+                            seed=seed).shuffle(buffer).map(fn)
+        # persistent workers: the next epoch does not pay their start again
+        return torch.utils.data.DataLoader(ds, batch_size=w["batch"], num_workers=workers,
+                                           persistent_workers=workers > 0)
 
     return make
 

@@ -102,17 +102,26 @@ struct LoaderOptions {
   bool drop_last = true;           // false: the last batch of a rank may be short
   bool shuffle = false;
   uint64_t seed = 0;
-  // 0 with shuffle: one global permutation of all samples (random access by
-  // index). >0: streaming order: shards shuffled, then samples passed through a
+  // 0 with shuffle: one global permutation of all samples, or of blocks of
+  // them (shuffle_block; random access by index). >0: streaming order: shards shuffled, then samples passed through a
   // shuffle buffer of this many samples, so reads stay sequential.
   int shuffle_buffer = 0;
+  // With shuffle and shuffle_buffer 0, the unit the global permutation moves
+  // (pipeline/planner.h): 1: single samples; N > 1: blocks of N to 2N-1
+  // consecutive samples of one shard, cut at a random offset per shard and
+  // epoch, so a batch's reads are a few coalesced ranges; -1: auto (1 for
+  // local files, kRemoteShuffleBlock for http/https/s3 shards).
+  int shuffle_block = -1;
 
   int rank = 0;
   int world_size = 1;
   PartitionPolicy partition = PartitionPolicy::kDropRemainder;
 
   int decode_threads = 0;          // 0: one per hardware thread
-  int io_depth = 4;                // concurrent reads, apart from decode threads
+  // Concurrent reads, apart from decode threads. -1: auto (4 for local files;
+  // for remote shards the reads of 8 batches: 8 in stream order, 40 for the
+  // block shuffle of batch 64, at most 64; lowered to fit memory_budget).
+  int io_depth = -1;
   // Consecutive samples of one batch that lie next to each other in one shard
   // are fetched by one read of up to this many bytes (one ranged GET instead
   // of one round trip per sample). -1: auto (8 MiB for remote shards, off for
@@ -120,7 +129,8 @@ struct LoaderOptions {
   int64_t coalesce_bytes = -1;
   // Batches whose reads start before a batch buffer is free for them (their
   // bytes wait, bounded), so reads in flight are not capped by
-  // prefetch_batches. -1: auto (io_depth for remote shards, 0 for local).
+  // prefetch_batches. -1: auto (for remote shards, enough batches for
+  // io_depth reads; 0 for local).
   int read_ahead_batches = -1;
   uint64_t max_read_bytes_per_s = 0;  // 0: unlimited; else readers share this bandwidth
   int prefetch_batches = 2;        // whole batches decoded ahead of the consumer

@@ -75,7 +75,7 @@ class TokenLoader(Loader):
         extras: Sequence[str] = (),
         rank: int | None = None,
         world_size: int | None = None,
-        io_depth: int = 2,
+        io_depth: int | None = None,
         s3_endpoint: str | None = None,
         profile: str | None = None,
         region: str | None = None,
@@ -119,7 +119,7 @@ class TokenLoader(Loader):
         opt.seed = seed
         opt.rank = rank
         opt.world_size = world_size
-        opt.io_depth = io_depth
+        opt.io_depth = -1 if io_depth is None else io_depth  # auto: 4 local, 16 for a URL
         opt.storage = storage_options(s3_endpoint=s3_endpoint, profile=profile, region=region,
                                       retry_deadline_s=retry_deadline_s)
         opt.prefetch_batches = prefetch
@@ -141,7 +141,7 @@ class TokenLoader(Loader):
         self._extras = tuple(extras)
         self._cached: dict[str, Any] = {}
         self._attach(output, observe, source="stoker.TokenLoader",
-                     config={"batch_size": batch_size, "io_depth": io_depth, "prefetch": prefetch,
+                     config={"batch_size": batch_size, "io_depth": self._native.options.io_depth, "prefetch": prefetch,
                              "seq_len": seq_len, "batches": self._native.plan.batches},
                      window=window, log_every=log_every, slow_factor=slow_factor, slow_floor_s=slow_floor_s,
                      jsonl=jsonl, trace_spans=trace_spans)

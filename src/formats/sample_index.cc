@@ -5,6 +5,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <future>
+
 #include <unordered_set>
 
 namespace stoker {
@@ -257,11 +259,18 @@ Result<ShardIndex> ReadShardIndex(const std::string& index_path, const IoOptions
 }
 
 Result<ShardIndex> LoadOrBuildShardIndex(const std::string& shard_path, KeyRule rule, const IoOptions& io) {
+  const std::string index_path = IndexPathFor(shard_path);
+  // A remote shard's open (a HEAD) and its sidecar's GET are a round trip
+  // each: they go out together, so a loader's start waits for one, not two.
+  std::future<Result<ShardIndex>> remote_sidecar;
+  if (IsRemoteUrl(shard_path)) {
+    remote_sidecar = std::async(std::launch::async, [index_path, io] { return ReadShardIndex(index_path, io); });
+  }
+  // (An early return waits for it: a std::async future joins as it is destroyed.)
   STOKER_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessReader> file, OpenReader(shard_path, io));
   const uint64_t size = file->Size();
   if (Status damage = file->Damage(); !damage.ok()) return DamagedShard(*file, damage);
-  const std::string index_path = IndexPathFor(shard_path);
-  Result<ShardIndex> sidecar = ReadShardIndex(index_path, io);
+  Result<ShardIndex> sidecar = remote_sidecar.valid() ? remote_sidecar.get() : ReadShardIndex(index_path, io);
   if (sidecar.ok()) {
     // A sidecar for another version of the shard, or another key rule, is
     // stale rather than corrupt: fall back to the scan.

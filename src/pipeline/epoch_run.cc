@@ -163,43 +163,74 @@ void EpochRun::Schedule(int64_t first_batch) {
     std::lock_guard lock(mu_);
     leg = legs_[0];
   }
+  Ahead ahead;  // filled by ScheduleLeg when its read-ahead reaches into the next epoch
   for (int64_t first = first_batch;; first = 0) {
-    if (!ScheduleLeg(leg, first)) break;
+    if (!ScheduleLeg(leg, first, &ahead)) break;
     // An empty epoch has nothing to prepare ahead (and would plan forever).
     if (!next_epoch_ || leg.plan->info.batches == 0) break;
-    {
-      // Plan epoch e + 1 only once e is the one delivered: at most one epoch
-      // is prepared ahead (its batches are bounded by the pool regardless).
-      std::unique_lock lock(mu_);
-      ready_.wait(lock, [&] { return cancelled_ || legs_.size() == 1; });
-      if (cancelled_) break;
+    if (!ahead.leg) {
+      {
+        // Plan epoch e + 1 only once e is the one delivered: at most one epoch
+        // is prepared ahead (its batches are bounded by the pool regardless).
+        std::unique_lock lock(mu_);
+        ready_.wait(lock, [&] { return cancelled_ || legs_.size() == 1; });
+        if (cancelled_) break;
+      }
+      if (!PlanAfter(leg, &ahead)) break;
     }
-    Result<EpochPlan> next = next_epoch_(leg.epoch + 1);
-    if (!next.ok()) break;  // Continue declines; the loader plans again and reports the error
-    Leg after{std::make_shared<const EpochPlan>(std::move(next).value()), leg.epoch + 1,
-              leg.base + leg.plan->info.batches};
-    {
-      std::lock_guard lock(mu_);
-      if (cancelled_) break;
-      legs_.push_back(after);
-      ready_.notify_all();
-    }
-    leg = std::move(after);
+    leg = std::move(*ahead.leg);
+    first_ahead_ = ahead.begun;  // ScheduleLeg(leg, 0) starts after the reads already queued
+    ahead = Ahead{};
   }
   std::lock_guard lock(mu_);
   scheduler_done_ = true;
   ready_.notify_all();
 }
 
-bool EpochRun::ScheduleLeg(const Leg& leg, int64_t first_batch) {
+bool EpochRun::PlanAfter(const Leg& leg, Ahead* ahead) {
+  Result<EpochPlan> next = next_epoch_(leg.epoch + 1);
+  if (!next.ok()) {  // Continue declines; the loader plans again and reports the error
+    ahead->failed = true;
+    return false;
+  }
+  Leg after{std::make_shared<const EpochPlan>(std::move(next).value()), leg.epoch + 1,
+            leg.base + leg.plan->info.batches};
+  std::lock_guard lock(mu_);
+  if (cancelled_) return false;
+  legs_.push_back(after);
+  ready_.notify_all();
+  ahead->leg = std::move(after);
+  return true;
+}
+
+bool EpochRun::ScheduleLeg(const Leg& leg, int64_t first_batch, Ahead* ahead) {
   const int64_t batches = leg.plan->info.batches;
   // Remote shards: the reads of the next read_ahead_ batches are queued
   // before their buffers exist (read_runs.h), so reads in flight are not
   // capped by the prefetch depth; their bytes wait on the batch until it has a buffer.
+  // The window runs on into the next epoch (planned here, once this one is
+  // the one delivered), so an epoch's first batches are read as early as any
+  // other: without it they began only with their buffers, prefetch batches
+  // before they were due, and a round trip or two stalled every epoch's start.
   int64_t next_read = first_batch;  // the first batch whose reads are not queued yet
+  if (first_batch == 0 && first_ahead_ > 0) next_read = std::min(first_ahead_, batches);
+  first_ahead_ = 0;
   for (int64_t b = first_batch; b < batches; ++b) {
     for (; read_ahead_ > 0 && next_read < batches && next_read <= b + read_ahead_; ++next_read)
       if (!Begin(leg, next_read, nullptr)) return false;
+    if (read_ahead_ > 0 && next_read == batches && b + read_ahead_ >= batches && next_epoch_ && !ahead->failed) {
+      bool current = false;
+      {
+        std::lock_guard lock(mu_);
+        current = legs_.size() == 1;  // never wait here: this epoch's buffers come first
+      }
+      if (!ahead->leg && current && !PlanAfter(leg, ahead) && !ahead->failed) return false;
+      if (ahead->leg) {
+        const int64_t next_batches = ahead->leg->plan->info.batches;
+        for (; ahead->begun < next_batches && batches + ahead->begun <= b + read_ahead_; ++ahead->begun)
+          if (!Begin(*ahead->leg, ahead->begun, nullptr)) return false;
+      }
+    }
     {
       std::lock_guard lock(mu_);
       scheduler_blocked_ = true;

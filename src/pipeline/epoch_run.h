@@ -20,7 +20,9 @@
 // sample order never depends on thread timing.
 //
 // Epoch boundaries: once the scheduler has queued the last batch of its epoch
-// e, it plans e + 1 (the usual next set_epoch) and goes on with e + 1's
+// e (or, over remote shards, once the read-ahead window reaches past e's end
+// while e is the epoch being delivered, so e + 1's first reads are as early
+// as any), it plans e + 1 (the usual next set_epoch) and goes on with e + 1's
 // batches into the same pool, so the pool's capacity still bounds every batch
 // buffer and the next epoch's first batches are ready when a slow consumer
 // gets there. Continue(e + 1) hands them over once every batch of e was
@@ -49,6 +51,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <thread>
 #include <utility>
@@ -195,9 +198,21 @@ class EpochRun {
     uint64_t epoch = 0;
     int64_t base = 0;
   };
+  // The next epoch when the read-ahead of the one being scheduled reached
+  // into it: its leg (published in legs_) and how many of its first batches
+  // have their reads queued. Scheduler thread only.
+  struct Ahead {
+    std::optional<Leg> leg;
+    int64_t begun = 0;
+    bool failed = false;  // its planning failed: not tried again early
+  };
   void Schedule(int64_t first_batch);
-  // Queues one epoch's batches from `first`; false once cancelled.
-  bool ScheduleLeg(const Leg& leg, int64_t first);
+  // Queues one epoch's batches from `first`; false once cancelled (or, with
+  // ahead->failed, once the next epoch cannot be planned).
+  bool ScheduleLeg(const Leg& leg, int64_t first, Ahead* ahead);
+  // Plans the epoch after `leg` and publishes it in legs_; false if
+  // cancelled or the plan failed (then ahead->failed).
+  bool PlanAfter(const Leg& leg, Ahead* ahead);
   // Publishes the leg's batch b and queues its reads; lease null: read ahead
   // of its buffer (the scheduler sets it later). False once cancelled.
   bool Begin(const Leg& leg, int64_t b, std::unique_ptr<BufferPool::Lease> lease);
@@ -229,6 +244,9 @@ class EpochRun {
   // Batches whose reads are queued before their buffers exist (remote
   // shards; read_runs.h); 0 for local files. Set before the threads start.
   int64_t read_ahead_ = 0;
+  // Batches of the next leg whose reads ScheduleLeg queued ahead (Ahead::begun),
+  // for the ScheduleLeg call of that leg. Scheduler thread only.
+  int64_t first_ahead_ = 0;
   // Every field is an array (npy/npz) and no read runs ahead of its buffer:
   // once read straight into its slots a sample needs only its headers
   // checked, so readers decode it themselves rather than hand it to a decoder

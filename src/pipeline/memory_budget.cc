@@ -61,6 +61,18 @@ MemoryNeed EstimateMemory(const LoaderOptions& o, const BatchLayout& layout, con
   return need;
 }
 
+int AutoIoDepth(const LoaderOptions& options, const BatchLayout& layout, const std::vector<ShardIndex>& indexes,
+                bool remote) {
+  if (options.io_depth >= 0) return options.io_depth;
+  LoaderOptions o = options;
+  o.io_depth = remote ? RemoteIoDepth(o) : kLocalIoDepth;
+  while (o.memory_budget > 0 && o.io_depth > kLocalIoDepth &&
+         EstimateMemory(o, layout, indexes).total() > o.memory_budget) {
+    o.io_depth = std::max(kLocalIoDepth, o.io_depth / 2);
+  }
+  return o.io_depth;
+}
+
 Status CheckMemoryBudget(const LoaderOptions& o, const MemoryNeed& need) {
   if (o.memory_budget == 0 || need.total() <= o.memory_budget) return Status::Ok();
   return InvalidArgument("memory_budget=" + std::to_string(o.memory_budget) + " (" + MiB(o.memory_budget) +

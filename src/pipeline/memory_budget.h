@@ -39,6 +39,13 @@ struct MemoryNeed {
 MemoryNeed EstimateMemory(const LoaderOptions& options, const BatchLayout& layout,
                           const std::vector<ShardIndex>& indexes);
 
+// options.io_depth, or for -1 (auto) kLocalIoDepth, or for `remote` shards
+// RemoteIoDepth (read_runs.h) halved (not below kLocalIoDepth) while the need
+// exceeds options.memory_budget: fewer reads in flight rather than a refusal.
+// `options` has shuffle_block resolved.
+int AutoIoDepth(const LoaderOptions& options, const BatchLayout& layout, const std::vector<ShardIndex>& indexes,
+                bool remote);
+
 // Ok when options.memory_budget is 0 (no budget) or the need fits in it.
 Status CheckMemoryBudget(const LoaderOptions& options, const MemoryNeed& need);
 

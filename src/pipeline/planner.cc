@@ -16,7 +16,48 @@ void Shuffle(std::vector<T>& v, SplitMix64& rng) {
   for (size_t i = v.size(); i > 1; --i) std::swap(v[i - 1], v[rng.Below(i)]);
 }
 
+// The block shuffle's order (planner.h): each shard cut into blocks of at
+// least B consecutive samples at a phase drawn per shard and epoch, the
+// blocks permuted, each block's samples kept in member order.
+std::vector<SampleRef> BlockOrder(const std::vector<uint32_t>& samples_per_shard, const std::vector<uint64_t>& first,
+                                  uint32_t block, SplitMix64& rng) {
+  struct Block {
+    uint32_t shard, begin, end;
+  };
+  std::vector<Block> blocks;
+  for (uint32_t s = 0; s < samples_per_shard.size(); ++s) {
+    const uint32_t n = samples_per_shard[s];
+    if (n == 0) continue;
+    // Cuts at phase + k * block inside (0, n); a first or last piece shorter
+    // than a block joins its neighbour. So a shard of n >= 2B samples gives
+    // blocks of B..2B-1 samples (2B..3B-1: two blocks), one of B..2B-1 is one
+    // block, and a batch of b consecutive plan positions meets at most
+    // ceil(b / B) + 1 blocks; a shard of n < B samples is one block.
+    // A shard of 2B..3B-1 samples has room for one cut: its phase is drawn
+    // where that cut exists, so it is never one whole-shard block.
+    const uint64_t span = n >= 2 * block && n < 3 * block ? n - 2 * block + 1 : block;
+    const uint32_t phase = static_cast<uint32_t>(rng.Below(span));
+    uint32_t begin = 0;
+    for (uint64_t cut = phase == 0 ? block : phase + uint64_t{block}; cut + block <= n; cut += block) {
+      blocks.push_back({s, begin, static_cast<uint32_t>(cut)});
+      begin = static_cast<uint32_t>(cut);
+    }
+    blocks.push_back({s, begin, n});
+  }
+  Shuffle(blocks, rng);
+  std::vector<SampleRef> order;
+  order.reserve(first.back());
+  for (const Block& b : blocks)
+    for (uint32_t i = b.begin; i < b.end; ++i) order.push_back(SampleRef{b.shard, i, first[b.shard] + i});
+  return order;
+}
+
 }  // namespace
+
+int AutoShuffleBlock(const LoaderOptions& options, bool remote) {
+  if (options.shuffle_block != -1) return options.shuffle_block;
+  return remote ? kRemoteShuffleBlock : 1;
+}
 
 uint64_t MixSeed(uint64_t a, uint64_t b, uint64_t c) {
   // Chained, not XORed into one seed: each word is mixed into the hash of the
@@ -33,6 +74,10 @@ Result<EpochPlan> PlanEpoch(const std::vector<uint32_t>& samples_per_shard, cons
                            std::to_string(options.world_size));
   }
   if (options.batch_size < 1) return InvalidArgument("batch_size must be at least 1");
+  if (options.shuffle_block == 0 || options.shuffle_block < -1) {
+    return InvalidArgument("shuffle_block must be -1 (auto), 1 (single samples) or a block size > 1, not " +
+                           std::to_string(options.shuffle_block));
+  }
 
   std::vector<uint64_t> first(samples_per_shard.size() + 1, 0);
   for (size_t s = 0; s < samples_per_shard.size(); ++s) first[s + 1] = first[s] + samples_per_shard[s];
@@ -43,16 +88,22 @@ Result<EpochPlan> PlanEpoch(const std::vector<uint32_t>& samples_per_shard, cons
   SplitMix64 rng(MixSeed(options.seed, epoch, 0x5EED));
 
   std::vector<SampleRef> order;
-  order.reserve(total);
-  std::vector<uint32_t> shard_order(samples_per_shard.size());
-  std::iota(shard_order.begin(), shard_order.end(), 0);
-  if (options.shuffle && options.shuffle_buffer > 0) Shuffle(shard_order, rng);
-  for (uint32_t s : shard_order)
-    for (uint32_t i = 0; i < samples_per_shard[s]; ++i) order.push_back(ref_of(s, i));
+  // shuffle_block -1 (auto) that reaches the planner unresolved (Loader::Create
+  // resolves it from where the shards are) means single samples.
+  if (options.shuffle && options.shuffle_buffer == 0 && options.shuffle_block > 1) {
+    order = BlockOrder(samples_per_shard, first, static_cast<uint32_t>(options.shuffle_block), rng);
+  } else {
+    order.reserve(total);
+    std::vector<uint32_t> shard_order(samples_per_shard.size());
+    std::iota(shard_order.begin(), shard_order.end(), 0);
+    if (options.shuffle && options.shuffle_buffer > 0) Shuffle(shard_order, rng);
+    for (uint32_t s : shard_order)
+      for (uint32_t i = 0; i < samples_per_shard[s]; ++i) order.push_back(ref_of(s, i));
+  }
 
-  if (options.shuffle && options.shuffle_buffer == 0) {
+  if (options.shuffle && options.shuffle_buffer == 0 && options.shuffle_block <= 1) {
     Shuffle(order, rng);
-  } else if (options.shuffle) {
+  } else if (options.shuffle && options.shuffle_buffer > 0) {
     // Stream through a buffer: emit a random buffered sample for each arrival.
     std::vector<SampleRef> buffer, out;
     out.reserve(total);

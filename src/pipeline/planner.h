@@ -4,10 +4,32 @@
 // timing, no I/O. Same inputs, same plan, on any machine and any thread count.
 //
 //  * no shuffle: shard order, then member order;
-//  * shuffle, shuffle_buffer == 0: one global permutation of every sample;
+//  * shuffle, shuffle_buffer == 0, shuffle_block 1: one global permutation of
+//    every sample (random access by index);
+//  * shuffle, shuffle_buffer == 0, shuffle_block B > 1 (the block shuffle, the
+//    auto choice for remote shards): each shard is cut into blocks of B
+//    consecutive samples at a phase drawn per shard and epoch (a first or
+//    last piece shorter than B joins its neighbour, so blocks hold B..2B-1
+//    samples), and all blocks of all shards are permuted together. A block
+//    stays contiguous in plan order, so the batch that holds it reads it as
+//    one ranged GET (read_runs.h): a batch of b samples is at most
+//    ceil(b / B) + 1 reads instead of b. The moving phase keeps blocks from
+//    being the same groups every epoch; samples closer than B in a shard
+//    still often share a batch (README, "Shuffle quality", has the measures).
+//    Mosaic Streaming's shuffles trade the same way for whole-shard
+//    downloads: py1b shuffles the shards, cuts the concatenation into
+//    fixed blocks of shuffle_block_size samples and permutes samples within
+//    each block; py1br draws the block sizes at random so block edges move
+//    between epochs; py1e spreads each shard's samples over a window by a
+//    random offset and sorts, a softer edge. Their blocks are ~2^18 samples,
+//    as each must be a few whole shards held on local disk. Here a block is
+//    a byte range read once, so it is tiny (tens of samples), and the moving
+//    edge is py1br's idea done as a random phase per shard;
 //  * shuffle, shuffle_buffer > 0: shards permuted, then samples streamed
 //    through a buffer of that many samples (WebDataset's scheme, simulated
 //    here so it is deterministic), so reads stay mostly sequential.
+// None of them depends on rank, world size or batch size before the cut
+// below, so elastic resume (elastic.h) re-cuts the same global order.
 // The epoch order is then cut into world_size equal contiguous parts (drop or
 // pad policy, reported in PlanInfo), and this rank's part into batches.
 // Thread-safety: free functions on values.
@@ -49,6 +71,13 @@ Result<EpochPlan> PlanEpoch(const std::vector<uint32_t>& samples_per_shard, cons
 // [r * batch_size, (r + 1) * batch_size) part; a partial last global batch is
 // dropped (drop_last, as megatron trains). O(1): no list is built.
 Result<EpochPlan> PlanTokenRun(int64_t total, int64_t consumed, const LoaderOptions& options);
+
+// The block for shuffle_block -1 (auto) over local files is 1: a pread costs
+// no round trip, so single samples cost nothing. Over remote shards, blocks
+// of this many samples: a V batch of 64 is then about 5 coalesced GETs.
+inline constexpr int kRemoteShuffleBlock = 16;
+// options.shuffle_block, or the auto choice for shards that are `remote`.
+int AutoShuffleBlock(const LoaderOptions& options, bool remote);
 
 // A 64-bit mix of its arguments (splitmix64); seeds of shuffles and of
 // per-sample augmentation derive from it.

@@ -12,11 +12,25 @@ uint64_t CoalesceLimit(const LoaderOptions& options, const std::string& shard_pa
   return IsRemoteUrl(shard_path) ? kRemoteCoalesceBytes : 0;
 }
 
+int ReadsPerBatch(const LoaderOptions& options) {
+  const int batch = std::max(1, options.batch_size);
+  if (options.coalesce_bytes == 0) return batch;
+  if (!options.shuffle || options.shuffle_buffer > 0) return 1;
+  if (options.shuffle_block <= 1) return batch;
+  return std::min(batch, (batch + options.shuffle_block - 1) / options.shuffle_block + 1);
+}
+
 int ReadAheadBatches(const LoaderOptions& options, const std::string& shard_path, uint64_t batch_bytes) {
   if (options.read_ahead_batches >= 0) return options.read_ahead_batches;
   if (!IsRemoteUrl(shard_path)) return 0;
   const uint64_t fit = batch_bytes > 0 ? kReadAheadBytes / batch_bytes : kReadAheadBytes;
-  return static_cast<int>(std::max<uint64_t>(1, std::min<uint64_t>(std::max(1, options.io_depth), fit)));
+  const int reads = ReadsPerBatch(options);
+  const int wanted = (std::max(1, options.io_depth) + reads - 1) / reads;
+  return static_cast<int>(std::max<uint64_t>(1, std::min<uint64_t>(wanted, fit)));
+}
+
+int RemoteIoDepth(const LoaderOptions& options) {
+  return std::clamp(kRemoteBatchesInFlight * ReadsPerBatch(options), kRemoteBatchesInFlight, kMaxRemoteIoDepth);
 }
 
 int RunLength(const EpochPlan& plan, const std::vector<ShardIndex>& indexes, int64_t first, int n, uint64_t limit) {

@@ -31,14 +31,37 @@ inline constexpr uint64_t kMaxCoalesceGap = 64 << 10;
 // The most bytes one read covers for a shard at `shard_path`; 0: one sample per read.
 uint64_t CoalesceLimit(const LoaderOptions& options, const std::string& shard_path);
 
+// About how many reads one batch of the plan costs: 1 in stream order (no
+// shuffle, or shuffle_buffer > 0: a batch is one run, two across a shard
+// edge), ceil(batch / B) + 1 under the block shuffle (planner.h), and one
+// per sample under a global permutation. Options with auto settings resolved.
+int ReadsPerBatch(const LoaderOptions& options);
+
 // Batches whose reads are queued before their buffer exists: with one GET
 // per batch, reads in flight are otherwise capped by the prefetch depth (the
-// batch buffers), not io_depth. options.read_ahead_batches, or auto: io_depth
-// for remote shards (enough runs for every reader) but no more batches than
-// kReadAheadBytes of their samples hold (`batch_bytes`: a batch's samples,
-// as stored), and 0 for local files.
+// batch buffers), not io_depth. options.read_ahead_batches, or auto for
+// remote shards: enough batches to give every reader a read
+// (io_depth / ReadsPerBatch, at least 1) but no more than kReadAheadBytes of
+// their samples hold (`batch_bytes`: a batch's samples, as stored); 0 for
+// local files.
 inline constexpr uint64_t kReadAheadBytes = 256ull << 20;
 int ReadAheadBatches(const LoaderOptions& options, const std::string& shard_path, uint64_t batch_bytes);
+
+// io_depth -1 (auto): reads in flight apart from decode. Local preads cost no
+// round trip, so kLocalIoDepth keeps the decoders fed. A remote read waits a
+// round trip (20-100 ms and more), so enough reads are kept in flight for
+// kRemoteBatchesInFlight batches per round trip (Little's law: at 100 ms, 8
+// batches of 64 per round trip are 5,000 samples/s): 8 GETs in stream order,
+// 40 for the block shuffle of 16 with batch 64, capped at kMaxRemoteIoDepth
+// for one GET per sample. Each read holds one buffer (memory_budget.h); under
+// a memory budget the depth is lowered to fit (AutoIoDepth, memory_budget.h).
+inline constexpr int kLocalIoDepth = 4;
+inline constexpr int kRemoteBatchesInFlight = 8;
+// A token window from a remote .bin: one task each (epoch_run.cc), one or
+// more round trips; this many wait at once.
+inline constexpr int kRemoteTokenIoDepth = 16;
+inline constexpr int kMaxRemoteIoDepth = 64;
+int RemoteIoDepth(const LoaderOptions& options);
 
 // How many of the plan positions [first, first + n) one read covers, from
 // `first` (at least 1): the longest prefix in one shard whose samples follow

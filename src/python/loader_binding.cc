@@ -157,6 +157,7 @@ void RegisterLoader(nb::module_& m) {
       .def_rw("shuffle", &LoaderOptions::shuffle)
       .def_rw("seed", &LoaderOptions::seed)
       .def_rw("shuffle_buffer", &LoaderOptions::shuffle_buffer)
+      .def_rw("shuffle_block", &LoaderOptions::shuffle_block)
       .def_rw("rank", &LoaderOptions::rank)
       .def_rw("world_size", &LoaderOptions::world_size)
       .def_rw("partition", &LoaderOptions::partition)
@@ -225,6 +226,7 @@ void RegisterLoader(nb::module_& m) {
              }
            })
       .def_prop_ro("plan", [](const Loader& l) { return l.plan(); })
+      .def_prop_ro("options", [](const Loader& l) { return l.options(); })  // auto (-1) settings resolved
       .def("stats", [](const Loader& l) { return StatsToPython(l.Stats()); })
       .def("trace_json", &Loader::TraceJson)
       .def("state", &Loader::State)

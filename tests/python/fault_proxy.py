@@ -1,10 +1,9 @@
 """A fault-injecting HTTP/1.1 proxy on loopback, in front of a real server
 (nginx, moto), for the remote-source tests and the benchmark.
 
-Each request from a client is forwarded on its own upstream connection; the
-upstream response is read whole and then delivered, or damaged, according to
-the proxy's script: a list of actions applied to requests in arrival order
-(cycled), each one of
+Each request from a client is forwarded upstream and its response delivered,
+or damaged, according to the proxy's script: a list of actions applied to
+requests in arrival order (cycled), each one of
 
     "pass"            deliver as is
     "reset:N"         send the headers and N body bytes, then a TCP reset
@@ -12,13 +11,17 @@ the proxy's script: a list of actions applied to requests in arrival order
     "status:503"      answer 503 (or any code) without asking upstream
     "stall:S"         wait S seconds (past the client's deadline), then close
 
-`latency` seconds are added to every request. Only requests whose method is in
+A "pass" streams the response (os.splice) on an upstream connection kept per
+client connection; a fault reads it whole on a connection of its own, then
+cuts it. `latency` seconds are added to every request. Only requests whose method is in
 `methods` consume script entries (default GET: bodies). Counters: requests,
 faults, GETs per path and per (path, Range). Threads: one per client connection; the script index is under a lock.
 """
 from __future__ import annotations
 
 import collections
+import fcntl
+import os
 import socket
 import struct
 import threading
@@ -140,8 +143,62 @@ class FaultProxy:
         finally:
             u.close()
 
+    def _relay(self, c: socket.socket, request: bytes, method: str, up: list) -> bool:
+        """A "pass": the upstream response streamed to the client as it arrives,
+        its body moved by os.splice (the bytes stay in the kernel), on an
+        upstream connection kept for the client connection's next requests
+        (`up`: [socket or None]), so the proxy adds its latency and little CPU
+        on the machine it shares with the client under test. False when the
+        client connection must close."""
+        for _ in range(2):  # a kept connection the server closed meanwhile: once more on a new one
+            fresh = up[0] is None
+            if fresh:
+                up[0] = socket.create_connection(("127.0.0.1", self.upstream_port))
+            u = up[0]
+            buf = bytearray()
+            try:
+                u.sendall(request)
+                head = self._read_head(u, buf)
+            except OSError:
+                head = None
+            if head is not None:
+                break
+            u.close()
+            up[0] = None
+            if fresh:
+                return False
+        else:
+            return False
+        try:
+            code = int(head.split(b" ", 2)[1])
+            n = self._content_length(head)
+            keep = b"connection: close" not in head.lower()
+            if method == "HEAD" or code in (204, 304):
+                c.sendall(head)
+            elif n is None:  # read to close, then deliver (not used by nginx or moto for GET)
+                while True:
+                    chunk = u.recv(65536)
+                    if not chunk:
+                        break
+                    buf += chunk
+                c.sendall(head + bytes(buf))
+                keep = False
+            else:
+                first = bytes(buf[:n])
+                c.sendall(head + first)
+                _move(u, c, n - len(first))
+        except BaseException:
+            u.close()
+            up[0] = None
+            raise
+        if not keep:
+            u.close()
+            up[0] = None
+        return keep
+
     def _serve(self, c: socket.socket):
         buf = bytearray()
+        up = [None]  # the upstream connection passed requests reuse
         try:
             while not self._stop:
                 head = self._read_head(c, buf)
@@ -169,6 +226,10 @@ class FaultProxy:
                 if kind == "stall":
                     time.sleep(float(arg))
                     return
+                if kind == "pass":
+                    if not self._relay(c, head + body, method, up):
+                        return
+                    continue
                 rhead, rbody = self._upstream(head + body, method)
                 if rhead is None:
                     return
@@ -184,7 +245,39 @@ class FaultProxy:
         except OSError:
             return
         finally:
+            if up[0] is not None:
+                up[0].close()
             c.close()
+
+
+def _move(src: socket.socket, dst: socket.socket, n: int) -> None:
+    """n bytes from src to dst: through a pipe with os.splice where there is one."""
+    if n <= 0:
+        return
+    if not hasattr(os, "splice"):
+        while n > 0:
+            chunk = src.recv(min(n, 1 << 20))
+            if not chunk:
+                raise OSError("upstream closed mid-body")
+            dst.sendall(chunk)
+            n -= len(chunk)
+        return
+    r, w = os.pipe()
+    try:
+        try:
+            fcntl.fcntl(w, 1031, 1 << 20)  # F_SETPIPE_SZ: up to 1 MiB a move
+        except OSError:
+            pass
+        while n > 0:
+            k = os.splice(src.fileno(), w, min(n, 1 << 20))
+            if k == 0:
+                raise OSError("upstream closed mid-body")
+            n -= k
+            while k > 0:
+                k -= os.splice(r, dst.fileno(), k)
+    finally:
+        os.close(r)
+        os.close(w)
 
 
 if __name__ == "__main__":  # a standalone proxy (the benchmark runs it in its own process)

@@ -133,6 +133,9 @@ def s3(data):
 def stream(sources, **kw):
     kw.setdefault("batch_size", 8)
     kw.setdefault("drop_last", False)
+    # One order over local files and URLs (auto picks blocks for remote
+    # shards; test_block_shuffle.py covers those): single samples, the most reads.
+    kw.setdefault("shuffle_block", 1)
     loader = stoker.Loader(sources, FIELDS(), output="numpy", io_depth=4, decode_threads=2, **kw)
     return batches_of(loader)
 
@@ -645,6 +648,7 @@ def test_two_processes_share_one_cache(data, http_proxy, tmp_path):
 
 def http_loader(http_proxy, **kw):
     kw.setdefault("batch_size", 8)
+    kw.setdefault("shuffle_block", 1)  # as stream(): the local order
     return stoker.Loader(f"{http_proxy.url}/indexed/{SHARDS}", FIELDS(), output="numpy", io_depth=4,
                          decode_threads=2, shuffle=True, seed=5, **kw)
 

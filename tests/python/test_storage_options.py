@@ -67,8 +67,9 @@ def keys(monkeypatch):
 
 
 def loader(sources, **kw):
+    # shuffle_block=1: the order of the local stream (the remote default is blocks of 16).
     return stoker.Loader(sources, FIELDS(), output="numpy", batch_size=8, drop_last=False, shuffle=True, seed=3,
-                         decode_threads=1, **kw)
+                         shuffle_block=1, decode_threads=1, **kw)
 
 
 def test_two_loaders_read_two_stores_at_once(data, two_s3, nginx, keys):

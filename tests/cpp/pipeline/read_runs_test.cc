@@ -65,5 +65,37 @@ TEST(ReadRuns, ReadAheadIsIoDepthForRemoteShardsWithinItsBytes) {
   EXPECT_EQ(ReadAheadBatches(o, "/data/a.tar", 4 << 20), 3);
 }
 
+TEST(ReadRuns, ReadsPerBatchFollowTheOrder) {
+  LoaderOptions o;
+  o.batch_size = 64;
+  EXPECT_EQ(ReadsPerBatch(o), 1);  // stream order
+  o.shuffle = true;
+  o.shuffle_block = 16;
+  EXPECT_EQ(ReadsPerBatch(o), 5);  // ceil(64 / 16) + 1 blocks
+  o.shuffle_buffer = 100;
+  EXPECT_EQ(ReadsPerBatch(o), 1);  // a buffer streams
+  o.shuffle_buffer = 0;
+  o.shuffle_block = 1;
+  EXPECT_EQ(ReadsPerBatch(o), 64);  // a global permutation: one per sample
+  o.shuffle_block = 16;
+  o.coalesce_bytes = 0;
+  EXPECT_EQ(ReadsPerBatch(o), 64);  // coalescing off
+}
+
+TEST(ReadRuns, RemoteIoDepthKeepsEightBatchesOfReadsInFlight) {
+  LoaderOptions o;
+  o.batch_size = 64;
+  EXPECT_EQ(RemoteIoDepth(o), 8);
+  o.shuffle = true;
+  o.shuffle_block = 16;
+  EXPECT_EQ(RemoteIoDepth(o), 40);
+  o.io_depth = RemoteIoDepth(o);
+  EXPECT_EQ(ReadAheadBatches(o, "http://h/a.tar", 4 << 20), 8);  // 40 reads of 5 per batch
+  o.shuffle_block = 1;
+  EXPECT_EQ(RemoteIoDepth(o), kMaxRemoteIoDepth);
+  o.io_depth = RemoteIoDepth(o);
+  EXPECT_EQ(ReadAheadBatches(o, "http://h/a.tar", 4 << 20), 1);  // one batch holds 64 reads
+}
+
 }  // namespace
 }  // namespace stoker
