@@ -1,8 +1,9 @@
 """Storage options belong to each loader: read from the environment when the
 loader is made, overridden by keyword. Two loaders of one process read two
 stores (two moto S3 servers, each its own process, holding different data
-under the same bucket and keys, and nginx over plain HTTP), interleaved, each
-stream equal to the local files it was uploaded from."""
+under the same bucket and keys, each behind tests/python/s3_auth_proxy.py
+accepting only its own profile's keys), and a third reads nginx over plain
+HTTP, interleaved, each stream equal to the local files it was uploaded from."""
 from __future__ import annotations
 
 import subprocess
@@ -14,6 +15,7 @@ import stoker
 from stoker import _stoker
 
 from conftest import write_vision_shards
+from s3_auth_proxy import S3AuthProxy
 from test_remote import (FIELDS, SHARDS, assert_same, batches_of, free_port, nginx, stream,  # noqa: F401 - fixtures
                          wait_port)
 
@@ -33,7 +35,7 @@ def data(tmp_path_factory):
 @pytest.fixture(scope="module")
 def two_s3(data):
     root, _ = data
-    servers, urls = [], []
+    servers, proxies, urls = [], [], []
     try:
         for name in ("plain", "b"):
             # A process each: moto's backends are global to a process, so two
@@ -48,9 +50,14 @@ def two_s3(data):
             client.create_bucket(Bucket="data")
             for p in sorted((root / name).glob("*.tar")):
                 client.upload_file(str(p), "data", f"train/{p.name}")
-            urls.append(url)
-        yield urls
+            proxy = S3AuthProxy(port)  # signed requests only, with this store's own key
+            proxy.register(f"key-{name}", f"secret-{name}")
+            proxies.append(proxy)
+            urls.append(proxy.url)
+        yield urls, proxies
     finally:
+        for p in proxies:
+            p.close()
         for s in servers:
             s.terminate()
             s.wait(timeout=10)
@@ -72,11 +79,17 @@ def loader(sources, **kw):
                          shuffle_block=1, decode_threads=1, **kw)
 
 
-def test_two_loaders_read_two_stores_at_once(data, two_s3, nginx, keys):
+def test_two_loaders_read_two_stores_at_once(data, two_s3, nginx, keys, tmp_path, monkeypatch):
     root, _ = data
-    a_url, b_url = two_s3
-    a = loader(f"s3://data/train/{SHARDS}", s3_endpoint=a_url)
-    b = loader(f"s3://data/train/{SHARDS}", s3_endpoint=b_url)
+    (a_url, b_url), (a_proxy, b_proxy) = two_s3
+    creds = tmp_path / "credentials"
+    creds.write_text("[store-a]\naws_access_key_id = key-plain\naws_secret_access_key = secret-plain\n"
+                     "[store-b]\naws_access_key_id = key-b\naws_secret_access_key = secret-b\n")
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(creds))
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    rejected = (a_proxy.rejected, b_proxy.rejected)
+    a = loader(f"s3://data/train/{SHARDS}", s3_endpoint=a_url, profile="store-a")
+    b = loader(f"s3://data/train/{SHARDS}", s3_endpoint=b_url, profile="store-b")
     h = loader(f"http://127.0.0.1:{nginx}/plain/{SHARDS}")
     got = {"a": [], "b": [], "h": []}
     for xa, xb, xh in zip(a, b, h):  # interleaved: all three in flight together
@@ -87,11 +100,15 @@ def test_two_loaders_read_two_stores_at_once(data, two_s3, nginx, keys):
     assert_same(got["a"], plain)
     assert_same(got["h"], plain)
     assert_same(got["b"], stream(str(root / "b" / SHARDS), shuffle=True, seed=3))
+    assert (a_proxy.rejected, b_proxy.rejected) == rejected  # each store saw only its own keys
+    assert a_proxy.keys_used.keys() == {"key-plain"} and b_proxy.keys_used.keys() == {"key-b"}
 
 
 def test_a_loader_reads_the_environment_when_it_is_made(data, two_s3, keys, monkeypatch):
     root, _ = data
-    a_url, b_url = two_s3
+    (a_url, b_url), (a_proxy, b_proxy) = two_s3
+    a_proxy.register("k", "s")  # the keys of the `keys` fixture
+    b_proxy.register("k", "s")
     monkeypatch.setenv("AWS_ENDPOINT_URL", a_url)
     first = batches_of(loader(f"s3://data/train/{SHARDS}"))
     monkeypatch.setenv("AWS_ENDPOINT_URL", b_url)  # after the first loader: the next one must see it
