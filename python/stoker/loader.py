@@ -75,6 +75,10 @@ class Loader:
     ...     loader.set_epoch(epoch)
     ...     for batch in loader: ...   # {"jpg": uint8 [64,3,224,224], "cls": [64], ...}
 
+    Without set_epoch the same loop works too: an iter() after an epoch was
+    iterated to its end begins the next epoch (a new shuffle), as torch's
+    DataLoader does; ``state_dict`` holds the epoch.
+
     Batches are views into pooled memory: a buffer is reused only after every
     tensor that views it is gone. Keep a batch past the next step only if you
     mean to (the pool then lends an extra buffer rather than deadlock).
@@ -232,6 +236,7 @@ class Loader:
         self._epoch = 0
         self._resuming = False
         self._pending_start = True  # set_epoch called, its iteration not begun
+        self._epoch_chosen = True  # set_epoch called since the last iter(): no auto-advance
         self._generation = 0  # which iterator owns the native run
         self._attach(output, observe, source="stoker.Loader",
                      config={"batch_size": batch_size, "io_depth": self._native.options.io_depth,
@@ -267,10 +272,13 @@ class Loader:
 
     # -- epochs and length -------------------------------------------------
     def set_epoch(self, epoch: int) -> None:
-        """Choose the epoch whose order the next iteration follows. After
-        load_state_dict, set_epoch of the restored epoch keeps the resume, so
+        """Choose the epoch whose order the next iteration follows (without
+        it, an iteration after a used-up epoch begins the next one: see
+        ``__iter__``). After load_state_dict, set_epoch of the restored epoch
+        keeps the resume, so
         ``for e in range(loader.epoch, n): loader.set_epoch(e); for b in loader:``
         continues exactly."""
+        self._epoch_chosen = True
         if self._resuming and int(epoch) == self._epoch:
             return
         self._epoch = int(epoch)
@@ -298,12 +306,31 @@ class Loader:
 
     # -- iteration ----------------------------------------------------------
     def __iter__(self) -> Iterator[dict]:
-        if not self._resuming:
+        """One pass over an epoch. Epochs advance by themselves, as
+        torch's DataLoader(shuffle=True) reshuffles on every iter(), for loops
+        that never call set_epoch (Lightning, Accelerate, HF Trainer): when
+        every batch of the epoch was delivered (here or before the state that
+        load_state_dict restored), this begins epoch + 1, with the batches
+        the engine already prepared for it. set_epoch since then decides
+        instead. An iteration broken off mid-epoch is not used up: a new one
+        restarts that epoch from its start (after load_state_dict, continues
+        at the restored batch)."""
+        if not self._epoch_chosen and self._used_up():
+            self._epoch += 1
+            self._native.set_epoch(self._epoch)  # keeps the run's carried-over epoch
+        elif not self._resuming:
             self._native.set_epoch(self._epoch)
+        self._epoch_chosen = False
         self._resuming = False
         self._pending_start = False
         self._generation += 1
         return _EpochIterator(self, self._generation)
+
+    def _used_up(self) -> bool:
+        """Every batch of the current epoch was delivered (the engine's
+        position, so a restored state at an epoch's end counts too)."""
+        batches = self._native.plan.batches
+        return batches > 0 and json.loads(self._native.state())["next_batch"] >= batches
 
     def _to_dict(self, item) -> dict:
         _, arrays, keys = item
@@ -357,6 +384,7 @@ class Loader:
         self._epoch = int(native["epoch"])
         self._resuming = True
         self._pending_start = False
+        self._epoch_chosen = False  # a state at its epoch's end: the next iter() begins epoch + 1
 
     # -- observing -------------------------------------------------------------
     @property
@@ -419,7 +447,8 @@ class _EpochIterator:
     iterator stays usable: the next call yields the batch after it. Dropping
     the iterator (breaking out of a loop) stops every native thread. At the
     epoch's natural end the threads keep going: they prepare the next epoch's
-    first batches (kept by set_epoch(epoch + 1), dropped by any other)."""
+    first batches (kept by the next iter() or set_epoch(epoch + 1), dropped
+    by any other epoch)."""
 
     def __init__(self, loader: Loader, generation: int) -> None:
         self._loader = loader

@@ -56,6 +56,14 @@ class TokenLoader(Loader):
     megatron's GPTDataset makes them without reset_* or eod_mask_loss).
     One pass over the samples per iteration sequence: iterating again after the
     end yields nothing until ``set_epoch`` restarts at ``consumed_samples``.
+    Unlike :class:`Loader`, epochs do not advance by themselves: the one pass
+    already holds megatron's epochs (GPTDataset shuffles as many as
+    ``num_samples`` needs into its indices), so a second pass would repeat
+    samples megatron never repeats and break ``consumed_samples`` as the
+    position. A new iter() continues where the last one stopped (also after
+    a break), so a loop such as Lightning's with several epochs takes each
+    sample once and then gets empty epochs: size the run by ``num_samples``
+    (or max_steps), as megatron does.
     """
 
     def __init__(
@@ -148,7 +156,7 @@ class TokenLoader(Loader):
 
     def set_epoch(self, epoch: int) -> None:
         """Restart at ``consumed_samples`` (the token order spans megatron's
-        epochs already; this only rewinds)."""
+        epochs already; this only rewinds, and nothing advances by itself)."""
         self._epoch = int(epoch)
         self._resuming = False
 
