@@ -378,13 +378,7 @@ class MetadataServer {
 
  private:
   void Serve(int fd) {
-    std::string in;
-    char buf[4096];
-    while (in.find("\r\n\r\n") == std::string::npos) {
-      ssize_t n = ::recv(fd, buf, sizeof buf, 0);
-      if (n <= 0) break;
-      in.append(buf, static_cast<size_t>(n));
-    }
+    const std::string in = test_data::ReadRequestHead(fd);
     const std::string method = in.substr(0, in.find(' '));
     const size_t p = in.find(' ') + 1;
     const std::string path = in.substr(p, in.find(' ', p) - p);

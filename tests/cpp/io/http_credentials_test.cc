@@ -34,13 +34,7 @@ class TokenCheckingStore {
 
  private:
   void Serve(int fd) {
-    std::string in;
-    char buf[4096];
-    while (in.find("\r\n\r\n") == std::string::npos) {
-      ssize_t n = ::recv(fd, buf, sizeof buf, 0);
-      if (n <= 0) break;
-      in.append(buf, static_cast<size_t>(n));
-    }
+    const std::string in = test_data::ReadRequestHead(fd);
     const std::string method = in.substr(0, in.find(' '));
     std::string token;
     if (size_t p = in.find("x-amz-security-token: "); p != std::string::npos) {

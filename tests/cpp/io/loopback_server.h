@@ -1,7 +1,8 @@
 // tests/cpp/io/loopback_server.h — a TCP listener on 127.0.0.1 (an ephemeral
 // port) whose one thread hands each accepted connection to `on_connection`,
 // which owns the descriptor from then on (answers and closes it, or holds
-// it). The tests' HTTP servers (cancel_test, remote_run_test) sit on it.
+// it). The tests' HTTP servers (cancel, remote run, retry deadline, credentials)
+// sit on it; ReadRequestHead reads what a client sent.
 // The destructor stops and joins the thread (within ~20 ms: accept is polled).
 #pragma once
 
@@ -18,6 +19,19 @@
 #include <thread>
 
 namespace stoker::test_data {
+
+// An HTTP request's head (request line and headers, through the blank
+// line) read from a connection; what arrived when the peer stopped sending.
+inline std::string ReadRequestHead(int fd) {
+  std::string in;
+  char buf[4096];
+  while (in.find("\r\n\r\n") == std::string::npos) {
+    const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+    if (n <= 0) break;
+    in.append(buf, static_cast<size_t>(n));
+  }
+  return in;
+}
 
 class LoopbackServer {
  public:

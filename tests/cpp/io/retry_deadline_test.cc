@@ -26,13 +26,7 @@ using test_data::LoopbackServer;
 // Reads the request head, answers `status` with the body's bytes [range] or
 // a short error, and closes.
 void Answer(int fd, int status, const std::string& body) {
-  std::string req;
-  char buf[4096];
-  while (req.find("\r\n\r\n") == std::string::npos) {
-    ssize_t n = ::recv(fd, buf, sizeof buf, 0);
-    if (n <= 0) break;
-    req.append(buf, static_cast<size_t>(n));
-  }
+  const std::string req = test_data::ReadRequestHead(fd);
   std::string out;
   if (status == 200) {
     const bool head = req.starts_with("HEAD");
