@@ -61,7 +61,21 @@ def image_spec(
     return spec
 
 
-def image(size: int | Sequence[int] = 224, **kwargs) -> _stoker.FieldSpec:
+def image(
+    size: int | Sequence[int] = 224,
+    *,
+    resize: str = "center_crop",
+    layout: str = "CHW",
+    random_hflip: bool = False,
+    scale: Sequence[float] = (0.08, 1.0),
+    ratio: Sequence[float] = (3 / 4, 4 / 3),
+    dtype: str = "uint8",
+    normalize: bool = False,
+    mean: Sequence[float] = (0.485, 0.456, 0.406),
+    std: Sequence[float] = (0.229, 0.224, 0.225),
+    resample: str = "bilinear",
+    resize_to: int | None = None,
+) -> _stoker.FieldSpec:
     """A JPEG member decoded, resized/cropped/flipped, as [B, 3, H, W] (or HWC).
 
     Each mode gives the pixels of the torchvision recipe it stands for, on
@@ -78,7 +92,12 @@ def image(size: int | Sequence[int] = 224, **kwargs) -> _stoker.FieldSpec:
     """
     f = _stoker.FieldSpec()
     f.kind = _stoker.FieldKind.image
-    f.image = image_spec(size, **kwargs)
+    # The keywords are spelled out (not **kwargs) so help(), inspect.signature
+    # and editors show them, and a wrong one is a TypeError naming image().
+    f.image = image_spec(
+        size, resize=resize, layout=layout, random_hflip=random_hflip, scale=scale,
+        ratio=ratio, dtype=dtype, normalize=normalize, mean=mean, std=std,
+        resample=resample, resize_to=resize_to)
     return f
 
 
