@@ -79,6 +79,7 @@ GRIDS = {  # loader -> list of settings; the first is the quick mode's
     "C": {"stoker": [(2, 2), (3, 2)], "dl_wds": [2, 3, 4]},
 }
 QUICK_GRIDS = {"V": {"stoker": [(2, 2)], "dl_wds": [3], "dl_loose": [3], "spdl": [(3, "ffmpeg")], "dali": [2]},
+               "S": {"stoker": [(2, 2)], "dl_wds": [3], "spdl": [(3, "ffmpeg")], "dali": [2]},
                "A": {"stoker": [(2, 2)], "dl_wds": [0]},
                "P": {"stoker": [(2, 2)], "dl_wds": [3]}, "C": {"stoker": [(2, 2)], "dl_wds": [3]}}
 NAMES = {"stoker": "stoker.Loader", "dl_wds": "DataLoader + webdataset", "dl_loose": "DataLoader, loose files",
