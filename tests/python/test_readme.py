@@ -1,0 +1,127 @@
+"""The README's ```python blocks run as written, so a README that drifts from the
+code fails here.
+
+How: every ```python block of README.md runs, in order, in one namespace, in a
+temporary directory that holds the `data/` the README names (32 SA-1B-like
+shards `data/sa1b-000000.tar` ..., Megatron corpora `data/corpus_text_document`,
+`data/a`, `data/b`, `data/c`), made small. Nothing else is changed but:
+
+* SUBSTITUTIONS: sizes and counts scaled down to that data (each must still
+  occur in the README, so a stale one fails too);
+* PRELUDE: the names the README leaves to the reader (`train_step`,
+  `torch_dataloader`, and `shards`/`fields` for the `stoker.Loader(..., `
+  that SUBSTITUTIONS fills in);
+* SKIP: blocks that need a cloud account or a GPU, each with its reason.
+
+Checked by hand (2026-11-25): renaming "embeddings" in the first block, or
+the Long runs block as it was before issue 22 (undefined `step`), fails here.
+"""
+from __future__ import annotations
+
+import io
+import os
+import re
+import tarfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import ROOT, jpeg_bytes, natural_image, npz_bytes
+
+README = ROOT / "README.md"
+
+# A block whose text contains the key is skipped with the value as its reason.
+SKIP = {
+    "s3://bucket/": "needs an S3 bucket and an HTTPS host (cloud account)",
+}
+
+# (old, new): applied to every block; each old must occur in some block.
+SUBSTITUTIONS = [
+    ("stoker.image(1024,", "stoker.image(96,"),              # small images: a 1024 canvas is just memory
+    ("range(loader.epoch, 100)", "range(loader.epoch, 2)"),   # two epochs of the Long runs loop
+    ("step % 1000 == 0", "step % 2 == 0"),                    # so the checkpoint is written
+    ("num_samples=1_000_000", "num_samples=64"),              # token corpora of a few hundred tokens
+    ("seq_len=2048", "seq_len=16"),
+    ("stoker.Loader(..., ", "stoker.Loader(shards, fields, batch_size=8, key_rule=\"underscore\", "),
+]
+
+PRELUDE = """
+import stoker
+import torch
+shards = "data/sa1b-{000000..000031}.tar"
+fields = {"jpg": stoker.image(96, resize="longest"), "features.npz": stoker.npz()}
+train_step = lambda batch: None
+torch_dataloader = torch.utils.data.DataLoader(list(range(16)), batch_size=4)
+"""
+
+
+def python_blocks(text: str) -> list[tuple[int, str]]:
+    """(line number, code) of each ```python block."""
+    return [(text[:m.start()].count("\n") + 1, m.group(1))
+            for m in re.finditer(r"^```python\n(.*?)^```", text, re.S | re.M)]
+
+
+def make_data(root: Path) -> None:
+    rng = np.random.default_rng(0)
+    data = root / "data"
+    data.mkdir()
+    n = 0
+    for s in range(32):  # two samples a shard: {id}.jpg + {id}_features.npz (key_rule="underscore")
+        with tarfile.open(data / f"sa1b-{s:06d}.tar", "w") as tar:
+            for _ in range(2):
+                n += 1
+                for name, payload in ((f"sa_{n}.jpg", jpeg_bytes(natural_image(rng, 48, 32))),
+                                      (f"sa_{n}_features.npz", npz_bytes({
+                                          "embeddings": rng.standard_normal((4, 2, 2)).astype(np.float16),
+                                          "iou": rng.random(4).astype(np.float32)}))):
+                    info = tarfile.TarInfo(name)
+                    info.size = len(payload)
+                    tar.addfile(info, io.BytesIO(payload))
+    import stoker
+
+    for prefix in ("corpus_text_document", "a", "b", "c"):
+        docs = [rng.integers(0, 1000, rng.integers(20, 60)) for _ in range(200)]
+        stoker.write_megatron(data / prefix, docs)
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory):
+    root = tmp_path_factory.mktemp("readme")
+    make_data(root)
+    return root
+
+
+BLOCKS = python_blocks(README.read_text())
+
+
+def test_every_block_is_run_or_skipped_with_a_reason_and_substitutions_still_apply():
+    assert len(BLOCKS) >= 5
+    text = "\n".join(code for _, code in BLOCKS)
+    for key in SKIP:
+        assert key in text, f"SKIP key {key!r} no longer in the README"
+    for old, _ in SUBSTITUTIONS:
+        assert old in text, f"substitution {old!r} no longer in the README: update SUBSTITUTIONS"
+
+
+@pytest.fixture(scope="module")
+def namespace(workdir):
+    ns: dict = {"__name__": "readme"}
+    cwd = os.getcwd()
+    os.chdir(workdir)
+    try:
+        exec(compile(PRELUDE, "<prelude>", "exec"), ns)
+    finally:
+        os.chdir(cwd)
+    return ns
+
+
+@pytest.mark.parametrize("line,code", BLOCKS, ids=[f"README.md:{line}" for line, _ in BLOCKS])
+def test_block_runs(line, code, namespace, workdir, monkeypatch):
+    for key, reason in SKIP.items():
+        if key in code:
+            pytest.skip(f"README.md:{line}: {reason}")
+    for old, new in SUBSTITUTIONS:
+        code = code.replace(old, new)
+    monkeypatch.chdir(workdir)
+    exec(compile(code, f"README.md:{line}", "exec"), namespace)
