@@ -1,6 +1,8 @@
 // python/loader_binding.cc — stoker::Loader and its option structs for Python.
 // Thin by design: every call forwards to C++ with the GIL released where it
 // may block or compute; python/stoker/loader.py adds the torch glue.
+#include <string>
+
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/array.h>
 #include <nanobind/stl/optional.h>
@@ -185,7 +187,15 @@ void RegisterLoader(nb::module_& m) {
       .def_ro("dropped_samples", &PlanInfo::dropped_samples)
       .def_ro("padded_samples", &PlanInfo::padded_samples)
       .def_ro("batches", &PlanInfo::batches)
-      .def_ro("num_shards", &PlanInfo::num_shards);
+      .def_ro("num_shards", &PlanInfo::num_shards)
+      .def("__repr__", [](const PlanInfo& p) {
+        return "PlanInfo(dataset_samples=" + std::to_string(p.dataset_samples) +
+               ", rank_samples=" + std::to_string(p.rank_samples) +
+               ", batches=" + std::to_string(p.batches) +
+               ", dropped_samples=" + std::to_string(p.dropped_samples) +
+               ", padded_samples=" + std::to_string(p.padded_samples) +
+               ", num_shards=" + std::to_string(p.num_shards) + ")";
+      });
 
   nb::class_<Loader>(m, "NativeLoader")
       .def_static(

@@ -81,6 +81,13 @@ def test_drop_last_and_len(vision_dir):
     assert loader.plan.dropped_samples == 60 % 7
 
 
+def test_plan_reads_as_its_fields(vision_dir):
+    # print(loader.plan) shows the numbers, not <PlanInfo object at 0x...>.
+    p = make(vision_dir, batch_size=7).plan
+    assert repr(p) == (f"PlanInfo(dataset_samples=60, rank_samples={p.rank_samples}, batches={60 // 7}, "
+                       f"dropped_samples={60 % 7}, padded_samples=0, num_shards=3)")
+
+
 def test_torch_output_is_zero_copy_and_buffers_are_not_recycled_under_a_live_view(vision_dir):
     import torch
 
