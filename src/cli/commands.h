@@ -40,6 +40,8 @@ void RegisterDoctor(CLI::App& app, Status* status);
 // `stoker doctor URL...`: latency, bandwidth per reads in flight, the io_depth to use.
 Status RunRemoteDoctor(const std::vector<std::string>& sources, bool json, double run_seconds);
 void RegisterPackTokens(CLI::App& app, Status* status);
+// `stoker report`: listed in the help; the Python entry point runs it (python/stoker/_cli.py).
+void RegisterReport(CLI::App& app, Status* status);
 // `stoker inspect X.idx`: documents, tokens, dtype and length stats.
 Status InspectTokens(const std::string& path, bool json);
 

@@ -62,6 +62,7 @@ Status InspectImageFolder(const InspectOptions& opt) {
     for (const auto& [ext, st] : by_ext) out["extensions"][ext] = {{"count", st.count}, {"total_bytes", st.total}};
     out["samples"] = nlohmann::ordered_json::array();
     for (size_t i = 0; i < shown; ++i) out["samples"].push_back({{"path", listing.files[i]}, {"label", listing.labels[i]}});
+    out["inferred_flags"] = {"-f", "image:image:224", "-f", "cls:scalar"};
     std::printf("%s\n", out.dump(2).c_str());
     return Status::Ok();
   }
@@ -117,6 +118,12 @@ Status RunInspect(const InspectOptions& opt) {
         sample["members"].push_back({{"name", m.name}, {"field", m.field}, {"offset", m.offset}, {"size", m.size}});
       }
       out["samples"].push_back(std::move(sample));
+    }
+    // The -f flags bench/doctor would infer, as argv words to splice into a
+    // command ([] when nothing fits or the first sample cannot be read).
+    out["inferred_flags"] = nlohmann::ordered_json::array();
+    if (Result<std::vector<std::string>> inferred = InferFields(opt.shard, rule); inferred.ok()) {
+      for (const std::string& f : *inferred) out["inferred_flags"].push_back("-f"), out["inferred_flags"].push_back(f);
     }
     std::printf("%s\n", out.dump(2).c_str());
     return Status::Ok();

@@ -21,6 +21,7 @@ int main(int argc, char** argv) {
   stoker::cli::RegisterBench(app, &status);
   stoker::cli::RegisterDoctor(app, &status);
   stoker::cli::RegisterPackTokens(app, &status);
+  stoker::cli::RegisterReport(app, &status);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

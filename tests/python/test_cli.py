@@ -273,3 +273,16 @@ def test_bench_and_inspect_infer_fields(sa1b):
     assert "inferred: -f jpg:image:224 -f features.npz:npz" in proc.stderr
     assert json.loads(proc.stdout)["dataset_samples"] == 12
     assert "inferred  -f jpg:image:224 -f features.npz:npz" in run("inspect", shards[0]).stdout
+    # --json carries the same flags, as argv words.
+    out = json.loads(run("inspect", shards[0], "--json").stdout)
+    assert out["inferred_flags"] == ["-f", "jpg:image:224", "-f", "features.npz:npz"]
+
+
+def test_help_lists_report_and_the_native_binary_says_where_it_runs(tmp_path):
+    # `stoker report` is Python (python/stoker/_cli.py runs it before the native binary);
+    # the native help still lists it, and the binary called directly points there.
+    assert "report" in run("--help").stdout
+    proc = run("report", tmp_path / "run.jsonl", ok=False)
+    assert proc.returncode == 1
+    assert "A subcommand is required" not in proc.stderr
+    assert "python -m stoker.report" in proc.stderr and "pip-installed" in proc.stderr
