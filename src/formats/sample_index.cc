@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cctype>
 #include <future>
 
 #include <unordered_set>
@@ -97,9 +98,31 @@ const char* KeyRuleName(KeyRule rule) {
   return rule == KeyRule::kUnderscoreSuffix ? "underscore" : "webdataset";
 }
 
-const MemberRef* SampleEntry::Find(std::string_view field) const {
+namespace {
+
+// A field name as the WebDataset rule compares it: lowercased, a final
+// extension "jpeg" spelled "jpg".
+std::string MatchForm(std::string_view field) {
+  std::string s(field);
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (s == "jpeg" || s.ends_with(".jpeg")) s.erase(s.size() - 2, 1);  // "jpeg" -> "jpg"
+  return s;
+}
+
+}  // namespace
+
+const MemberRef* SampleEntry::FindExact(std::string_view field) const {
   for (const MemberRef& m : members) {
     if (m.field == field) return &m;
+  }
+  return nullptr;
+}
+
+const MemberRef* SampleEntry::Find(std::string_view field) const {
+  if (const MemberRef* m = FindExact(field)) return m;
+  const std::string want = MatchForm(field);
+  for (const MemberRef& m : members) {
+    if (MatchForm(m.field) == want) return &m;
   }
   return nullptr;
 }
@@ -167,7 +190,7 @@ Result<std::vector<SampleEntry>> GroupSamples(const std::vector<TarMember>& memb
       open->entry.begin = m.header_offset;
     }
     std::string f = FieldFor(open->entry.key, key, field);
-    if (open->entry.Find(f)) {
+    if (open->entry.FindExact(f)) {
       return DataLoss(At(shard_path, m) + "field '" + f + "' appears twice in sample '" + open->entry.key + "'");
     }
     open->entry.members.push_back({std::move(f), m.name, m.data_offset, m.size});

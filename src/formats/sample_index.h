@@ -45,7 +45,14 @@ struct SampleEntry {
   std::vector<MemberRef> members;
   uint64_t begin;  // first header byte of the sample's first member
   uint64_t end;    // one past its last data byte
+  // The member a field name asks for, by WebDataset's rule: the member whose
+  // field is `field` exactly; else, as webdataset lowercases suffixes and
+  // decodes "jpg" and "jpeg" alike, the first whose field equals it ignoring
+  // ASCII case with a final "jpeg" read as "jpg" (field "jpg" reads member
+  // "JPEG", "png" reads "PNG"). nullptr if none.
   const MemberRef* Find(std::string_view field) const;
+  // The member whose field is exactly `field` (a sample's duplicate check).
+  const MemberRef* FindExact(std::string_view field) const;
 };
 
 struct ShardIndex {

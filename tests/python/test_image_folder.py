@@ -85,6 +85,43 @@ def test_shuffled_epoch_is_a_permutation(tree):
         assert sorted(seen) == sorted(ref) and len(seen) == len(ref)
 
 
+def test_jpg_field_reads_JPEG_members_as_webdataset_does(tmp_path):
+    # ImageNet's own naming (.JPEG): webdataset lowercases the suffix and decodes
+    # jpg and jpeg alike, so fields={"jpg": ...} reads them, in a folder and in a
+    # shard; "png" reads ".PNG" the same way.
+    import tarfile
+
+    rng = np.random.default_rng(3)
+    (tmp_path / "train" / "n01").mkdir(parents=True)
+    tars = {ext: tarfile.open(tmp_path / f"{ext}-000000.tar", "w") for ext in ("JPEG", "PNG")}
+    for ext, fmt in (("JPEG", "JPEG"), ("PNG", "PNG")):
+        for i in range(2):
+            buf = io.BytesIO()
+            Image.fromarray(rng.integers(0, 256, (12, 10, 3), dtype=np.uint8)).save(buf, format=fmt)
+            if ext == "JPEG":
+                (tmp_path / "train" / "n01" / f"x{i}.JPEG").write_bytes(buf.getvalue())
+            info = tarfile.TarInfo(f"x{i}.{ext}")
+            info.size = len(buf.getvalue())
+            tars[ext].addfile(info, io.BytesIO(buf.getvalue()))
+    for t in tars.values():
+        t.close()
+
+    def read(source, field):
+        spec = stoker.image((12, 10), resize="none", layout="HWC")
+        return np.concatenate([b[field] for b in stoker.Loader(source, {field: spec}, batch_size=2,
+                                                               drop_last=False, output="numpy")])
+
+    folder = str(tmp_path / "train")
+    want = read(folder, "image")
+    np.testing.assert_array_equal(read(folder, "jpg"), want)
+    np.testing.assert_array_equal(read(str(tmp_path / "JPEG-000000.tar"), "jpg"), want)
+    pngs = read(str(tmp_path / "PNG-000000.tar"), "png")
+    for i in range(2):
+        with tarfile.open(tmp_path / "PNG-000000.tar") as t:
+            ref = np.asarray(Image.open(t.extractfile(f"x{i}.PNG")).convert("RGB"))
+        np.testing.assert_array_equal(pngs[i], ref)
+
+
 def test_undecodable_extension_is_named(tmp_path):
     (tmp_path / "a").mkdir()
     Image.new("RGB", (4, 4)).save(tmp_path / "a" / "x.bmp")

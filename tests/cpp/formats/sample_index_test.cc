@@ -120,6 +120,29 @@ TEST(SampleIndexTest, FieldTwiceInASampleIsDataLoss) {
   EXPECT_EQ(u.status().code(), StatusCode::kDataLoss);
 }
 
+TEST(SampleIndexTest, FieldsMatchMembersByWebDatasetsRule) {
+  // webdataset lowercases suffixes and decodes jpg and jpeg alike: field "jpg"
+  // reads "x.JPEG" and "x.jpeg", "png" reads "x.PNG"; an exact field wins.
+  auto r = GroupSamples(Members({{"x.JPEG", 1}, {"x.PNG", 2}, {"x.seg.Jpeg", 3}, {"x.cls", 4}}),
+                        KeyRule::kWebDataset, "s.tar");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  const SampleEntry& x = (*r)[0];
+  ASSERT_NE(x.Find("jpg"), nullptr);
+  EXPECT_EQ(x.Find("jpg")->name, "x.JPEG");
+  EXPECT_EQ(x.Find("jpeg")->name, "x.JPEG");
+  EXPECT_EQ(x.Find("png")->name, "x.PNG");
+  EXPECT_EQ(x.Find("seg.jpg")->name, "x.seg.Jpeg");
+  EXPECT_EQ(x.Find("cls")->name, "x.cls");
+  EXPECT_EQ(x.Find("jp"), nullptr);
+  EXPECT_EQ(x.Find("seg"), nullptr);
+  EXPECT_EQ(x.FindExact("jpg"), nullptr);
+
+  auto both = GroupSamples(Members({{"y.jpeg", 1}, {"y.jpg", 2}}), KeyRule::kWebDataset, "s.tar");
+  ASSERT_TRUE(both.ok()) << both.status().ToString();  // distinct fields: not a duplicate
+  EXPECT_EQ((*both)[0].Find("jpg")->name, "y.jpg");
+  EXPECT_EQ((*both)[0].Find("jpeg")->name, "y.jpeg");
+}
+
 TEST(SampleIndexTest, KeyRuleNamesRoundTrip) {
   for (KeyRule rule : {KeyRule::kWebDataset, KeyRule::kUnderscoreSuffix}) {
     auto r = ParseKeyRule(KeyRuleName(rule));
