@@ -6,6 +6,11 @@
 // given back when freed; each epoch's threads then leave their buffers behind
 // and RSS creeps epoch after epoch. Blocks of at least kPageAllocatorMmapFrom
 // bytes bypass malloc: freeing one returns it to the kernel at once.
+// Elements are default-initialised (resize writes nothing): a read buffer's
+// bytes are all written by the read, except the ranges a detoured read sends
+// straight to their batch slots, which nobody reads and which so stay
+// untouched pages instead of megabytes zeroed per buffer (that zeroing made
+// RSS depend on how many buffers timing happened to need at once).
 // Thread-safety: stateless.
 #pragma once
 
@@ -13,6 +18,7 @@
 
 #include <cstddef>
 #include <new>
+#include <utility>
 
 namespace stoker {
 
@@ -39,6 +45,14 @@ struct PageAllocator {
     } else {
       munmap(p, bytes);
     }
+  }
+  template <typename U>
+  void construct(U* p) noexcept {
+    ::new (static_cast<void*>(p)) U;  // default-init: no write for bytes
+  }
+  template <typename U, typename... Args>
+  void construct(U* p, Args&&... args) {
+    ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
   }
   template <typename U>
   bool operator==(const PageAllocator<U>&) const { return true; }

@@ -101,8 +101,9 @@ Result<std::unique_ptr<RandomAccessReader>> TryHit(const std::string& data, cons
     return DataLoss(data + ": cache entry of " + url + " is damaged");
   }
   ::utimensat(AT_FDCWD, data.c_str(), nullptr, 0);  // LRU: now is its last use
-  STOKER_ASSIGN_OR_RETURN(auto r, PosixReader::Open(data));
-  return std::unique_ptr<RandomAccessReader>(std::move(r));
+  // The descriptor just verified, not the path again: an eviction (another
+  // thread's fetch over the budget) may unlink the entry at any moment.
+  return std::unique_ptr<RandomAccessReader>(PosixReader::Adopt(std::move(f).value(), m.size));
 }
 
 Status Fetch(const std::string& url, const IoOptions& o, const std::string& data, const std::string& meta_path,

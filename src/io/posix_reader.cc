@@ -19,6 +19,10 @@ Result<std::unique_ptr<PosixReader>> PosixReader::Open(const std::string& path) 
   return std::unique_ptr<PosixReader>(new PosixReader(std::move(f), size));
 }
 
+std::unique_ptr<PosixReader> PosixReader::Adopt(File file, uint64_t size) {
+  return std::unique_ptr<PosixReader>(new PosixReader(std::move(file), size));
+}
+
 Result<size_t> PosixReader::ReadAt(uint64_t offset, std::span<uint8_t> out) const {
   return file_->PReadSome(offset, out);
 }

@@ -11,6 +11,8 @@ namespace stoker {
 class PosixReader : public RandomAccessReader {
  public:
   static Result<std::unique_ptr<PosixReader>> Open(const std::string& path);
+  // Over a File already open (its size known): no second open by path.
+  static std::unique_ptr<PosixReader> Adopt(File file, uint64_t size);
   // A view of a File that must outlive the reader.
   PosixReader(const File* file, uint64_t size) : file_(file), size_(size) {}
 

@@ -45,7 +45,7 @@ void RegisterIo(nb::module_& m) {
         if (backoff_max_ms) o.backoff_max_ms = *backoff_max_ms;
         if (s3_endpoint) o.s3_endpoint = *s3_endpoint;
         if (cache_dir) o.cache_dir = *cache_dir;
-        if (cache_bytes && *cache_bytes > 0) o.cache_bytes = *cache_bytes;
+        if (cache_bytes) o.cache_bytes = *cache_bytes > 0 ? *cache_bytes : StorageOptions{}.cache_bytes;  // 0: default
         if (retry_deadline_s) o.retry_deadline_ms = static_cast<int>(*retry_deadline_s * 1000);
         if (stall_ms) o.stall_ms = *stall_ms;
         SetDefaultIoOptions(o);
