@@ -22,13 +22,9 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import socket
 import statistics
 import subprocess
 import sys
-import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
@@ -36,45 +32,21 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(ROOT / "tests/python"))
 import peers  # noqa: E402
 import vision  # noqa: E402
+from nginx_server import NginxServer  # noqa: E402
 
 LATENCIES = (0.020, 0.100)
 DL_WORKERS = (2, 3, 4)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _wait(port: int):
-    for _ in range(200):
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-            return
-        except OSError:
-            time.sleep(0.05)
-    raise RuntimeError(f"nothing on port {port}")
 
 
 class Servers:
     """nginx (root = the data dir) + one latency proxy per latency, each in its own process."""
 
     def __init__(self, root: Path, latencies):
-        self.tmp = Path(tempfile.mkdtemp(prefix="stoker-bench-nginx-"))
-        port = _free_port()
-        user = "user root;" if os.geteuid() == 0 else ""
-        temp = "".join(f"{k}_temp_path {self.tmp}/{k};\n" for k in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"))
-        (self.tmp / "nginx.conf").write_text(
-            f"daemon off; worker_processes 2; pid {self.tmp}/nginx.pid; {user}\nerror_log {self.tmp}/error.log;\n"
-            f"events {{ worker_connections 1024; }}\nhttp {{ access_log off; sendfile on; {temp}\n"
-            f"  server {{ listen 127.0.0.1:{port}; root {root}; location / {{ }} }} }}\n")
-        nginx = shutil.which("nginx") or "/usr/sbin/nginx"
-        self.nginx = subprocess.Popen([nginx, "-e", f"{self.tmp}/error.log", "-p", str(self.tmp), "-c",
-                                       str(self.tmp / "nginx.conf")])
-        _wait(port)
+        self.nginx = NginxServer(root, workers=2, connections=1024, sendfile=True)
+        port = self.nginx.port
         self.proxies, self.url = {}, {}
         for latency in latencies:
             proxy = subprocess.Popen([sys.executable, str(ROOT / "tests/python/fault_proxy.py"), "--upstream",
@@ -87,9 +59,7 @@ class Servers:
         for proxy in self.proxies.values():
             proxy.stdin.close()
             proxy.wait(timeout=10)
-        self.nginx.terminate()
-        self.nginx.wait(timeout=10)
-        shutil.rmtree(self.tmp, ignore_errors=True)
+        self.nginx.close()
 
 
 # -- shuffle quality, from key streams ----------------------------------------------------------
@@ -350,7 +320,7 @@ def write(payload: dict, stem: Path):
     stem.parent.mkdir(parents=True, exist_ok=True)
     Path(str(stem) + ".json").write_text(json.dumps(payload, indent=1, default=str))
     s = payload["summary"]
-    lines = [f"# V shuffled (shuffle=True) over HTTP (nginx on loopback, +20 / +100 ms per request by the proxy)", "",
+    lines = ["# V shuffled (shuffle=True) over HTTP (nginx on loopback, +20 / +100 ms per request by the proxy)", "",
              "Shared, noisy machine: compare the ratios of this one run, not absolute rates.", "",
              f"`{payload.get('command', '')}`, {payload['count']} samples, {s['repetitions']} alternated repetitions.",
              "",

@@ -10,9 +10,6 @@ default). Prints samples/s per row; run alone on a quiet machine.
 from __future__ import annotations
 
 import argparse
-import os
-import socket
-import subprocess
 import sys
 import tempfile
 import time
@@ -25,12 +22,7 @@ sys.path.insert(0, str(ROOT / "tests/python"))
 import stoker  # noqa: E402
 from stoker import _stoker  # noqa: E402
 from fault_proxy import FaultProxy  # noqa: E402
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from nginx_server import NginxServer  # noqa: E402
 
 
 def write_tokens(prefix: str) -> None:
@@ -60,22 +52,12 @@ def main() -> None:
     ap.add_argument("--io-depth", default="auto,2")
     a = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        data, conf = Path(tmp) / "data", Path(tmp) / "nginx"
+        data = Path(tmp) / "data"
         data.mkdir()
-        conf.mkdir()
         write_tokens(str(data / "tok"))
-        port = free_port()
-        temp = "".join(f"{k}_temp_path {conf}/{k};\n" for k in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"))
-        user = "user root;" if os.geteuid() == 0 else ""
-        (conf / "nginx.conf").write_text(
-            f"daemon off; worker_processes 1; pid {conf}/nginx.pid; {user}\nerror_log {conf}/error.log;\n"
-            f"events {{ worker_connections 256; }}\nhttp {{ access_log off; {temp}"
-            f"server {{ listen 127.0.0.1:{port}; root {data}; location / {{ }} }} }}\n")
-        nginx = subprocess.Popen([os.environ.get("NGINX", "/usr/sbin/nginx"), "-e", f"{conf}/error.log", "-p",
-                                  str(conf), "-c", str(conf / "nginx.conf")])
-        proxy = FaultProxy(port, latency=a.latency)
+        nginx = NginxServer(data)
+        proxy = FaultProxy(nginx.port, latency=a.latency)
         try:
-            time.sleep(0.3)
             for depth in a.io_depth.split(","):
                 io_depth = None if depth == "auto" else int(depth)
                 local = rate(str(data / "tok"), io_depth, f"{tmp}/cache")
@@ -84,8 +66,7 @@ def main() -> None:
                       f"{remote:6.0f} samples/s", flush=True)
         finally:
             proxy.close()
-            nginx.terminate()
-            nginx.wait(timeout=10)
+            nginx.close()
 
 
 if __name__ == "__main__":

@@ -8,11 +8,8 @@ from __future__ import annotations
 
 import math
 import os
-import shutil
 import subprocess
-import time
 from collections import Counter
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -22,8 +19,7 @@ from stoker import _stoker
 
 from conftest import stoker_bin, stoker_env, write_vision_shards
 from fault_proxy import FaultProxy
-
-NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
+from nginx_server import NGINX, NginxServer
 pytestmark = pytest.mark.skipif(not os.path.exists(NGINX), reason="nginx is not installed (scripts/setup.sh)")
 
 SHARDS, PER_SHARD, BATCH = 4, 64, 32
@@ -41,34 +37,15 @@ def data(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def proxy(data, tmp_path_factory):
-    import socket
-
+def proxy(data):
     root, _ = data
-    d = tmp_path_factory.mktemp("nginx")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    temp = "".join(f"{k}_temp_path {d}/{k};\n" for k in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"))
-    user = "user root;" if os.geteuid() == 0 else ""
-    (d / "nginx.conf").write_text(
-        f"daemon off; worker_processes 1; pid {d}/nginx.pid; {user}\nerror_log {d}/error.log;\n"
-        f"events {{ worker_connections 256; }}\nhttp {{ access_log off; {temp}\n"
-        f"  server {{ listen 127.0.0.1:{port}; root {root}; location / {{ }} }} }}\n")
-    nginx = subprocess.Popen([NGINX, "-e", f"{d}/error.log", "-p", str(d), "-c", str(d / "nginx.conf")])
-    for _ in range(400):
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-            break
-        except OSError:
-            time.sleep(0.05)
-    p = FaultProxy(port, latency=0.005)
+    server = NginxServer(root)
+    p = FaultProxy(server.port, latency=0.005)
     _stoker.set_io_options(attempts=5, timeout_ms=5000, backoff_ms=5, backoff_max_ms=50, s3_endpoint="",
                            cache_dir="", cache_bytes=0)
     yield p
     p.close()
-    nginx.terminate()
-    nginx.wait(timeout=10)
+    server.close()
 
 
 def tar_gets(proxy) -> int:

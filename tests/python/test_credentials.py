@@ -27,9 +27,7 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
-import sys
 import time
 
 import pytest
@@ -39,8 +37,9 @@ from stoker import _stoker
 
 from aws_metadata_server import AwsMetadataServer
 from conftest import stoker_bin, stoker_env, write_vision_shards
+from nginx_server import free_port
 from s3_auth_proxy import S3AuthProxy
-from test_remote import FIELDS, assert_same, batches_of, free_port, io_options
+from test_remote import FIELDS, assert_same, batches_of, io_options
 
 boto3 = pytest.importorskip("boto3")
 moto_server = pytest.importorskip("moto.server")

@@ -10,7 +10,6 @@ import gc
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -24,8 +23,7 @@ from stoker import _stoker
 
 from conftest import stoker_bin, stoker_env, wait_ready, write_vision_shards
 from fault_proxy import FaultProxy
-
-NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
+from nginx_server import NGINX, NginxServer, free_port
 pytestmark = pytest.mark.skipif(not os.path.exists(NGINX), reason="nginx is not installed (scripts/setup.sh)")
 
 SHARDS = "shard-{000000..000002}.tar"
@@ -34,23 +32,6 @@ FIELDS = lambda: {  # noqa: E731 - fresh specs per loader
     "features.npz": stoker.npz(),
     "cls": stoker.scalar("int64"),
 }
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_port(port: int, timeout=20.0):
-    end = time.time() + timeout
-    while time.time() < end:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-            return
-        except OSError:
-            time.sleep(0.05)
-    raise RuntimeError(f"nothing listens on port {port}")
 
 
 def io_options(attempts=12, timeout_ms=3000, backoff_ms=5, backoff_max_ms=50, s3_endpoint="", cache_dir="",
@@ -71,25 +52,10 @@ def data(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def nginx(data, tmp_path_factory):
+def nginx(data):
     root, _ = data
-    d = tmp_path_factory.mktemp("nginx")
-    port = free_port()
-    temp = "".join(f"{k}_temp_path {d}/{k};\n" for k in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"))
-    user = "user root;" if os.geteuid() == 0 else ""  # else workers run as nobody: pytest's tmp is 0700
-    (d / "nginx.conf").write_text(f"""daemon off; worker_processes 1; pid {d}/nginx.pid; {user}
-error_log {d}/error.log;
-events {{ worker_connections 256; }}
-http {{ access_log off; {temp}
-  server {{ listen 127.0.0.1:{port}; root {root}; location / {{ }} }} }}
-""")
-    proc = subprocess.Popen([NGINX, "-e", f"{d}/error.log", "-p", str(d), "-c", str(d / "nginx.conf")])
-    try:
-        wait_port(port)
-        yield port
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+    with NginxServer(root) as server:
+        yield server.port
 
 
 @pytest.fixture(scope="module")

@@ -16,8 +16,8 @@ from stoker import _stoker
 
 from conftest import write_vision_shards
 from s3_auth_proxy import S3AuthProxy
-from test_remote import (FIELDS, SHARDS, assert_same, batches_of, free_port, nginx, stream,  # noqa: F401 - fixtures
-                         wait_port)
+from nginx_server import free_port, wait_port
+from test_remote import FIELDS, SHARDS, assert_same, batches_of, nginx, stream  # noqa: F401 - fixtures
 
 boto3 = pytest.importorskip("boto3")
 moto_server = pytest.importorskip("moto.server")
