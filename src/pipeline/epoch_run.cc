@@ -331,6 +331,11 @@ void EpochRun::ReadLoop(uint32_t thread) {
     const uint64_t run_begin = samples[task->ref.sample].begin;
     const uint64_t run_end = samples[plan.At(first + task->count - 1).sample].end;
     Bytes buf = TakeBuffer();
+    // Cleared first: growing a buffer that still holds its last run would
+    // copy that run into the new block, touching the pages a detoured range
+    // leaves unwritten, so RSS would rise by a sample whenever timing handed
+    // a spare buffer a longer run (the memory test's +2 MiB at random epochs).
+    buf->bytes.clear();
     buf->bytes.resize(run_end - run_begin);
     buf->direct.clear();
     buf->detours.clear();
