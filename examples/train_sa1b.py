@@ -5,9 +5,12 @@ loop (image + precomputed features per sample) fed by stoker.
 
 It writes a small SA-1B-like dataset with `stoker synth` (real JPEGs plus NPZ
 float16 features, packed into tar shards with sidecar indexes), then trains a
-tiny student network for a few epochs and prints, per epoch, samples/s and the
-three numbers that say whether input keeps up: t_wait (the step waited for
-data), t_compute (the step itself) and their ratio.
+tiny student network for a few epochs. Each epoch's line is the library's own
+judgement (`loader.report()` over the epoch, the step timed by `loader.step()`):
+samples/s, efficiency t_compute / (t_wait + t_h2d + t_compute), the p99 wait,
+and the verdict with the library's thresholds — "healthy" when the input keeps
+up at efficiency ≥ 0.9, otherwise the stage that starves the step and the
+change to make.
 """
 from __future__ import annotations
 
@@ -71,6 +74,8 @@ def main() -> None:
         },
         batch_size=args.batch_size, shuffle=True, seed=0, key_rule="underscore",
         decode_threads=args.decode_threads,
+        window=args.count // args.batch_size,  # report() judges a whole epoch
+        log_every=1 << 30,  # the per-epoch line below, not the rolling one
     )
     plan = loader.plan
     print(f"{plan.dataset_samples} samples in {plan.num_shards} shard(s); {len(loader)} batches/epoch "
@@ -84,29 +89,30 @@ def main() -> None:
 
     for epoch in range(args.epochs):
         loader.set_epoch(epoch)
-        t_wait = t_compute = 0.0
-        waits = []
         samples = 0
         start = time.perf_counter()
-        mark = start
         for batch in loader:
-            got = time.perf_counter()
-            waits.append(got - mark)
-            pred = model(batch["jpg"])
-            loss = F.mse_loss(pred, batch["features.npz"]["embeddings"].float())
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            mark = time.perf_counter()
-            t_compute += mark - got
+            with loader.step():  # the step's time is t_compute
+                pred = model(batch["jpg"])
+                loss = F.mse_loss(pred, batch["features.npz"]["embeddings"].float())
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
             samples += batch["jpg"].shape[0]
         wall = time.perf_counter() - start
-        t_wait = sum(waits)
-        verdict = "input keeps up" if t_wait < t_compute else "INPUT-BOUND"
         print(f"epoch {epoch}: {samples / wall:7.1f} samples/s  loss {loss.item():.4f}  "
-              f"t_wait {t_wait:6.2f}s (max {max(waits) * 1e3:6.1f} ms)  t_compute {t_compute:6.2f}s  "
-              f"-> {verdict}", flush=True)
+              f"{judgement(loader.report())}", flush=True)
 
+
+def judgement(report: dict) -> str:
+    """One line from the library's report: its golden numbers and verdict."""
+    window, verdict = report["window"], report["verdict"]
+    line = (f"efficiency {window['efficiency']:.2f}  t_wait p99 {window['wait_p99_s'] * 1e3:.1f} ms  "
+            f"t_compute {window['compute_mean_s'] * 1e3:.1f} ms/step")
+    if verdict["healthy"]:
+        return line + "  -> healthy: the input keeps up"
+    return (line + f"  -> {verdict['bottleneck']}: {verdict['reason']}"
+            f"\n    recommendation: {verdict['recommendation']}")
 
 if __name__ == "__main__":
     main()
