@@ -9,6 +9,8 @@ Each phase lasts STOKER_OUTAGE_PHASE_S seconds (default 4, so CI stays fast);
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import threading
 import time
 
@@ -16,6 +18,8 @@ import pytest
 
 import stoker
 from stoker import _stoker
+
+from conftest import stoker_env
 
 from test_remote import (FIELDS, SHARDS, assert_same, batches_of, data, http_proxy, nginx,  # noqa: F401 - fixtures
                          stream)
@@ -99,3 +103,35 @@ def test_permanent_answers_fail_at_once(data, http_proxy, status):
         http_proxy.set(script=["pass"])
     assert time.time() - t0 < 1.0
     assert f"HTTP {status}" in str(e.value) and http_proxy.url in str(e.value), e.value
+
+
+EXIT_AFTER_ERROR = """
+import sys, stoker
+loader = stoker.Loader(sys.argv[1], {"jpg": stoker.image(32), "cls": stoker.scalar()}, batch_size=2,
+                       retry_deadline_s=1.5, prefetch=1)
+it = iter(loader)
+next(it)
+print("first batch", flush=True)
+for batch in it:  # the proxy answers 503 from here on: raises after the deadline, uncaught
+    pass
+"""
+
+
+def test_an_uncaught_remote_error_exits_cleanly(data, http_proxy, tmp_path):
+    """The interpreter's exit after an uncaught error in mid-retry frees every
+    native object (no "nanobind: leaked N instances" at shutdown)."""
+    http_proxy.set(script=["pass"], latency=0)
+    script = tmp_path / "exit_after_error.py"
+    script.write_text(EXIT_AFTER_ERROR)
+    proc = subprocess.Popen([sys.executable, str(script), f"{http_proxy.url}/plain/{SHARDS}"], env=stoker_env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "first batch"
+        http_proxy.set(script=["status:503"])
+        out, err = proc.communicate(timeout=60)
+    finally:
+        http_proxy.set(script=["pass"])
+        proc.kill()
+    assert proc.returncode == 1, err[-2000:]
+    assert "stoker.StokerError" in err and "HTTP 503" in err, err[-2000:]
+    assert "leaked" not in err, err[-2000:]
