@@ -19,6 +19,9 @@ STOKER_FIXTURES="$PWD/$fixtures/formats" STOKER_PILLOW_FIXTURE_DIR="$PWD/$fixtur
   ctest --test-dir build/test --output-on-failure -j "$jobs"
 python3 tests/cpp/formats/make_fixtures.py verify "$fixtures/formats"
 
+# The same suite under ASan+UBSan, and the threaded tests under TSan.
+bash scripts/sanitize.sh
+
 # A short libFuzzer run per parser (ASan+UBSan, clang), replaying every kept
 # regression input first; the long run is `bash scripts/fuzz.sh 3600`.
 bash scripts/fuzz.sh "${STOKER_FUZZ_SECONDS:-10}"
