@@ -55,8 +55,9 @@ class TokenLoader(Loader):
     carry it. A partial last global batch is dropped, as megatron trains;
     ``partition="exact"`` (evaluation) delivers it too, as megatron's sampler
     does with drop_last=False: rank r's slice of it, short or empty (0 rows),
-    one more step on every rank. ``extras`` may hold "loss_mask" and "position_ids" (as
-    megatron's GPTDataset makes them without reset_* or eod_mask_loss).
+    one more step on every rank. ``extras`` may hold "loss_mask" and
+    "position_ids" (as megatron's GPTDataset makes them without reset_* or
+    eod_mask_loss).
     One pass over the samples per iteration sequence: iterating again after the
     end yields nothing until ``set_epoch`` restarts at ``consumed_samples``.
     Unlike :class:`Loader`, epochs do not advance by themselves: the one pass
