@@ -58,10 +58,17 @@ FieldSpec BytesField(std::string field, size_t max_bytes);
 FieldSpec TextField(std::string field, size_t max_bytes);
 FieldSpec JsonField(std::string field, size_t max_bytes);
 
-// How each rank's share of the dataset is made equal in size.
+// How the dataset is split among ranks so that every rank runs the same
+// number of batches.
 enum class PartitionPolicy : uint8_t {
   kDropRemainder,  // every rank gets floor(N / world) samples; the rest are not read this epoch
   kPadRepeat,      // every rank gets ceil(N / world); the shortfall repeats the first samples
+  // Evaluation: every sample exactly once across the ranks, nothing dropped
+  // or repeated. Rank r gets floor(N / world) samples, one more if r <
+  // N % world; every rank runs ceil(ceil(N / world) / batch_size) batches, so
+  // a rank's last batch may be short, or empty (Batch::size() 0, arrays of 0
+  // rows) where it has fewer samples than the others. Needs drop_last false.
+  kExact,
 };
 
 // Token windows from Megatron indexed datasets (prefix.bin + prefix.idx),
@@ -99,7 +106,7 @@ struct LoaderOptions {
   KeyRule key_rule = KeyRule::kWebDataset;
 
   int batch_size = 32;
-  bool drop_last = true;           // false: the last batch of a rank may be short
+  bool drop_last = true;           // false: the last batch of a rank may be short (kExact needs false)
   bool shuffle = false;
   uint64_t seed = 0;
   // 0 with shuffle: one global permutation of all samples, or of blocks of
@@ -178,7 +185,7 @@ class Batch {
 // What the planner decided for this rank and epoch, so no drop or pad is silent.
 struct PlanInfo {
   int64_t dataset_samples = 0;     // all samples in all shards
-  int64_t rank_samples = 0;        // delivered to this rank per epoch (pads included)
+  int64_t rank_samples = 0;        // delivered to this rank per epoch (pads included; kExact: ranks differ by <= 1)
   int64_t dropped_samples = 0;     // samples of the dataset no rank reads this epoch
   int64_t padded_samples = 0;      // repeats added to this rank
   int64_t batches = 0;             // per rank per epoch, equal on every rank

@@ -51,6 +51,8 @@ class PartitionPolicy(enum.Enum):
 
     pad = 1
 
+    exact = 2
+
 class OnError(enum.Enum):
     skip = 1
 

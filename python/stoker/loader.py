@@ -16,7 +16,8 @@ from typing import Any, Iterator, Mapping, Sequence
 from . import _stoker
 from .observe import Observer, to_device
 
-_PARTITION = {"drop": _stoker.PartitionPolicy.drop, "pad": _stoker.PartitionPolicy.pad}
+_PARTITION = {"drop": _stoker.PartitionPolicy.drop, "pad": _stoker.PartitionPolicy.pad,
+              "exact": _stoker.PartitionPolicy.exact}
 _KEY_RULE = {"webdataset": _stoker.KeyRule.webdataset, "underscore": _stoker.KeyRule.underscore}
 _ON_ERROR = {"raise": _stoker.OnError.raise_, "skip": _stoker.OnError.skip}
 _log = logging.getLogger("stoker")
@@ -126,6 +127,21 @@ class Loader:
     default 120 s, so an outage of a minute costs a minute, not the run),
     ``cache_dir`` and ``cache_bytes`` (a local LRU cache of remote objects).
 
+    Under DDP (``rank``/``world_size``, default: torch.distributed's, else
+    torchrun's environment) every rank runs the same number of batches.
+    ``partition`` says how: ``"drop"`` (default) gives each rank
+    floor(N / world) samples and leaves the rest for the epoch, ``"pad"``
+    ceil(N / world) with the shortfall repeated, both with full batches
+    (``drop_last=True``, the default, also drops each rank's short last
+    batch). ``"exact"`` is for evaluation: every sample exactly once across
+    the ranks, nothing dropped or repeated; ranks hold N // world samples
+    (the first N % world ranks one more), so a rank's last batch may be
+    short, or empty (every array 0 rows, ``__key__`` an empty list) where it
+    has fewer samples. Each rank still takes every step, so a per-step
+    all-reduce never waits forever; weight a metric by the batch's rows
+    (``len(batch["__key__"])`` or any array's ``shape[0]``). ``drop_last``
+    defaults to False with it (True would drop samples: refused).
+
     ``observe=False`` turns it off; ``jsonl=path`` writes one record per batch
     (``stoker report path -o report.html``); ``trace_spans=N`` keeps the last N
     stage spans for ``save_trace(path)``.
@@ -141,7 +157,7 @@ class Loader:
         seed: int = 0,
         shuffle_buffer: int = 0,
         shuffle_block: int | None = None,
-        drop_last: bool = True,
+        drop_last: bool | None = None,
         partition: str = "drop",
         rank: int | None = None,
         world_size: int | None = None,
@@ -184,6 +200,10 @@ class Loader:
             raise ValueError(f"on_error must be one of {sorted(_ON_ERROR)}, not {on_error!r}")
         if key_rule not in _KEY_RULE:
             raise ValueError(f"key_rule must be one of {sorted(_KEY_RULE)}, not {key_rule!r}")
+        if drop_last is None:  # exact drops nothing, its last batches included
+            drop_last = partition != "exact"
+        elif drop_last and partition == "exact":
+            raise ValueError("partition='exact' delivers every sample, so drop_last must be False (or left out)")
         if rank is None or world_size is None:
             env_rank, env_world = _distributed_rank_world()
             rank = env_rank if rank is None else rank
@@ -227,6 +247,7 @@ class Loader:
         opt.max_open_files = int(max_open_files or 0)
         opt.memory_budget = int(memory_budget or 0)
         self._skip = on_error == "skip"
+        self._with_keys = keys
 
         self._native = _stoker.NativeLoader.create(opt)
         self._npz_fields = {name for name, spec in fields.items() if spec.kind == _stoker.FieldKind.npz}
@@ -350,7 +371,7 @@ class Loader:
                 batch.setdefault(field, {})[member] = convert(array)
             else:
                 batch[name] = convert(array)
-        if keys:
+        if self._with_keys:  # an empty batch (partition="exact") has an empty list
             batch["__key__"] = keys
         return batch
 

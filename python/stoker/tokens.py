@@ -52,8 +52,12 @@ class TokenLoader(Loader):
     batch; rank r of world_size gets its part of each global batch of
     ``batch_size * world_size`` samples. ``consumed_samples`` starts there (the
     number megatron checkpoints); ``state_dict()`` / ``load_state_dict()``
-    carry it. ``extras`` may hold "loss_mask" and "position_ids" (as
-    megatron's GPTDataset makes them without reset_* or eod_mask_loss).
+    carry it. A partial last global batch is dropped, as megatron trains;
+    ``partition="exact"`` (evaluation) delivers it too, as megatron's sampler
+    does with drop_last=False: rank r's slice of it, short or empty (0 rows),
+    one more step on every rank. ``extras`` may hold "loss_mask" and
+    "position_ids" (as megatron's GPTDataset makes them without reset_* or
+    eod_mask_loss).
     One pass over the samples per iteration sequence: iterating again after the
     end yields nothing until ``set_epoch`` restarts at ``consumed_samples``.
     Unlike :class:`Loader`, epochs do not advance by themselves: the one pass
@@ -83,6 +87,7 @@ class TokenLoader(Loader):
         extras: Sequence[str] = (),
         rank: int | None = None,
         world_size: int | None = None,
+        partition: str = "drop",
         io_depth: int | None = None,
         s3_endpoint: str | None = None,
         profile: str | None = None,
@@ -102,6 +107,8 @@ class TokenLoader(Loader):
     ) -> None:
         if output not in ("torch", "numpy"):
             raise ValueError(f"output must be 'torch' or 'numpy', not {output!r}")
+        if partition not in ("drop", "exact"):
+            raise ValueError(f"partition must be 'drop' or 'exact' for token windows, not {partition!r}")
         unknown = set(extras) - {"loss_mask", "position_ids"}
         if unknown:
             raise ValueError(f"unknown extras {sorted(unknown)}; choose from loss_mask, position_ids")
@@ -127,6 +134,8 @@ class TokenLoader(Loader):
         opt.seed = seed
         opt.rank = rank
         opt.world_size = world_size
+        opt.partition = _stoker.PartitionPolicy.exact if partition == "exact" else _stoker.PartitionPolicy.drop
+        opt.drop_last = partition != "exact"
         opt.io_depth = -1 if io_depth is None else io_depth  # auto: 4 local, 16 for a URL
         opt.storage = storage_options(s3_endpoint=s3_endpoint, profile=profile, region=region,
                                       retry_deadline_s=retry_deadline_s)

@@ -16,23 +16,13 @@ struct Part {
 // PlanEpoch's cut of an order among `world` ranks, for one rank.
 Result<Part> Cut(const std::vector<SampleRef>& order, const LoaderOptions& o, int world, int rank) {
   const uint64_t total = order.size();
-  const uint64_t w = static_cast<uint64_t>(world);
-  if (total == 0) return InvalidArgument("no samples remain in this epoch");
-  uint64_t per_rank = o.partition == PartitionPolicy::kPadRepeat ? (total + w - 1) / w : total / w;
-  if (per_rank == 0) {
-    return InvalidArgument(std::to_string(total) + " samples remain in this epoch, fewer than world_size " +
-                           std::to_string(world) + "; use the pad policy");
-  }
-  const uint64_t bs = static_cast<uint64_t>(o.batch_size);
-  const uint64_t batches = o.drop_last ? per_rank / bs : (per_rank + bs - 1) / bs;
+  STOKER_ASSIGN_OR_RETURN(RankShare share, ShareOfRank(total, o, world, rank, "left in this epoch"));
   Part p;
-  const uint64_t begin = per_rank * static_cast<uint64_t>(rank);
-  const uint64_t n = std::min<uint64_t>(per_rank, batches * bs);
-  for (uint64_t i = begin; i < begin + n; ++i) {
+  for (uint64_t i = share.begin; i < share.begin + share.count; ++i) {
     p.samples.push_back(order[i % total]);
     p.padded += i >= total;
   }
-  p.batches = static_cast<int64_t>(batches);
+  p.batches = share.batches;
   return p;
 }
 
@@ -76,7 +66,8 @@ Result<EpochPlan> PlanRemaining(const std::vector<uint32_t>& samples_per_shard, 
   plan.info.batches = mine.batches;
   plan.info.padded_samples = mine.padded;
   const uint64_t delivered = std::min<uint64_t>(order.size(), mine.samples.size() * options.world_size);
-  plan.info.dropped_samples = static_cast<int64_t>(order.size() - delivered);
+  plan.info.dropped_samples =
+      options.partition == PartitionPolicy::kExact ? 0 : static_cast<int64_t>(order.size() - delivered);
   plan.samples = std::move(mine.samples);
   return plan;
 }

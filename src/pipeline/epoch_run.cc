@@ -285,7 +285,9 @@ bool EpochRun::Begin(const Leg& leg, int64_t b, std::unique_ptr<BufferPool::Leas
   work->index = b;
   work->epoch = leg.epoch;
   work->plan = &plan;
-  work->size = static_cast<int>(std::min<int64_t>(bs, total - b * bs));
+  // The exact partition gives a rank with fewer samples a short or empty
+  // last batch (planner.h, ShareOfRank): an empty one has no reads.
+  work->size = static_cast<int>(std::clamp<int64_t>(total - b * bs, 0, bs));
   // Without its buffer the batch also waits for that: one more to count down.
   work->pending = work->size + (lease ? 0 : 1);
   work->keys.resize(data_->options.include_keys ? work->size : 0);
@@ -296,6 +298,7 @@ bool EpochRun::Begin(const Leg& leg, int64_t b, std::unique_ptr<BufferPool::Leas
   // finished, delivered and freed before the loop tests its bound again
   // (a use-after-free that scripts/sanitize.sh found).
   const int size = work->size;
+  const bool empty_with_buffer = size == 0 && work->leased;
   {
     std::lock_guard lock(mu_);
     if (cancelled_) return false;
@@ -310,6 +313,10 @@ bool EpochRun::Begin(const Leg& leg, int64_t b, std::unique_ptr<BufferPool::Leas
     if (!read_queue_.Push(ReadTask{raw, slot, head, count})) return false;
     slot += count;
   }
+  // An empty batch with its buffer waits for nothing: no read will count it
+  // down, so it is ready now (without a buffer, the lease's arrival is its
+  // one pending count and finishes it as for any batch).
+  if (empty_with_buffer) Finish(ReadTask{raw, 0, {}, 0}, Status::Ok());
   return true;
 }
 

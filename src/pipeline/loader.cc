@@ -39,6 +39,18 @@ uint64_t MappableBytes(const Dataset& d) {
   return d.options.memory_budget > need ? d.options.memory_budget - need : 0;
 }
 
+const char* PartitionName(PartitionPolicy p) {
+  switch (p) {
+    case PartitionPolicy::kPadRepeat:
+      return "pad";
+    case PartitionPolicy::kExact:
+      return "exact";
+    case PartitionPolicy::kDropRemainder:
+      break;
+  }
+  return "drop";
+}
+
 class BatchImpl : public Batch {
  public:
   BatchImpl(std::unique_ptr<BatchWork> work, const BatchLayout& layout) : work_(std::move(work)) {
@@ -161,7 +173,10 @@ class LoaderImpl : public Loader {
   std::string State() const override {
     if (data_.tokens) {
       // Megatron's own resume point: global samples consumed by all ranks.
-      const int64_t consumed = token_consumed_ + next_batch_ * data_.options.batch_size * data_.options.world_size;
+      // The exact partition's partial last global batch ends at the dataset's end.
+      const int64_t consumed = std::min<int64_t>(
+          plan_->info.dataset_samples,
+          token_consumed_ + next_batch_ * data_.options.batch_size * data_.options.world_size);
       return nlohmann::json({{"consumed_samples", consumed},
                              {"seed", data_.options.seed},
                              {"rank", data_.options.rank},
@@ -179,6 +194,7 @@ class LoaderImpl : public Loader {
                         {"dataset_samples", plan_->info.dataset_samples},
                         {"dataset", fingerprint_},
                         {"on_error", data_.options.on_error == OnError::kSkip ? "skip" : "raise"},
+                        {"partition", PartitionName(data_.options.partition)},
                         {"skip", refill_.ToJson()}};
     // The order's unit (auto resolves it from where the shards are): a state
     // restored over a copy of the shards elsewhere must follow the same order.
@@ -237,6 +253,13 @@ class LoaderImpl : public Loader {
                              ", this loader has " + std::to_string(data_.options.shuffle_block) +
                              " (auto picks by where the shards are): pass shuffle_block=" +
                              j["shuffle_block"].dump() + " to continue that order");
+    }
+    // Each policy cuts the epoch differently: the batches one delivered are
+    // not the batches another would skip.
+    const char* partition = PartitionName(data_.options.partition);
+    if (j.contains("partition") && j["partition"] != partition) {
+      return InvalidArgument("loader state was saved with partition=" + j["partition"].dump() +
+                             ", this loader has \"" + partition + "\"");
     }
     STOKER_ASSIGN_OR_RETURN(int64_t epoch, field("epoch"));
     STOKER_ASSIGN_OR_RETURN(int64_t next, field("next_batch"));

@@ -67,6 +67,40 @@ uint64_t MixSeed(uint64_t a, uint64_t b, uint64_t c) {
   return SplitMix64(h2 ^ c).Next();
 }
 
+Result<RankShare> ShareOfRank(uint64_t total, const LoaderOptions& options, int world, int rank,
+                              const std::string& left) {
+  const uint64_t w = static_cast<uint64_t>(world), r = static_cast<uint64_t>(rank);
+  const uint64_t bs = static_cast<uint64_t>(options.batch_size);
+  if (total == 0) return InvalidArgument("no samples " + left);
+  RankShare share;
+  if (options.partition == PartitionPolicy::kExact) {
+    if (options.drop_last) {
+      return InvalidArgument("partition exact delivers every sample, so drop_last must be false");
+    }
+    // The first total % w ranks take one sample more; parts stay contiguous
+    // and in rank order, so their concatenation is the order itself.
+    const uint64_t base = total / w, extra = total % w;
+    share.begin = r * base + std::min(r, extra);
+    share.count = base + (r < extra ? 1 : 0);
+    share.batches = static_cast<int64_t>((base + (extra > 0 ? 1 : 0) + bs - 1) / bs);
+    return share;
+  }
+  const uint64_t per_rank = options.partition == PartitionPolicy::kPadRepeat ? (total + w - 1) / w : total / w;
+  if (per_rank == 0) {
+    return InvalidArgument(std::to_string(total) + " samples " + left + ", fewer than world_size " +
+                           std::to_string(w) + "; use partition pad or exact");
+  }
+  const uint64_t batches = options.drop_last ? per_rank / bs : (per_rank + bs - 1) / bs;
+  if (batches == 0) {
+    return InvalidArgument("each rank has " + std::to_string(per_rank) + " samples " + left +
+                           ", fewer than batch_size " + std::to_string(bs) + " with drop_last");
+  }
+  share.begin = per_rank * r;
+  share.count = std::min<uint64_t>(per_rank, batches * bs);
+  share.batches = static_cast<int64_t>(batches);
+  return share;
+}
+
 Result<EpochPlan> PlanEpoch(const std::vector<uint32_t>& samples_per_shard, const LoaderOptions& options,
                             uint64_t epoch) {
   if (options.world_size < 1 || options.rank < 0 || options.rank >= options.world_size) {
@@ -122,36 +156,23 @@ Result<EpochPlan> PlanEpoch(const std::vector<uint32_t>& samples_per_shard, cons
     order = std::move(out);
   }
 
-  // Equal contiguous parts per rank, so every rank runs the same number of steps.
-  const uint64_t world = static_cast<uint64_t>(options.world_size);
-  uint64_t per_rank = options.partition == PartitionPolicy::kPadRepeat ? (total + world - 1) / world : total / world;
-  if (per_rank == 0) {
-    return InvalidArgument("the dataset has " + std::to_string(total) + " samples, fewer than world_size " +
-                           std::to_string(world) + "; use the pad policy");
-  }
+  STOKER_ASSIGN_OR_RETURN(RankShare share, ShareOfRank(total, options, options.world_size, options.rank,
+                                                        "in the dataset"));
   EpochPlan plan;
   plan.info.dataset_samples = static_cast<int64_t>(total);
   plan.info.num_shards = static_cast<int64_t>(samples_per_shard.size());
-  const uint64_t begin = per_rank * static_cast<uint64_t>(options.rank);
-  plan.samples.reserve(per_rank);
-  for (uint64_t i = begin; i < begin + per_rank; ++i) {
-    plan.samples.push_back(order[i % total]);
-  }
-
-  const uint64_t bs = static_cast<uint64_t>(options.batch_size);
-  uint64_t batches = options.drop_last ? per_rank / bs : (per_rank + bs - 1) / bs;
-  if (batches == 0) {
-    return InvalidArgument("each rank has " + std::to_string(per_rank) + " samples, fewer than batch_size " +
-                           std::to_string(bs) + " with drop_last");
-  }
-  plan.samples.resize(std::min<uint64_t>(per_rank, batches * bs));
-  plan.info.rank_samples = static_cast<int64_t>(plan.samples.size());
-  plan.info.batches = static_cast<int64_t>(batches);
+  plan.samples.reserve(share.count);
+  for (uint64_t i = share.begin; i < share.begin + share.count; ++i) plan.samples.push_back(order[i % total]);
+  plan.info.rank_samples = static_cast<int64_t>(share.count);
+  plan.info.batches = share.batches;
   // Samples no rank delivers this epoch: the remainder cut to equalize ranks
-  // plus each rank's partial last batch under drop_last.
-  plan.info.dropped_samples = static_cast<int64_t>(total - std::min<uint64_t>(total, plan.samples.size() * world));
+  // plus each rank's partial last batch under drop_last (none when exact).
+  const uint64_t world = static_cast<uint64_t>(options.world_size);
+  plan.info.dropped_samples = options.partition == PartitionPolicy::kExact
+                                  ? 0
+                                  : static_cast<int64_t>(total - std::min<uint64_t>(total, share.count * world));
   plan.info.padded_samples = 0;
-  for (uint64_t i = begin; i < begin + plan.samples.size(); ++i) plan.info.padded_samples += i >= total;
+  for (uint64_t i = share.begin; i < share.begin + share.count; ++i) plan.info.padded_samples += i >= total;
   return plan;
 }
 
@@ -173,11 +194,22 @@ Result<EpochPlan> PlanTokenRun(int64_t total, int64_t consumed, const LoaderOpti
   plan.global_batch = global;
   plan.micro = micro;
   plan.rank_offset = micro * static_cast<uint64_t>(options.rank);
-  const uint64_t batches = static_cast<uint64_t>(total - consumed) / global;
+  const uint64_t left = static_cast<uint64_t>(total - consumed);
+  const uint64_t whole = left / global, rest = left % global;
   plan.info.dataset_samples = total;
-  plan.info.batches = static_cast<int64_t>(batches);
-  plan.info.rank_samples = static_cast<int64_t>(batches * micro);
-  plan.info.dropped_samples = static_cast<int64_t>(static_cast<uint64_t>(total - consumed) - batches * global);
+  if (options.partition == PartitionPolicy::kExact && rest > 0) {
+    // The partial last global batch too, as megatron's sampler hands it out
+    // with drop_last=False: rank r takes its micro batch's place in it, so its
+    // part is short or empty. Every rank still takes that step.
+    const uint64_t mine = std::min(micro, rest - std::min(rest, plan.rank_offset));
+    plan.info.batches = static_cast<int64_t>(whole + 1);
+    plan.info.rank_samples = static_cast<int64_t>(whole * micro + mine);
+    plan.info.dropped_samples = 0;
+  } else {
+    plan.info.batches = static_cast<int64_t>(whole);
+    plan.info.rank_samples = static_cast<int64_t>(whole * micro);
+    plan.info.dropped_samples = static_cast<int64_t>(rest);
+  }
   plan.info.num_shards = 1;
   return plan;
 }

@@ -30,12 +30,15 @@
 //    here so it is deterministic), so reads stay mostly sequential.
 // None of them depends on rank, world size or batch size before the cut
 // below, so elastic resume (elastic.h) re-cuts the same global order.
-// The epoch order is then cut into world_size equal contiguous parts (drop or
-// pad policy, reported in PlanInfo), and this rank's part into batches.
+// The epoch order is then cut into world_size contiguous parts (ShareOfRank:
+// equal under the drop or pad policy, reported in PlanInfo; within one sample
+// of each other under the exact policy), and this rank's part into batches,
+// as many on every rank.
 // Thread-safety: free functions on values.
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "stoker/loader.h"
@@ -63,13 +66,34 @@ struct EpochPlan {
   }
 };
 
+// One rank's part of an order of `total` samples: positions [begin, begin +
+// count) of it, taken modulo total (the pad policy's repeats), delivered in
+// `batches` batches of options.batch_size, the same number on every rank.
+//  * drop: floor(total / world) each; drop_last cuts each part to whole batches.
+//  * pad: ceil(total / world) each; the last rank's part wraps to the start.
+//  * exact: floor(total / world), plus one for the first total % world ranks,
+//    so every position is in exactly one part; batches is what the largest
+//    part needs, so a smaller part ends in a short or empty (0-row) batch.
+//    drop_last would drop samples, so it must be false.
+// PlanEpoch cuts the epoch with it and elastic resume (elastic.h) the rest of
+// one; `left` words messages ("in the dataset", "left in this epoch").
+struct RankShare {
+  uint64_t begin = 0;
+  uint64_t count = 0;
+  int64_t batches = 0;
+};
+Result<RankShare> ShareOfRank(uint64_t total, const LoaderOptions& options, int world, int rank,
+                              const std::string& left);
+
 Result<EpochPlan> PlanEpoch(const std::vector<uint32_t>& samples_per_shard, const LoaderOptions& options,
                             uint64_t epoch);
 
 // Megatron's pretraining sampler over `total` samples from `consumed`: each
 // global batch of batch_size * world_size consecutive samples gives rank r its
 // [r * batch_size, (r + 1) * batch_size) part; a partial last global batch is
-// dropped (drop_last, as megatron trains). O(1): no list is built.
+// dropped (drop_last, as megatron trains), or under the exact partition
+// delivered as the sampler with drop_last=False does: rank r's part of it is
+// its slice, short or empty. O(1): no list is built.
 Result<EpochPlan> PlanTokenRun(int64_t total, int64_t consumed, const LoaderOptions& options);
 
 // The block for shuffle_block -1 (auto) over local files is 1: a pread costs

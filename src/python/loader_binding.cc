@@ -106,7 +106,8 @@ void RegisterLoader(nb::module_& m) {
       .value("underscore", KeyRule::kUnderscoreSuffix);
   nb::enum_<PartitionPolicy>(m, "PartitionPolicy")
       .value("drop", PartitionPolicy::kDropRemainder)
-      .value("pad", PartitionPolicy::kPadRepeat);
+      .value("pad", PartitionPolicy::kPadRepeat)
+      .value("exact", PartitionPolicy::kExact);
   nb::enum_<OnError>(m, "OnError").value("raise_", OnError::kRaise).value("skip", OnError::kSkip);
 
   nb::enum_<Resample>(m, "Resample")
