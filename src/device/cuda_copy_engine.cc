@@ -21,6 +21,26 @@ namespace stoker {
 
 namespace {
 
+// Makes `device` current on this thread for a scope, then restores the
+// caller's (Issue also runs on the consumer's thread, whose current device
+// belongs to torch).
+class DeviceScope {
+ public:
+  DeviceScope(const cuda::Runtime* rt, int device) : rt_(rt) {
+    if (rt_->GetDevice(&previous_) != cuda::kSuccess) previous_ = -1;
+    status_ = previous_ == device ? Status::Ok() : rt_->Check(rt_->SetDevice(device), "cudaSetDevice");
+  }
+  ~DeviceScope() {
+    if (previous_ >= 0) rt_->SetDevice(previous_);
+  }
+  const Status& status() const { return status_; }
+
+ private:
+  const cuda::Runtime* rt_;
+  int previous_ = -1;
+  Status status_;
+};
+
 class CudaFence : public ReleaseFence {
  public:
   CudaFence(const cuda::Runtime* rt, cuda::Event e) : rt_(rt), event_(e) {}
@@ -81,7 +101,8 @@ class CudaCopyEngine : public CopyEngine {
   int device() const override { return device_; }
 
   Result<void*> AllocateDevice(size_t bytes) override {
-    STOKER_RETURN_IF_ERROR(rt_->Check(rt_->SetDevice(device_), "cudaSetDevice"));
+    DeviceScope scope(rt_, device_);
+    STOKER_RETURN_IF_ERROR(scope.status());
     void* p = nullptr;
     STOKER_RETURN_IF_ERROR(rt_->Check(rt_->Malloc(&p, bytes == 0 ? 1 : bytes),
                                       ("cudaMalloc of a " + std::to_string(bytes) + "-byte batch buffer").c_str()));
@@ -95,7 +116,8 @@ class CudaCopyEngine : public CopyEngine {
 
   Result<std::unique_ptr<PendingCopy>> Issue(const void* host, void* device, size_t bytes,
                                              const std::shared_ptr<ReleaseFence>& after) override {
-    STOKER_RETURN_IF_ERROR(rt_->Check(rt_->SetDevice(device_), "cudaSetDevice"));  // per thread: decoders issue
+    DeviceScope scope(rt_, device_);  // the current device is per thread
+    STOKER_RETURN_IF_ERROR(scope.status());
     cuda::Event start = nullptr, end = nullptr;
     STOKER_RETURN_IF_ERROR(rt_->Check(rt_->EventCreateWithFlags(&start, cuda::kEventDefault), "cudaEventCreate"));
     if (Status st = rt_->Check(rt_->EventCreateWithFlags(&end, cuda::kEventDefault), "cudaEventCreate"); !st.ok()) {
@@ -140,7 +162,8 @@ Result<std::shared_ptr<CopyEngine>> MakeCudaCopyEngine(int device) {
     return InvalidArgument("device cuda:" + std::to_string(device) + " does not exist: the CUDA runtime " + rt->path +
                            " sees " + std::to_string(count) + " device(s)");
   }
-  STOKER_RETURN_IF_ERROR(rt->Check(rt->SetDevice(device), "cudaSetDevice"));
+  DeviceScope scope(rt, device);
+  STOKER_RETURN_IF_ERROR(scope.status());
   cuda::Stream stream = nullptr;
   STOKER_RETURN_IF_ERROR(rt->Check(rt->StreamCreateWithFlags(&stream, cuda::kStreamNonBlocking),
                                    "cudaStreamCreateWithFlags (the loader's copy stream)"));
