@@ -68,7 +68,11 @@ int CudaOrdinal(const std::string& device) {
 DeviceCopy::~DeviceCopy() {
   std::shared_ptr<ReleaseFence> fence = needed_ ? stage_->engine_->Released(stream_) : nullptr;
   (void)pending_->Wait();
-  stage_->Count(pending_->Times(), bytes_);
+  if (std::optional<CopyTimes> times = pending_->Times()) {
+    stage_->Count(times, bytes_);
+  } else {
+    stage_->Defer(std::move(pending_), bytes_);
+  }
   pending_.reset();
   stage_->Return(device_, bytes_, std::move(fence));
 }
@@ -186,7 +190,31 @@ void DeviceStage::Count(const std::optional<CopyTimes>& times, size_t bytes) {
   exposed_ns_.fetch_add(static_cast<uint64_t>(times->exposed_s * 1e9), std::memory_order_relaxed);
 }
 
-void DeviceStage::Fill(RecorderSnapshot* s) const {
+void DeviceStage::Defer(std::unique_ptr<PendingCopy> copy, size_t bytes) {
+  std::lock_guard lock(mu_);
+  deferred_.emplace_back(std::move(copy), bytes);
+  ResolveDeferred();
+}
+
+void DeviceStage::ResolveDeferred() {
+  size_t kept = 0;
+  for (size_t i = 0; i < deferred_.size(); ++i) {
+    auto& [copy, bytes] = deferred_[i];
+    std::optional<CopyTimes> times = copy->Times();
+    if (times || deferred_.size() - i > kMaxDeferred) {
+      Count(times, bytes);
+    } else {
+      deferred_[kept++] = std::move(deferred_[i]);
+    }
+  }
+  deferred_.resize(kept);
+}
+
+void DeviceStage::Fill(RecorderSnapshot* s) {
+  {
+    std::lock_guard lock(mu_);
+    ResolveDeferred();
+  }
   s->h2d_copies = copies_done_.load(std::memory_order_relaxed);
   s->h2d_bytes = bytes_.load(std::memory_order_relaxed);
   s->h2d_untimed = untimed_.load(std::memory_order_relaxed);

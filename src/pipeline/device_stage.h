@@ -84,7 +84,7 @@ class DeviceStage : public std::enable_shared_from_this<DeviceStage> {
   Result<std::shared_ptr<Batch>> Deliver(std::shared_ptr<Batch> host, std::shared_ptr<DeviceCopy> copy,
                                          const BufferPool::Lease& lease);
   // Adds the h2d counters to a snapshot.
-  void Fill(RecorderSnapshot* s) const;
+  void Fill(RecorderSnapshot* s);
   CopyEngine& engine() { return *engine_; }
 
  private:
@@ -94,6 +94,13 @@ class DeviceStage : public std::enable_shared_from_this<DeviceStage> {
   Result<std::shared_ptr<DeviceCopy>> Issue(const BufferPool::Lease& lease);
   void Return(void* device, size_t bytes, std::shared_ptr<ReleaseFence> fence);
   void Count(const std::optional<CopyTimes>& times, size_t bytes);
+  // A completed copy whose times are not readable yet (on CUDA the consumer's
+  // mark may still be queued behind its step): kept, and counted by a later
+  // Fill or Defer once they are. At most kMaxDeferred; the oldest beyond
+  // that are counted untimed.
+  void Defer(std::unique_ptr<PendingCopy> copy, size_t bytes);
+  void ResolveDeferred();  // REQUIRES mu_
+  static constexpr size_t kMaxDeferred = 64;
 
   const std::shared_ptr<CopyEngine> engine_;
   const bool copies_;      // false: the stage only pins
@@ -106,6 +113,7 @@ class DeviceStage : public std::enable_shared_from_this<DeviceStage> {
   };
   mutable std::mutex mu_;
   std::vector<Free> free_;  // guarded by mu_
+  std::vector<std::pair<std::unique_ptr<PendingCopy>, size_t>> deferred_;  // guarded by mu_; oldest first
   int64_t live_ = 0;        // guarded by mu_: device buffers in existence
   int64_t peak_ = 0;        // guarded by mu_
   // Shared with the pool's page locker, which may outlive the stage (a host batch held past the loader).
