@@ -11,9 +11,9 @@
 #include <nanobind/stl/unique_ptr.h>
 #include <nanobind/stl/vector.h>
 
+#include "device/cuda_runtime.h"
 #include "python/array_binding.h"
 #include "python/status_binding.h"
-#include "device/cuda_runtime.h"
 #include "stoker/loader.h"
 
 namespace nb = nanobind;

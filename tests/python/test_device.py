@@ -101,6 +101,7 @@ def test_token_loader_late_copies_equal_host(tmp_path):
     for a, b in zip(got, host):
         assert torch.equal(a["tokens"], b["tokens"]) and torch.equal(a["labels"], b["labels"])
     assert late.report()["h2d"]["overwrites"] == 0
+    late.close()
 
 
 def test_dropping_a_loader_with_copies_in_flight_is_prompt(vision_dir):
