@@ -3,7 +3,7 @@
 #   build/asan: every GoogleTest binary with AddressSanitizer + UndefinedBehaviorSanitizer;
 #   build/tsan: the threaded tests (buffer pool, shard files, mapped reads and
 #               their fault guard, the loader's threads end to end, over HTTP
-#               too, and cancelled remote reads) with ThreadSanitizer.
+#               too, cancelled remote reads, device copies on the late CPU engine) with ThreadSanitizer.
 # Any finding fails the run (halt_on_error).
 #   bash scripts/sanitize.sh          # both
 #   bash scripts/sanitize.sh asan     # one of them
@@ -30,8 +30,9 @@ for mode in "${modes[@]}"; do
     tsan)
       flags="-fsanitize=thread -fno-omit-frame-pointer -g"
       targets=(test_core_buffer_pool_test test_pipeline_shard_files_test test_io_mapped_reader_test
-               test_pipeline_loader_reliability_test test_io_cancel_test test_pipeline_remote_run_test)
-      select="BufferPool|ShardFiles|MappedReader|LoaderReliability|Cancellation|RemoteRun"
+               test_pipeline_loader_reliability_test test_io_cancel_test test_pipeline_remote_run_test
+               test_device_late_copy_engine_test test_pipeline_device_loader_test)
+      select="BufferPool|ShardFiles|MappedReader|LoaderReliability|Cancellation|RemoteRun|LateCopyEngine|DeviceLoader"
       ;;
     *) echo "unknown mode $mode (asan, tsan)"; exit 2 ;;
   esac
