@@ -3,7 +3,8 @@
 #   build/asan: every GoogleTest binary with AddressSanitizer + UndefinedBehaviorSanitizer;
 #   build/tsan: the threaded tests (buffer pool, shard files, mapped reads and
 #               their fault guard, the loader's threads end to end, over HTTP
-#               too, cancelled remote reads, and short and empty exact batches) with ThreadSanitizer.
+#               too, cancelled remote reads, device copies on the late CPU engine,
+#               short and empty exact batches) with ThreadSanitizer.
 # Any finding fails the run (halt_on_error). scripts/test.sh runs both.
 # -O1 and line tables only: the usual sanitizer build (symbolized stacks with
 # line numbers), quicker to compile than -O3 -g, so the test command that runs
@@ -34,8 +35,10 @@ for mode in "${modes[@]}"; do
       flags="-fsanitize=thread -fno-omit-frame-pointer -gline-tables-only"
       targets=(test_core_buffer_pool_test test_pipeline_shard_files_test test_io_mapped_reader_test
                test_pipeline_loader_reliability_test test_io_cancel_test test_pipeline_remote_run_test
+               test_device_late_copy_engine_test test_pipeline_device_loader_test
                test_pipeline_exact_partition_test)
-      select="BufferPool|ShardFiles|MappedReader|LoaderReliability|Cancellation|RemoteRun|ExactPartition"
+      select="BufferPool|ShardFiles|MappedReader|LoaderReliability|Cancellation|RemoteRun"
+      select+="|LateCopyEngine|DeviceLoader|ExactPartition"
       ;;
     *) echo "unknown mode $mode (asan, tsan)"; exit 2 ;;
   esac

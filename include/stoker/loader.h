@@ -163,6 +163,21 @@ struct LoaderOptions {
   // >0: bytes for batch buffers, read buffers and decode scratch together;
   // Create refuses, naming what it would need, a configuration above it.
   uint64_t memory_budget = 0;
+
+  // Where batches are delivered. "cpu": pooled host memory. "cuda" or
+  // "cuda:N": device memory; each batch's copy is issued on a stream of the
+  // loader's own as soon as the batch is assembled, from page-locked pool
+  // buffers, so it overlaps the current step (pipeline/device_stage.h). The
+  // CUDA runtime is found at run time (device/cuda_runtime.h): Create fails,
+  // saying what it looked for, where there is none. "cpu-late" is for TESTS
+  // ONLY: device copies on a CPU engine that completes them late_copy_ms
+  // late and checks their bytes were not overwritten meanwhile
+  // (device/copy_engine.h); batches stay host arrays.
+  std::string device = "cpu";
+  // Page-lock the batch buffers (as torch's pin_memory) where a CUDA runtime
+  // with a device is present; no effect where none is. device="cuda" implies it.
+  bool pin_memory = false;
+  int late_copy_ms = 20;  // device="cpu-late" only
 };
 
 struct ArrayView {
@@ -171,6 +186,7 @@ struct ArrayView {
   std::vector<int64_t> shape;      // leading dimension is the batch
   uint8_t* data = nullptr;         // inside the batch's pooled buffer
   size_t nbytes = 0;
+  int device = -1;                 // CUDA ordinal data lives on; -1: host memory
 };
 
 class Batch {
@@ -180,6 +196,12 @@ class Batch {
   virtual int size() const = 0;         // samples in it
   virtual const std::vector<ArrayView>& arrays() const = 0;
   virtual const std::vector<std::string>& keys() const = 0;  // "shard.tar:key"
+  // The consumer needs the batch now on `stream` (a cudaStream_t as an
+  // integer, 0 the default stream): with device="cuda" the stream waits for
+  // the batch's copy, the host does not; later copies into this batch's
+  // device buffer wait for the work `stream` queued until the batch is
+  // released. Host batches: nothing to do.
+  virtual Status NeededOn(uintptr_t stream) { return Status::Ok(); }
 };
 
 // What the planner decided for this rank and epoch, so no drop or pad is silent.

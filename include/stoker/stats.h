@@ -30,6 +30,15 @@ struct RecorderSnapshot {
   int64_t batches_in_progress = 0;  // buffer taken, samples still missing
   int io_depth = 0, decode_threads = 0;
   std::vector<uint64_t> read_latency;  // LatencyHistogram buckets
+  // Device copies (LoaderOptions::device), counted once each completed:
+  // h2d_s is their time on the copy stream, h2d_exposed_s the part the
+  // consumer waited for (after it asked for the batch); the rest was hidden
+  // behind earlier work. device_buffers: device batch buffers now (and at
+  // most); pinned_buffers: batch buffers page-locked.
+  uint64_t h2d_copies = 0, h2d_bytes = 0, h2d_untimed = 0;
+  double h2d_s = 0, h2d_exposed_s = 0;
+  int64_t device_buffers = 0, device_buffers_peak = 0, pinned_buffers = 0;
+  uint64_t h2d_overwrites = 0;  // the CPU test engine only: buffers overwritten while their copy was in flight
   uint64_t spans_dropped = 0;
   // Remote storage (HTTP, S3): the process-wide counters every remote reader
   // adds to (several loaders in one process share them).

@@ -365,6 +365,24 @@ class LoaderOptions:
     @storage.setter
     def storage(self, arg: StorageOptions | None, /) -> None: ...
 
+    @property
+    def device(self) -> str: ...
+
+    @device.setter
+    def device(self, arg: str, /) -> None: ...
+
+    @property
+    def pin_memory(self) -> bool: ...
+
+    @pin_memory.setter
+    def pin_memory(self, arg: bool, /) -> None: ...
+
+    @property
+    def late_copy_ms(self) -> int: ...
+
+    @late_copy_ms.setter
+    def late_copy_ms(self, arg: int, /) -> None: ...
+
 class PlanInfo:
     @property
     def dataset_samples(self) -> int: ...
@@ -392,7 +410,10 @@ class NativeLoader:
 
     def set_epoch(self, arg: int, /) -> None: ...
 
-    def next(self) -> object: ...
+    def next(self, stream: int = 0) -> object:
+        """
+        The next batch (None at the epoch's end); with device='cuda', `stream` (a cudaStream_t as an integer) is made to wait for its copy.
+        """
 
     @property
     def plan(self) -> PlanInfo: ...
@@ -416,6 +437,11 @@ class NativeLoader:
 
     def open_shard_files(self) -> int: ...
 
+def cuda_runtime(search_dirs: Sequence[str]) -> str:
+    """
+    Adds directories to the CUDA runtime's search (torch's lib, the nvidia-cuda-runtime wheel's) and returns the path of the runtime loaded; raises, naming what was looked for, where there is none or it sees no device.
+    """
+
 def expand_sources(arg: Sequence[str], /) -> list[str]: ...
 
 def decode_jpeg_rgb(jpeg: bytes, out: object | None = None) -> object:
@@ -434,6 +460,9 @@ def decode_jpeg(jpeg: bytes, spec: ImageSpec, seed: int = 0) -> object:
 class RecorderSnapshot:
     @property
     def time_s(self) -> float: ...
+
+    @property
+    def h2d_exposed_s(self) -> float: ...
 
 def stage_snapshot(loader: NativeLoader) -> RecorderSnapshot:
     """The loader's stage counters and gauges now, as an opaque snapshot."""

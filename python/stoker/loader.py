@@ -66,6 +66,57 @@ def _distributed_rank_world() -> tuple[int, int]:
     return int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
 
 
+def _cuda_lib_dirs() -> list[str]:
+    """Where a CUDA runtime may be besides the system's: torch's own lib
+    directory and the nvidia-cuda-runtime wheel's (found without importing
+    either)."""
+    import importlib.util
+
+    dirs = []
+    for package, sub in (("torch", "lib"), ("nvidia.cuda_runtime", "lib")):
+        try:
+            spec = importlib.util.find_spec(package)
+        except (ImportError, ValueError):
+            spec = None
+        for root in (spec.submodule_search_locations or []) if spec else []:
+            dirs.append(os.path.join(root, sub))
+    return dirs
+
+
+def _device_options(opt, device: str, pin_memory: bool, output: str, late_copy_ms: int) -> str:
+    """Sets the device keywords on the native options; returns the device
+    ("cuda" resolved to torch's current device). device="cuda" needs the CUDA
+    runtime (raises, naming where it looked, where there is none);
+    pin_memory where there is none warns and has no effect, as torch's."""
+    device = str(device)
+    if device.startswith("cuda"):
+        if output != "torch":
+            raise ValueError("device='cuda' delivers torch tensors: use output='torch'")
+        try:  # the clear error, before any shard is opened
+            _stoker.cuda_runtime(_cuda_lib_dirs())
+        except _stoker.StokerError as e:
+            err = _stoker.StokerError(f"device={device!r} needs CUDA: {e}")
+            err.code = getattr(e, "code", "FailedPrecondition")
+            raise err from None
+        if device == "cuda":
+            import torch
+
+            device = f"cuda:{torch.cuda.current_device()}"
+    elif device not in ("cpu", "cpu-late"):
+        raise ValueError(f"device must be 'cpu', 'cuda' or 'cuda:N', not {device!r}")
+    elif pin_memory:
+        try:
+            _stoker.cuda_runtime(_cuda_lib_dirs())
+        except _stoker.StokerError as e:
+            import warnings
+
+            warnings.warn(f"pin_memory=True has no effect here: {e}", stacklevel=3)
+    opt.device = device
+    opt.pin_memory = bool(pin_memory)
+    opt.late_copy_ms = int(late_copy_ms)
+    return device
+
+
 class Loader:
     """Batches from WebDataset-style tar shards.
 
@@ -142,6 +193,16 @@ class Loader:
     (``len(batch["__key__"])`` or any array's ``shape[0]``). ``drop_last``
     defaults to False with it (True would drop samples: refused).
 
+    ``device="cuda"`` (or ``"cuda:N"``) delivers CUDA tensors: each batch's
+    copy starts on a stream of the loader's own as soon as the batch is
+    assembled, from page-locked pool buffers, and the current stream waits
+    for it when the batch is handed over (no host sync); device memory holds
+    ``prefetch + 1`` batches. ``pin_memory=True`` page-locks the host batch
+    buffers (as torch's; no effect without CUDA). The CUDA runtime is found
+    at run time (torch's, the nvidia-cuda-runtime wheel's, the system's);
+    without one, ``device="cuda"`` raises saying so. ``device="cpu-late"``
+    is for tests only: copies on a CPU engine that completes them late.
+
     ``observe=False`` turns it off; ``jsonl=path`` writes one record per batch
     (``stoker report path -o report.html``); ``trace_spans=N`` keeps the last N
     stage spans for ``save_trace(path)``.
@@ -191,6 +252,9 @@ class Loader:
         skip_probation: int = 1000,
         max_open_files: int | None = None,
         memory_budget: int | None = None,
+        device: str = "cpu",
+        pin_memory: bool = False,
+        _late_copy_ms: int = 20,  # device="cpu-late" (tests only): how late each copy completes
     ) -> None:
         if output not in ("torch", "numpy"):
             raise ValueError(f"output must be 'torch' or 'numpy', not {output!r}")
@@ -246,6 +310,10 @@ class Loader:
         opt.skip_probation = int(skip_probation)
         opt.max_open_files = int(max_open_files or 0)
         opt.memory_budget = int(memory_budget or 0)
+        device = _device_options(opt, device, pin_memory, output, _late_copy_ms)
+        if device.startswith("cuda") and any(s.kind in (_stoker.FieldKind.text, _stoker.FieldKind.json)
+                                             for s in fields.values()):
+            raise ValueError("text and json fields are Python strings and objects: not with device='cuda'")
         self._skip = on_error == "skip"
         self._with_keys = keys
 
@@ -259,7 +327,7 @@ class Loader:
         self._pending_start = True  # set_epoch called, its iteration not begun
         self._epoch_chosen = True  # set_epoch called since the last iter(): no auto-advance
         self._generation = 0  # which iterator owns the native run
-        self._attach(output, observe, source="stoker.Loader",
+        self._attach(output, observe, device=device, source="stoker.Loader",
                      config={"batch_size": batch_size, "io_depth": self._native.options.io_depth,
                              "decode_threads": decode_threads,
                              "prefetch": prefetch, "max_read_bytes_per_s": max_read_bytes_per_s,
@@ -267,7 +335,7 @@ class Loader:
                      window=window, log_every=log_every, slow_factor=slow_factor, slow_floor_s=slow_floor_s,
                      jsonl=jsonl, trace_spans=trace_spans)
 
-    def _attach(self, output: str, observe: bool, *, source: str, config: dict, window: int,
+    def _attach(self, output: str, observe: bool, *, device: str, source: str, config: dict, window: int,
                 log_every: int | None, slow_factor: float, slow_floor_s: float,
                 jsonl: str | os.PathLike | None, trace_spans: int) -> None:
         """The observer (when ``observe``) and the output library, once the
@@ -286,10 +354,19 @@ class Loader:
         elif jsonl is not None or trace_spans:
             raise ValueError("jsonl and trace_spans need observe=True")
         self._torch = None
+        self._convert = lambda a: a  # numpy views as they are
+        self._device = device
+        self._stream = None  # () -> the current CUDA stream as an integer, for device="cuda"
+        self._h2d_exposed = 0.0  # the engine's exposed copy time already given to the observer
         if output == "torch":
             import torch
 
             self._torch = torch
+            # device="cuda": the arrays are CUDA tensors already (DLPack).
+            self._convert = (lambda a: a) if device.startswith("cuda") else torch.from_numpy
+            if device.startswith("cuda"):
+                dev = torch.device(device)
+                self._stream = lambda: torch.cuda.current_stream(dev).cuda_stream
 
     # -- epochs and length -------------------------------------------------
     def set_epoch(self, epoch: int) -> None:
@@ -355,7 +432,7 @@ class Loader:
 
     def _to_dict(self, item) -> dict:
         _, arrays, keys = item
-        convert = self._torch.from_numpy if self._torch is not None else (lambda a: a)
+        convert = self._convert
         batch: dict[str, Any] = {}
         if self._str_fields:
             arrays = list(arrays)
@@ -432,6 +509,9 @@ class Loader:
             raise RuntimeError("this loader was created with observe=False")
         report = self._observer.report()
         report["skips"] = self._native.skips()
+        if self._device != "cpu" or self._native.options.pin_memory:
+            # copy_s on the copy stream, split into exposed (the consumer waited) and hidden
+            report["h2d"] = self._native.stats()["h2d"]
         return report
 
     summary = report
@@ -455,10 +535,11 @@ _snapshot = _stoker.stage_snapshot
 
 
 def _native_next(loader: Loader):
+    stream = 0 if loader._stream is None else loader._stream()
     if not loader._skip:
-        return loader._native.next()
+        return loader._native.next(stream)
     try:
-        return loader._native.next()
+        return loader._native.next(stream)
     finally:  # also when the budget raises: the skips that tripped it are logged
         loader._log_skips()
 
@@ -497,7 +578,11 @@ class _EpochIterator:
             self._loader = None
             raise StopIteration
         batch = loader._to_dict(item)
-        obs.delivered(t0, before, _snapshot(native))
+        after = _snapshot(native)
+        obs.delivered(t0, before, after)
+        if after.h2d_exposed_s > loader._h2d_exposed:  # device copies the consumer waited for
+            obs.add_h2d(after.h2d_exposed_s - loader._h2d_exposed)
+            loader._h2d_exposed = after.h2d_exposed_s
         return batch
 
     def _stop(self) -> None:

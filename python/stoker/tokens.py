@@ -15,7 +15,7 @@ import os
 from typing import Any, Iterator, Mapping, Sequence
 
 from . import _stoker
-from .loader import Loader, _EpochIterator, _distributed_rank_world, storage_options
+from .loader import Loader, _EpochIterator, _device_options, _distributed_rank_world, storage_options
 
 MegatronDataset = _stoker.MegatronDataset
 
@@ -104,6 +104,9 @@ class TokenLoader(Loader):
         slow_floor_s: float = 0.05,
         jsonl: str | os.PathLike | None = None,
         trace_spans: int = 0,
+        device: str = "cpu",
+        pin_memory: bool = False,
+        _late_copy_ms: int = 20,  # device="cpu-late" (tests only)
     ) -> None:
         if output not in ("torch", "numpy"):
             raise ValueError(f"output must be 'torch' or 'numpy', not {output!r}")
@@ -144,6 +147,7 @@ class TokenLoader(Loader):
         opt.include_keys = False
         opt.record_stats = record_stats
         opt.trace_spans = int(trace_spans)
+        device = _device_options(opt, device, pin_memory, output, _late_copy_ms)
 
         self._native = _stoker.NativeLoader.create(opt)
         self._npz_fields = set()
@@ -157,7 +161,7 @@ class TokenLoader(Loader):
         self._extra_token = bool(add_extra_token)
         self._extras = tuple(extras)
         self._cached: dict[str, Any] = {}
-        self._attach(output, observe, source="stoker.TokenLoader",
+        self._attach(output, observe, device=device, source="stoker.TokenLoader",
                      config={"batch_size": batch_size, "io_depth": self._native.options.io_depth, "prefetch": prefetch,
                              "seq_len": seq_len, "batches": self._native.plan.batches},
                      window=window, log_every=log_every, slow_factor=slow_factor, slow_floor_s=slow_floor_s,
@@ -185,13 +189,14 @@ class TokenLoader(Loader):
                 value = np.ones((batch_size, self._seq_len), dtype=np.float32)
             else:
                 value = np.tile(np.arange(self._seq_len, dtype=np.int64), (batch_size, 1))
-            self._cached[key] = self._torch.from_numpy(value) if self._torch is not None else value
+            value = self._torch.from_numpy(value) if self._torch is not None else value
+            self._cached[key] = value.to(self._device) if self._device.startswith("cuda") else value
         value = self._cached[key]
         return value.clone() if name == "loss_mask" and self._torch is not None else value
 
     def _to_dict(self, item) -> dict:
         _, arrays, _ = item
-        convert = self._torch.from_numpy if self._torch is not None else (lambda a: a)
+        convert = self._convert
         window = None
         index = None
         for name, array in arrays:

@@ -2,6 +2,7 @@
 
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <new>
@@ -29,8 +30,9 @@ size_t MappedBytes(size_t buffer_bytes) {
 
 BufferPool::Lease::~Lease() { pool_->Release(data_); }
 
-std::shared_ptr<BufferPool> BufferPool::Create(size_t buffer_bytes, size_t capacity) {
-  return std::shared_ptr<BufferPool>(new BufferPool(buffer_bytes, capacity));
+std::shared_ptr<BufferPool> BufferPool::Create(size_t buffer_bytes, size_t capacity,
+                                               std::shared_ptr<PageLocker> locker) {
+  return std::shared_ptr<BufferPool>(new BufferPool(buffer_bytes, capacity, std::move(locker)));
 }
 
 BufferPool::~BufferPool() {
@@ -58,8 +60,12 @@ uint8_t* BufferPool::Allocate() {
   return reinterpret_cast<uint8_t*>(start);
 }
 
-void BufferPool::Free(uint8_t* data) {
+void BufferPool::Free(uint8_t* data) {  // REQUIRES mu_ (or the destructor)
   const size_t bytes = MappedBytes(buffer_bytes_);
+  if (auto it = std::find(pinned_.begin(), pinned_.end(), data); it != pinned_.end()) {
+    locker_->Unlock(data);
+    pinned_.erase(it);
+  }
   if (bytes < kHugePage) {
     std::free(data);
   } else {
@@ -85,13 +91,18 @@ std::unique_ptr<BufferPool::Lease> BufferPool::Acquire() {
     free_.pop_back();
     overflow_permits_ = 0;  // a pooled buffer came back: the grant is moot
   } else {
-    if (allocated_ >= capacity_) {
+    const bool overflow = allocated_ >= capacity_;
+    if (overflow) {
       ++overflow_;
       --overflow_permits_;
     }
     ++allocated_;
-    lock.unlock();  // allocation (and first-touch) happens outside the lock
+    lock.unlock();  // allocation (and first-touch, and page-locking) happens outside the lock
     data = Allocate();
+    if (locker_ && !overflow && locker_->Lock(data, MappedBytes(buffer_bytes_))) {
+      lock.lock();
+      pinned_.push_back(data);
+    }
   }
   return std::unique_ptr<Lease>(new Lease(shared_from_this(), data, buffer_bytes_));
 }
@@ -121,6 +132,11 @@ void BufferPool::Reset() {
 size_t BufferPool::free_count() const {
   std::lock_guard lock(mu_);
   return free_.size() + (capacity_ > allocated_ ? capacity_ - allocated_ : 0);
+}
+
+size_t BufferPool::pinned_count() const {
+  std::lock_guard lock(mu_);
+  return pinned_.size();
 }
 
 size_t BufferPool::overflow_allocations() const {

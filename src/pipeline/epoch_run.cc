@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "observe/clock.h"
+#include "pipeline/device_stage.h"
 #include "pipeline/read_runs.h"
 #include "pipeline/sample_decoder.h"
 
@@ -473,6 +474,7 @@ void EpochRun::ReadTokens(const ReadTask& task, uint32_t thread) {
 void EpochRun::Finish(const ReadTask& task, Status st) {
   if (!st.ok()) task.batch->RecordError(task.slot, std::move(st));
   if (task.batch->pending.fetch_sub(task.count) == task.count) {
+    if (data_->device) data_->device->OnReady(*task.batch);  // the copy overlaps the batch's wait for delivery
     std::lock_guard lock(mu_);
     task.batch->done = true;
     if (rec_) {

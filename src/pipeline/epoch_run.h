@@ -75,6 +75,8 @@
 namespace stoker {
 
 struct DecodeTask;
+class DeviceCopy;
+class DeviceStage;
 
 // A batch being made: its buffer, how many samples are still missing, and the
 // first error among its samples (lowest slot wins, so the error is deterministic).
@@ -99,6 +101,10 @@ struct BatchWork {
   // lease. lease is written once under park_mu; readers test it under park_mu.
   std::mutex park_mu;
   std::vector<DecodeTask> parked;  // guarded by park_mu
+  // device runs: the copy to the device, issued when the batch became ready
+  // (pipeline/device_stage.h). Declared last: destroyed first, waiting for
+  // the copy, before the lease it reads goes back to the pool.
+  std::shared_ptr<DeviceCopy> copy;
 
   void RecordError(int slot, Status st) {
     std::lock_guard lock(error_mu);
@@ -152,6 +158,8 @@ struct Dataset {
   // mmap'd .bin straight into its slot (read and assembly are one copy), so
   // no decoder threads run and tasks cover several slots.
   std::shared_ptr<const TokenSource> tokens;
+  // Set when batches go to a device: each batch's copy is issued as it becomes ready.
+  std::shared_ptr<DeviceStage> device;
 };
 
 class SampleDecoder;

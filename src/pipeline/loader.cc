@@ -15,6 +15,7 @@
 #include "io/reader.h"
 #include "observe/clock.h"
 #include "pipeline/batch_layout.h"
+#include "pipeline/device_stage.h"
 #include "pipeline/elastic.h"
 #include "pipeline/epoch_run.h"
 #include "pipeline/image_folder.h"
@@ -49,6 +50,12 @@ const char* PartitionName(PartitionPolicy p) {
       break;
   }
   return "drop";
+}
+
+// prefetch + 1 batch buffers, page-locked when the device stage pins.
+std::shared_ptr<BufferPool> BatchPool(const Dataset& d) {
+  return BufferPool::Create(d.layout.buffer_bytes, static_cast<size_t>(d.options.prefetch_batches) + 1,
+                            d.device ? d.device->page_locker() : nullptr);
 }
 
 class BatchImpl : public Batch {
@@ -157,12 +164,21 @@ class LoaderImpl : public Loader {
     } else if (work->error_slot >= 0) {
       return work->error;
     }
+    if (data_.device && data_.device->copies()) {  // its copy, issued when it became ready (device_stage.h)
+      std::shared_ptr<DeviceCopy> copy = std::move(work->copy);
+      const BufferPool::Lease& lease = *work->lease;
+      return data_.device->Deliver(std::make_shared<BatchImpl>(std::move(work), data_.layout), std::move(copy), lease);
+    }
     return std::shared_ptr<Batch>(std::make_shared<BatchImpl>(std::move(work), data_.layout));
   }
 
   void Stop() override { run_.reset(); }
 
-  RecorderSnapshot Stats() const override { return recorder_ ? recorder_->Snapshot() : RecorderSnapshot{}; }
+  RecorderSnapshot Stats() const override {
+    RecorderSnapshot s = recorder_ ? recorder_->Snapshot() : RecorderSnapshot{};
+    if (data_.device) data_.device->Fill(&s);
+    return s;
+  }
   std::string TraceJson() const override {
     return recorder_ ? recorder_->TraceJson() : std::string("{\"traceEvents\":[]}");
   }
@@ -373,6 +389,8 @@ Result<std::unique_ptr<Loader>> Loader::Create(LoaderOptions options) {
   if (!options.storage) options.storage = DefaultIoOptions();  // the environment now, not at import
   const IoOptions io = *options.storage;
   Dataset data;
+  // First: device="cuda" without CUDA fails before any shard is opened.
+  STOKER_ASSIGN_OR_RETURN(data.device, DeviceStage::Create(options));
   if (!options.tokens.paths.empty()) {
     STOKER_ASSIGN_OR_RETURN(std::unique_ptr<TokenSource> tokens, TokenSource::Open(options.tokens, options.seed, io));
     // Windows from a memory map are memcpy; from a URL each is round trips,
@@ -382,7 +400,7 @@ Result<std::unique_ptr<Loader>> Loader::Create(LoaderOptions options) {
     data.layout = MakeTokenLayout(tokens->sample_tokens(), options.batch_size);
     data.tokens = std::move(tokens);
     data.options = std::move(options);
-    auto pool = BufferPool::Create(data.layout.buffer_bytes, static_cast<size_t>(data.options.prefetch_batches) + 1);
+    auto pool = BatchPool(data);
     auto loader = std::make_unique<LoaderImpl>(std::move(data), std::move(pool));
     STOKER_RETURN_IF_ERROR(loader->Init());
     return std::unique_ptr<Loader>(std::move(loader));
@@ -414,7 +432,7 @@ Result<std::unique_ptr<Loader>> Loader::Create(LoaderOptions options) {
   options.io_depth = AutoIoDepth(options, data.layout, data.indexes, remote);
   STOKER_RETURN_IF_ERROR(CheckMemoryBudget(options, EstimateMemory(options, data.layout, data.indexes)));
   data.options = std::move(options);
-  auto pool = BufferPool::Create(data.layout.buffer_bytes, static_cast<size_t>(data.options.prefetch_batches) + 1);
+  auto pool = BatchPool(data);
   auto loader = std::make_unique<LoaderImpl>(std::move(data), std::move(pool));
   STOKER_RETURN_IF_ERROR(loader->Init());
   return std::unique_ptr<Loader>(std::move(loader));

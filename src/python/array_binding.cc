@@ -32,6 +32,11 @@ nb::object ArrayView(const stoker::ArrayView& view, std::shared_ptr<void> owner)
   auto* holder = new std::shared_ptr<void>(std::move(owner));
   nb::capsule base(holder, [](void* p) noexcept { delete static_cast<std::shared_ptr<void>*>(p); });
   std::vector<size_t> shape(view.shape.begin(), view.shape.end());
+  if (view.device >= 0) {  // device memory: a torch CUDA tensor through DLPack (numpy cannot hold it)
+    nb::ndarray<nb::pytorch> array(view.data, shape.size(), shape.data(), base, nullptr, ToDlpack(view.dtype),
+                                   nb::device::cuda::value, view.device);
+    return nb::cast(array, nb::rv_policy::reference);
+  }
   nb::ndarray<nb::numpy> array(view.data, shape.size(), shape.data(), base, nullptr, ToDlpack(view.dtype));
   return nb::cast(array, nb::rv_policy::reference);
 }

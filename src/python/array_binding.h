@@ -2,7 +2,8 @@
 //
 // `owner` keeps the memory alive: the returned array's base is a capsule that
 // holds it, so a buffer goes back to its pool only when the last array (or
-// torch tensor made by torch.from_numpy) that views it is gone.
+// torch tensor made by torch.from_numpy) that views it is gone. A view of
+// device memory (ArrayView::device >= 0) is a torch CUDA tensor instead.
 #pragma once
 
 #include <memory>

@@ -11,6 +11,7 @@
 #include <nanobind/stl/unique_ptr.h>
 #include <nanobind/stl/vector.h>
 
+#include "device/cuda_runtime.h"
 #include "python/array_binding.h"
 #include "python/status_binding.h"
 #include "stoker/loader.h"
@@ -66,6 +67,18 @@ nb::dict StatsToPython(const RecorderSnapshot& s) {
   for (uint64_t c : s.read_latency) buckets.append(c);
   d["read_latency_buckets"] = buckets;  // bucket i: [2^(i-1), 2^i) microseconds
   d["spans_dropped"] = s.spans_dropped;
+  nb::dict h2d;  // device copies (device='cuda'), counted as each completed
+  h2d["copies"] = s.h2d_copies;
+  h2d["bytes"] = s.h2d_bytes;
+  h2d["copy_s"] = s.h2d_s;
+  h2d["exposed_s"] = s.h2d_exposed_s;
+  h2d["hidden_s"] = s.h2d_s > s.h2d_exposed_s ? s.h2d_s - s.h2d_exposed_s : 0.0;
+  h2d["untimed"] = s.h2d_untimed;
+  h2d["device_buffers"] = s.device_buffers;
+  h2d["device_buffers_peak"] = s.device_buffers_peak;
+  h2d["pinned_buffers"] = s.pinned_buffers;
+  h2d["overwrites"] = s.h2d_overwrites;
+  d["h2d"] = h2d;
   nb::dict remote;  // process-wide (every remote reader of the process)
   remote["requests"] = s.remote_requests;
   remote["retries"] = s.remote_retries;
@@ -180,7 +193,10 @@ void RegisterLoader(nb::module_& m) {
       .def_rw("skip_probation", &LoaderOptions::skip_probation)
       .def_rw("max_open_files", &LoaderOptions::max_open_files)
       .def_rw("memory_budget", &LoaderOptions::memory_budget)
-      .def_rw("storage", &LoaderOptions::storage);
+      .def_rw("storage", &LoaderOptions::storage)
+      .def_rw("device", &LoaderOptions::device)
+      .def_rw("pin_memory", &LoaderOptions::pin_memory)
+      .def_rw("late_copy_ms", &LoaderOptions::late_copy_ms);
 
   nb::class_<PlanInfo>(m, "PlanInfo")
       .def_ro("dataset_samples", &PlanInfo::dataset_samples)
@@ -217,8 +233,9 @@ void RegisterLoader(nb::module_& m) {
              }();
              OkOrRaise(st);
            })
-      .def("next",
-           [](Loader& l) -> nb::object {
+      .def(
+          "next",
+          [](Loader& l, uintptr_t stream) -> nb::object {
              // Waits in slices of 100 ms, checking for signals between them:
              // Ctrl-C raises KeyboardInterrupt promptly, the position is kept.
              while (true) {
@@ -233,9 +250,18 @@ void RegisterLoader(nb::module_& m) {
                }
                std::shared_ptr<Batch> b = ValueOrRaise(std::move(batch));
                if (!b) return nb::none();
+               // device batches: `stream` waits for the batch's copy (no host sync).
+               Status needed = [&] {
+                 nb::gil_scoped_release release;
+                 return b->NeededOn(stream);
+               }();
+               OkOrRaise(needed);
                return BatchToPython(std::move(b));
              }
-           })
+          },
+          "stream"_a = 0,
+          "The next batch (None at the epoch's end); with device='cuda', `stream` (a cudaStream_t as an "
+          "integer) is made to wait for its copy.")
       .def_prop_ro("plan", [](const Loader& l) { return l.plan(); })
       .def_prop_ro("options", [](const Loader& l) { return l.options(); })  // auto (-1) settings resolved
       .def("stats", [](const Loader& l) { return StatsToPython(l.Stats()); })
@@ -275,6 +301,21 @@ void RegisterLoader(nb::module_& m) {
              return out;
            })
       .def("open_shard_files", &Loader::OpenShardFiles);
+
+  m.def(
+      "cuda_runtime",
+      [](const std::vector<std::string>& search_dirs) {
+        cuda::AddCudaSearchDirs(search_dirs);
+        Result<const cuda::Runtime*> rt = [&] {
+          nb::gil_scoped_release release;
+          return cuda::LoadCudaRuntime(/*require_device=*/true);
+        }();
+        return ValueOrRaise(std::move(rt))->path;
+      },
+      "search_dirs"_a,
+      "Adds directories to the CUDA runtime's search (torch's lib, the nvidia-cuda-runtime wheel's) and "
+      "returns the path of the runtime loaded; raises, naming what was looked for, where there is none "
+      "or it sees no device.");
 
   m.def("expand_sources", [](const std::vector<std::string>& sources) {
     return ValueOrRaise(ExpandSources(sources));

@@ -108,7 +108,9 @@ nb::dict VerdictToPython(const Verdict& v) {
 
 void RegisterObserve(nb::module_& m) {
   // Opaque: the observer only diffs two of them (loader.stats() gives a dict).
-  nb::class_<RecorderSnapshot>(m, "RecorderSnapshot").def_ro("time_s", &RecorderSnapshot::time_s);
+  nb::class_<RecorderSnapshot>(m, "RecorderSnapshot")
+      .def_ro("time_s", &RecorderSnapshot::time_s)
+      .def_ro("h2d_exposed_s", &RecorderSnapshot::h2d_exposed_s);  // the consumer's share of device copies
   m.def("stage_snapshot", [](const Loader& l) { return l.Stats(); }, "loader"_a,
         "The loader's stage counters and gauges now, as an opaque snapshot.");
   m.def(

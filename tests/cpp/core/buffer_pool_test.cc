@@ -2,10 +2,12 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <thread>
+#include <vector>
 
 namespace stoker {
 namespace {
@@ -82,6 +84,41 @@ TEST(BufferPoolTest, LargeBuffersStartOnAHugePageAndAreWholeAndRecycled) {
   auto small = BufferPool::Create(1000, 1);
   auto s = small->Acquire();
   EXPECT_EQ(reinterpret_cast<uintptr_t>(s->data()) % 4096, 0u);
+}
+
+// Records what the pool asked to page-lock (as cudaHostRegister would be asked).
+class RecordingLocker : public BufferPool::PageLocker {
+ public:
+  bool Lock(void* p, size_t bytes) override {
+    locked.push_back(p);
+    EXPECT_EQ(bytes % 4096, 0u);
+    return true;
+  }
+  void Unlock(void* p) override {
+    auto it = std::find(locked.begin(), locked.end(), p);
+    ASSERT_NE(it, locked.end()) << "unlocked a buffer never locked";
+    locked.erase(it);
+  }
+  std::vector<void*> locked;
+};
+
+TEST(BufferPoolTest, PinsItsOwnBuffersOnceAndUnpinsThemWhenFreed) {
+  auto locker = std::make_shared<RecordingLocker>();
+  {
+    auto pool = BufferPool::Create(5000, 2, locker);
+    auto a = pool->Acquire();
+    auto b = pool->Acquire();
+    EXPECT_EQ(pool->pinned_count(), 2u);
+    a.reset();
+    auto again = pool->Acquire();  // recycled: not locked twice
+    EXPECT_EQ(locker->locked.size(), 2u);
+    pool->GrantOverflow();
+    auto extra = pool->Acquire();  // overflow: short-lived, left pageable
+    EXPECT_EQ(locker->locked.size(), 2u);
+    extra.reset();  // one buffer past capacity is freed; if it was a pinned one, it is unpinned first
+    EXPECT_EQ(pool->pinned_count(), locker->locked.size());
+  }
+  EXPECT_TRUE(locker->locked.empty()) << "a pinned buffer was freed without being unpinned";
 }
 
 }  // namespace stoker
