@@ -111,9 +111,9 @@ def run_recipe(recipe: str, ready: list, v: peers.VData, quick: bool, reps: int,
     return res
 
 
-def _paired(a: list, b: list) -> dict | None:
-    by_round = {x["round"]: x[RATE] for x in b}
-    ratios = [x[RATE] / by_round[x["round"]] for x in a if by_round.get(x["round"])]
+def _paired(a: list, b: list, key: str = RATE) -> dict | None:
+    by_round = {x["round"]: x[key] for x in b}
+    ratios = [x[key] / by_round[x["round"]] for x in a if by_round.get(x["round"])]
     return common.summarize(ratios).as_dict() if ratios else None
 
 
@@ -131,6 +131,7 @@ def analyse(res: dict, titles: dict) -> None:
                "others_cpu": statistics.median(x["other_cpu_cores"] for x in runs)}
         if stoker and name != STOKER:
             row["stoker_x"] = _paired(stoker, runs)
+            row["stoker_x_steady"] = _paired(stoker, runs, "steady_rate")
         rows[name] = row
     for name, row in rows.items():
         x = row.get("stoker_x")
@@ -209,15 +210,17 @@ def markdown(payload: dict) -> str:
              "user+sys of the process tree per sample. others' CPU: cores other processes used meanwhile.", ""]
     for r in payload["recipes"].values():
         lines += [f"## V {r['recipe']}: {r['what']}", "",
-                  "| loader (winning setting) | reads | samples/s | stoker × | steady samples/s | ttfb s | CPU ms/sample "
-                  "| others' CPU |", "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+                  "| loader (winning setting) | reads | samples/s | stoker × | steady samples/s | stoker × steady | ttfb s "
+                  "| CPU ms/sample | others' CPU |", "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
         for name, row in r["rows"].items():
             x = row.get("stoker_x")
             lines.append(f"| {row['loader']} ({row['setting']}) | {payload['reads'][name]} | {_rate(row['rate'])} | "
                          + (f"{_rate(x, 2)}" if x else "—")
-                         + f" | {_rate(row['steady'])} | {row['ttfb_s']:.2f} | {row['cpu_ms_per_sample']:.2f} | {row['others_cpu']:.2f} |")
+                         + f" | {_rate(row['steady'])} | "
+                         + (f"{_rate(row['stoker_x_steady'], 2)}" if row.get("stoker_x_steady") else "—")
+                         + f" | {row['ttfb_s']:.2f} | {row['cpu_ms_per_sample']:.2f} | {row['others_cpu']:.2f} |")
         for name, why in r["unavailable"].items():
-            lines.append(f"| {payload['titles'][name]}: **not run** — {why} | {payload['reads'][name]} | | | | | | |")
+            lines.append(f"| {payload['titles'][name]}: **not run** — {why} | {payload['reads'][name]} | | | | | | | |")
         grid = [f"{payload['titles'][n]}: " + ", ".join(f"{s} {v:,.0f}" for s, v in g.items())
                 for n, g in r["grid"].items() if g]
         if grid:

@@ -81,6 +81,6 @@ class Energon(Peer):
             else:
                 ds = get_val_dataset(d, split_part="train", worker_config=wc, batch_size=v.batch,
                                      batch_drop_last=True, task_encoder=te)
-            return get_loader(ds, worker_config=wc)
+            return get_loader(ds)
 
         return make

@@ -29,8 +29,9 @@ def offline_hf_env(v: VData) -> None:
 
 
 def _split(n: int, parts: int) -> list[range]:
-    per = n // parts
-    return [range(i * per, (i + 1) * per) for i in range(parts)]
+    """parts consecutive ranges covering 0..n (sizes differ by one at most)."""
+    bounds = [n * i // parts for i in range(parts + 1)]
+    return [range(bounds[i], bounds[i + 1]) for i in range(parts)]
 
 
 def hub_parquet(v: VData) -> list[Path]:

@@ -35,6 +35,7 @@ class RayData(Peer):
     image_key = "image"
     grid = [(64, 2), (16, 2), (64, 4)]
     requires = ("ray.data", "pyarrow", "torch")
+    files: list = []
 
     def setting_text(self, s) -> str:
         return f"map_batches batch_size={s[0]} prefetch_batches={s[1]}"
@@ -43,17 +44,24 @@ class RayData(Peer):
         from .parquet_files import arrow_parquet
 
         self.files = [str(p) for p in arrow_parquet(v)]
+        self.cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
 
     def start(self) -> None:
         import ray
 
         if not ray.is_initialized():
-            cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-            ray.init(num_cpus=cores, include_dashboard=False, log_to_driver=False, object_store_memory=1 << 30,
+            ray.init(num_cpus=self.cores, include_dashboard=False, log_to_driver=False, object_store_memory=1 << 30,
                      configure_logging=False)
         ctx = ray.data.DataContext.get_current()
         ctx.enable_progress_bars = False
         ctx.print_on_execution_start = False
+        # Start the worker processes and their imports (numpy, Pillow, torch, this module) with a
+        # tiny job of the same plan: a job pays that once, not each epoch.
+        if self.files:
+            warm = ray.data.read_parquet(self.files[:1]).limit(2 * self.cores)
+            warm = warm.map_batches(BatchRecipe("eval", 224), batch_size=1, batch_format="numpy")
+            for _ in warm.iter_torch_batches(batch_size=2):
+                pass
 
     def stop(self) -> None:
         self.close()
