@@ -28,13 +28,17 @@ from __future__ import annotations
 
 import warnings
 
-from .base import Peer, Unavailable, VData  # noqa: F401
-from .dali_cpu import dali_pipeline, dali_status  # noqa: F401
-from .dataloader_loose import dl_loose  # noqa: F401
-from .dataloader_webdataset import dl_wds, dl_wds_shuffled  # noqa: F401
-from .samples import ArraySample, LooseImages, VisionSample, iter_tar_samples  # noqa: F401
-from .spdl_pipeline import spdl_decode_status, spdl_pipeline  # noqa: F401
-from .stoker_tar import stoker_loader  # noqa: F401
+from .base import Peer, Unavailable, VData
+from .dali_cpu import dali_pipeline, dali_status
+from .dataloader_loose import dl_loose
+from .dataloader_webdataset import dl_wds, dl_wds_shuffled
+from .samples import ArraySample, LooseImages, VisionSample, iter_tar_samples
+from .spdl_pipeline import spdl_decode_status, spdl_pipeline
+from .stoker_tar import stoker_loader
+
+__all__ = ["Peer", "Unavailable", "VData", "ArraySample", "LooseImages", "VisionSample", "iter_tar_samples",
+           "stoker_loader", "dl_wds", "dl_wds_shuffled", "dl_loose", "spdl_pipeline", "spdl_decode_status",
+           "dali_pipeline", "dali_status", "recipe_peers"]
 
 warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
 # torch's advice against more workers than cores: the grids try 3 and 4 on purpose

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import os
 import tarfile
+from pathlib import Path
 
 import numpy as np
 
