@@ -69,18 +69,19 @@ class Energon(Peer):
 
         from .recipes import TRAIN
 
-        d = self.dir
+        # The dataset (its index, shard slices, task encoder) is built once per grid point, as a
+        # job builds it once; each epoch is a fresh get_loader over it (its workers start there).
+        wc = WorkerConfig(rank=0, world_size=1, num_workers=workers)
+        te = task_encoder(recipe, v.size)
+        if recipe == TRAIN:
+            ds = get_train_dataset(self.dir, worker_config=wc, batch_size=v.batch, batch_drop_last=True,
+                                   shuffle_buffer_size=1000, max_samples_per_sequence=100, repeat=False,
+                                   task_encoder=te)
+        else:
+            ds = get_val_dataset(self.dir, split_part="train", worker_config=wc, batch_size=v.batch,
+                                 batch_drop_last=True, task_encoder=te)
 
         def make():
-            wc = WorkerConfig(rank=0, world_size=1, num_workers=workers)
-            te = task_encoder(recipe, v.size)
-            if recipe == TRAIN:
-                ds = get_train_dataset(d, worker_config=wc, batch_size=v.batch, batch_drop_last=True,
-                                       shuffle_buffer_size=1000, max_samples_per_sequence=100, repeat=False,
-                                       task_encoder=te)
-            else:
-                ds = get_val_dataset(d, split_part="train", worker_config=wc, batch_size=v.batch,
-                                     batch_drop_last=True, task_encoder=te)
             return get_loader(ds)
 
         return make
