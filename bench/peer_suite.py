@@ -207,7 +207,9 @@ def markdown(payload: dict) -> str:
              "building the loader to its last batch (every epoch's start included: Ray Data runs most of an epoch "
              "before its first batch, so a first-to-last-batch rate means nothing for it); steady: first batch to "
              "last. **stoker ×**: median [min–max] of per-round ratios stoker over tar / this loader. CPU: "
-             "user+sys of the process tree per sample. others' CPU: cores other processes used meanwhile.", ""]
+             "user+sys of the process tree per sample. others' CPU: cores other processes used meanwhile."
+             + (" **Quick**: each loader at the first point of its grid, not tuned." if payload["quick"] else
+                " Each loader tuned over its grid (one epoch a point), the best kept."), ""]
     for r in payload["recipes"].values():
         lines += [f"## V {r['recipe']}: {r['what']}", "",
                   "| loader (winning setting) | reads | samples/s | stoker × | steady samples/s | stoker × steady | ttfb s "
