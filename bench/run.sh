@@ -3,6 +3,7 @@
 #   bash bench/run.sh            # V, S, A against the peers and the limits: < 15 min on 2 cores
 #   bash bench/run.sh --quick    # V and A, small data, fixed settings: < 2 min
 #   bash bench/run.sh --remote [--quick]  # V over HTTP (nginx + 20 ms/request proxy) vs DataLoader+webdataset pipe:curl and stoker local
+#   bash bench/run.sh --peers [--quick]   # V eval + train vs litdata, Mosaic Streaming, HF datasets, Ray Data, Megatron-Energon
 # Installs the peers from requirements-bench.txt (torch stays pinned), builds the stoker
 # command if needed, makes the data once under bench/data/, writes bench/results/<UTC>.{json,md,png}.
 # Exits 0 whatever the speed; non-zero only if something crashes.
@@ -23,11 +24,19 @@ if [[ "${STOKER_BENCH_SKIP_INSTALL:-0}" != 1 ]]; then
   "$PY" -c 'import torch; print("torch==" + torch.__version__.split("+")[0])' > "$cons" 2>/dev/null || echo "torch==2.13.0" > "$cons"
   if ! "$PY" - <<'PYEOF' 2>/dev/null
 import importlib.util as u, sys
-sys.exit(0 if all(u.find_spec(m) for m in ("webdataset", "PIL", "matplotlib", "spdl", "nvidia.dali", "psutil")) else 1)
+sys.exit(0 if all(u.find_spec(m) for m in ("webdataset", "PIL", "matplotlib", "spdl", "nvidia.dali", "psutil",
+                                            "litdata", "streaming", "datasets", "pyarrow", "ray", "megatron.energon")) else 1)
 PYEOF
   then
     echo "bench/run.sh: installing the peers (requirements-bench.txt)"
+    had_tv=$("$PY" -c 'import importlib.util as u; print(int(u.find_spec("torchvision") is not None))' 2>/dev/null || echo 1)
     "$PY" -m pip install -q -r requirements-bench.txt -c "$cons" || echo "bench/run.sh: some peers did not install; the suite reports which cannot run"
+    # litdata and mosaicml-streaming depend on torchvision; PyPI's is a CUDA build that fails to
+    # load beside CPU torch and then breaks `import litdata`. Remove it when this step brought it.
+    if [[ $had_tv == 0 ]] && ! "$PY" -c 'import torchvision' >/dev/null 2>&1; then
+      echo "bench/run.sh: removing the torchvision the peers pulled (it does not load beside torch $(cut -d= -f3 "$cons"))"
+      "$PY" -m pip uninstall -y -q torchvision || true
+    fi
   fi
   # SPDL's own image decode needs FFmpeg's shared libraries; Debian 12 has FFmpeg 5.
   if ! "$PY" -c 'import spdl.io.lib as l; l._import_libspdl()' >/dev/null 2>&1; then

@@ -1005,6 +1005,32 @@ def to_jsonable(x):
     return x
 
 
+def peers_main(args) -> int:
+    """run.sh --peers: each peer on its own format, V eval and train (bench/peer_suite.py)."""
+    import peer_suite
+
+    w = WORKLOADS["V"]
+    info = common.machine_info(["stoker", "torch", "webdataset", "PIL", "numpy", "litdata",
+                                "datasets", "pyarrow", "ray", "megatron.energon"])
+    info["loadavg_start"] = common.load_average()
+    t0 = time.perf_counter()
+    data = prepare(w, w["quick_count"] if args.quick else w["count"])
+    payload = peer_suite.main(args, w, data)
+    info["loadavg_end"] = common.load_average()
+    payload.update(command="bash bench/run.sh " + " ".join(sys.argv[1:]), machine=info,
+                   elapsed_s=time.perf_counter() - t0)
+    payload = to_jsonable(payload)
+    stem = Path(args.out) if args.out else common.RESULTS_DIR / (time.strftime("%Y-%m-%dT%H%MZ", time.gmtime())
+                                                                  + ("-peers-quick" if args.quick else "-peers"))
+    stem.parent.mkdir(parents=True, exist_ok=True)
+    Path(str(stem) + ".json").write_text(json.dumps(payload, indent=1) + "\n")
+    md = peer_suite.markdown(payload)
+    Path(str(stem) + ".md").write_text(md)
+    print("\n" + md)
+    print(f"wrote {stem}.json, .md ({payload['elapsed_s']:.0f} s)")
+    return 0
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="V and A, small data, fixed settings: < 2 min")
@@ -1013,6 +1039,9 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=None, help="output stem (default bench/results/<UTC stamp>)")
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--remote", action="store_true", help="only V over HTTP (nginx + 20 ms proxy): bench/remote.py")
+    ap.add_argument("--peers", action="store_true",
+                    help="only V eval + train recipes vs litdata, Mosaic, HF datasets, Ray Data, Energon: bench/peer_suite.py")
+    ap.add_argument("--only", default=None, help="with --peers: comma list of peer names (stoker always runs)")
     args = ap.parse_args(argv)
     if args.child:
         return child_main(args.child)
@@ -1027,6 +1056,8 @@ def main(argv=None) -> int:
         remote.write(payload, stem)
         print(f"wrote {stem}.json, .md")
         return 0
+    if args.peers:
+        return peers_main(args)
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     workloads = (args.workloads or ("V,A" if args.quick else "V,S,A")).split(",")
     if "T" in workloads:
