@@ -87,7 +87,9 @@ TEST(DeviceLoaderTest, LateCopiesDeliverTheHostStreamAndNeverRewriteASlotInFligh
     for (uint64_t epoch : {0, 1}) {
       ASSERT_TRUE((*dev)->SetEpoch(epoch).ok());
       std::vector<std::string> got = Drain(**dev);
-      if (epoch == 0) EXPECT_TRUE(got == expected) << "prefetch " << prefetch;
+      if (epoch == 0) {
+        EXPECT_TRUE(got == expected) << "prefetch " << prefetch;
+      }
       EXPECT_EQ(got.size(), 12u);
     }
     // A consumer that drops batches unread: their copies are still in
@@ -217,7 +219,10 @@ TEST(DeviceLoaderTest, CudaEngineOnTheStandInRuntimePinsAndDeliversTheHostBytes)
   ASSERT_TRUE(dev.ok()) << dev.status().ToString();
   EXPECT_TRUE(Drain(**dev) == expected);
   RecorderSnapshot s = (*dev)->Stats();
-  EXPECT_EQ(s.pinned_buffers, 3);  // prefetch + 1, every one page-locked
+  // The pool makes its buffers as they are first needed (timing decides how
+  // many of prefetch + 1), and every one it made is page-locked.
+  EXPECT_GE(s.pinned_buffers, 1);
+  EXPECT_LE(s.pinned_buffers, 3);
   EXPECT_LE(s.device_buffers_peak, 3);
   EXPECT_EQ(s.h2d_copies, expected.size());
   void* fake = dlopen(STOKER_FAKE_CUDART, RTLD_NOW | RTLD_NOLOAD);
@@ -226,7 +231,7 @@ TEST(DeviceLoaderTest, CudaEngineOnTheStandInRuntimePinsAndDeliversTheHostBytes)
   auto registered = reinterpret_cast<long (*)()>(dlsym(fake, "fake_cuda_registered"));
   auto live = reinterpret_cast<long (*)()>(dlsym(fake, "fake_cuda_live_allocations"));
   EXPECT_EQ(pageable(), 0);
-  EXPECT_EQ(registered(), 3);
+  EXPECT_EQ(registered(), s.pinned_buffers);
   dev->reset();
   EXPECT_EQ(registered(), 0) << "pool buffers not unregistered when freed";
   EXPECT_EQ(live(), 0) << "device buffers leaked";
@@ -236,7 +241,10 @@ TEST(DeviceLoaderTest, CudaEngineOnTheStandInRuntimePinsAndDeliversTheHostBytes)
   auto pinned = Loader::Create(o);
   ASSERT_TRUE(pinned.ok());
   EXPECT_TRUE(Drain(**pinned) == expected);
-  EXPECT_EQ((*pinned)->Stats().pinned_buffers, 3);
+  const int64_t pinned_buffers = (*pinned)->Stats().pinned_buffers;
+  EXPECT_GE(pinned_buffers, 1);
+  EXPECT_LE(pinned_buffers, 3);
+  EXPECT_EQ(registered(), pinned_buffers);
   unsetenv("STOKER_CUDART");
 }
 
