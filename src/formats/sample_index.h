@@ -19,6 +19,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -29,6 +30,7 @@
 
 namespace stoker {
 
+class ParquetFooter;  // formats/parquet_file.h
 
 struct MemberRef {
   std::string field;     // "jpg", "features.npz", "cls"
@@ -60,6 +62,9 @@ struct ShardIndex {
   uint64_t shard_size = 0;
   KeyRule key_rule = KeyRule::kWebDataset;
   std::vector<SampleEntry> samples;
+  // Set for a Parquet file (formats/parquet_file.h): its samples are rows,
+  // whose bytes come from decoded column chunks, not from [begin, end).
+  std::shared_ptr<const ParquetFooter> parquet;
 };
 
 Result<std::vector<SampleEntry>> GroupSamples(const std::vector<TarMember>& members, KeyRule rule,

@@ -15,6 +15,7 @@
 #include "io/reader.h"
 #include "observe/clock.h"
 #include "pipeline/batch_layout.h"
+#include "formats/parquet_file.h"
 #include "pipeline/elastic.h"
 #include "pipeline/epoch_run.h"
 #include "pipeline/image_folder.h"
@@ -378,15 +379,39 @@ Result<std::unique_ptr<Loader>> Loader::Create(LoaderOptions options) {
       break;
     }
   if (first == nullptr) return InvalidArgument("the shards hold no samples");
-  const SampleEntry& probe_entry = first->samples[0];
+  const bool parquet = std::any_of(data.indexes.begin(), data.indexes.end(),
+                                   [](const ShardIndex& index) { return index.parquet != nullptr; });
+  if (parquet && !std::all_of(data.indexes.begin(), data.indexes.end(),
+                              [](const ShardIndex& index) { return index.parquet != nullptr; })) {
+    return InvalidArgument("sources mix Parquet files with tar shards; give one kind per loader");
+  }
+  const bool remote = std::any_of(data.shards.begin(), data.shards.end(), IsRemoteUrl);
+  SampleEntry probe_entry = first->samples[0];
   STOKER_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessReader> file, OpenReader(first->shard_path, io));
-  std::vector<uint8_t> probe(probe_entry.end - probe_entry.begin);
-  STOKER_RETURN_IF_ERROR(file->PRead(probe_entry.begin, probe));
+  std::vector<uint8_t> probe;
+  if (parquet) {
+    // A row's fields are the columns of the same names (formats/parquet_file.h).
+    std::vector<std::string> columns;
+    for (const FieldSpec& f : options.fields) columns.push_back(f.field);
+    // Decoded row groups kept: one per read in flight and two more, so the
+    // row groups of the blocks being read stay decoded while their rows are.
+    const int depth = options.io_depth >= 0 ? options.io_depth : remote ? RemoteIoDepth(options) : kLocalIoDepth;
+    data.parquet_rows = std::make_shared<ParquetRows>(std::move(columns), static_cast<size_t>(depth) + 2);
+    RowBytes row;
+    STOKER_RETURN_IF_ERROR(data.parquet_rows->Read(*first, *file, 0, &row, &probe_entry));
+    probe.assign(row.begin(), row.end());
+    // A row is read out of its decoded row group, so the order's unit is the
+    // row group's rows (pipeline/planner.h's blocks): a global permutation of
+    // single rows would decode a row group for nearly every row.
+    if (options.shuffle_block == -1) options.shuffle_block = ParquetShuffleBlock(data.indexes);
+  } else {
+    probe.resize(probe_entry.end - probe_entry.begin);
+    STOKER_RETURN_IF_ERROR(file->PRead(probe_entry.begin, probe));
+  }
   STOKER_ASSIGN_OR_RETURN(data.layout, MakeBatchLayout(options.fields, options.batch_size, probe_entry, probe,
                                                        first->shard_path));
   // The auto settings (-1) resolved once, from where the shards are: the
   // plan and the engine then see plain numbers, and options() reports them.
-  const bool remote = std::any_of(data.shards.begin(), data.shards.end(), IsRemoteUrl);
   options.shuffle_block = AutoShuffleBlock(options, remote);
   options.io_depth = AutoIoDepth(options, data.layout, data.indexes, remote);
   STOKER_RETURN_IF_ERROR(CheckMemoryBudget(options, EstimateMemory(options, data.layout, data.indexes)));
