@@ -87,9 +87,10 @@ class ParquetRows {
   ParquetRows(std::vector<std::string> columns, size_t max_groups);
   ~ParquetRows();
 
-  // Row `row` of `shard` (read with `file`): *bytes gets its fields' values
-  // one after another, *entry its members (offsets into *bytes, begin 0,
-  // end bytes->size()).
+  // Row `row` of `shard` (read with `file`): its fields' values are
+  // appended to *bytes one after another (a run's rows share one buffer),
+  // and *entry gets its members (offsets into *bytes; begin and end bound
+  // the row's part).
   Status Read(const ShardIndex& shard, const RandomAccessReader& file, uint32_t row, RowBytes* bytes,
               SampleEntry* entry);
 

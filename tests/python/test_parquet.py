@@ -249,3 +249,44 @@ def test_missing_column_and_unsupported_type_are_named(pa_files, tmp_path):
     loader = stoker.Loader(str(nulls), fields={"x": stoker.scalar()}, batch_size=1, output="numpy")
     with pytest.raises(stoker.StokerError, match=r"nulls.parquet: row 1 \(row group 0\) column 'x': value is null"):
         list(loader)
+
+
+def test_over_http_from_nginx_equals_local(hf_files):
+    """Ranged reads of the footer and column chunks through stoker's HTTP reader."""
+    from nginx_server import NginxServer
+
+    paths, images, labels, captions = hf_files
+    fields = {"image": stoker.image(24), "label": stoker.scalar(), "caption": stoker.text()}
+    local = collect(stoker.Loader([str(p) for p in paths], fields=fields, batch_size=8, shuffle=True, seed=5,
+                                  output="numpy"), ["image", "label", "caption"])
+    with NginxServer(paths[0].parent) as server:
+        urls = [f"{server.url}/{p.name}" for p in paths]
+        loader = stoker.Loader(urls, fields=fields, batch_size=8, shuffle=True, seed=5, output="numpy")
+        remote = collect(loader, ["image", "label", "caption", "__key__"])
+    assert remote["__key__"][0].startswith(server.url)
+    assert [int(x) for x in remote["label"]] == [int(x) for x in local["label"]]
+    assert remote["caption"] == local["caption"]
+    np.testing.assert_array_equal(np.stack(remote["image"]), np.stack(local["image"]))
+    assert sorted(remote["caption"]) == sorted(captions)  # every row once (40 rows, batches of 8)
+    # Each row's values are its own, though rows are read in runs (one request per run).
+    for key, label in zip(remote["__key__"], remote["label"]):
+        f = [p.name for p in paths].index(key.rsplit(":", 1)[0].rsplit("/", 1)[1])
+        assert int(label) == labels[f * 20 + row_of(key)]
+
+
+def test_cli_inspect_reads_parquet(hf_files):
+    from conftest import stoker_bin
+
+    paths, *_ = hf_files
+    out = subprocess.run([stoker_bin(), "inspect", str(paths[0]), "--json"], capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 0, out.stderr
+    info = json.loads(out.stdout)
+    md = pq.ParquetFile(paths[0]).metadata
+    assert info["num_rows"] == md.num_rows and info["num_row_groups"] == md.num_row_groups
+    columns = {c["name"]: c for c in info["columns"]}
+    assert columns["image"]["field"] == "image" and columns["label"]["field"] == "scalar"
+    assert columns["caption"]["field"] == "text"
+    assert info["inferred_flags"] == ["-f", "image:image:224", "-f", "label:scalar", "-f", "caption:text"]
+    text = subprocess.run([stoker_bin(), "inspect", str(paths[0])], capture_output=True, text=True, timeout=60)
+    assert text.returncode == 0 and f"rows      {md.num_rows} in {md.num_row_groups} row groups" in text.stdout

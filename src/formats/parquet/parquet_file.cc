@@ -377,10 +377,9 @@ Status ParquetRows::Read(const ShardIndex& shard, const RandomAccessReader& file
   const int group = footer.GroupOf(row);
   STOKER_ASSIGN_OR_RETURN(std::shared_ptr<const Group> decoded, GetGroup(shard, file, group));
   const int64_t in_group = static_cast<int64_t>(row) - footer.group_first_row[static_cast<size_t>(group)];
-  bytes->clear();
   entry->key = std::to_string(row);
   entry->members.clear();
-  entry->begin = 0;
+  entry->begin = bytes->size();
   for (size_t c = 0; c < columns_.size(); ++c) {
     const arrow::ChunkedArray& column = *decoded->columns[c];
     int64_t i = in_group;
