@@ -64,6 +64,10 @@ Result<ShardIndex> LoadParquetIndex(const std::string& path, const IoOptions& io
 // time: the mean rows per row group over these files, in [2, 1024].
 int ParquetShuffleBlock(const std::vector<ShardIndex>& indexes);
 
+// The largest row group's uncompressed bytes (all columns: a bound on what
+// decoding its wanted columns holds); 0 for a file that is not Parquet.
+uint64_t ParquetMaxRowGroupBytes(const ShardIndex& index);
+
 // What `stoker inspect` prints: one line per column of the Arrow schema.
 struct ParquetColumnInfo {
   std::string name;

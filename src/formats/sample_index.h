@@ -40,6 +40,9 @@ struct MemberRef {
   // Not empty: the member's bytes, held here rather than in the shard (an
   // image folder's "cls" label); offset/size then mean nothing.
   std::string inline_data = {};
+  // A Parquet row's value (formats/parquet_file.h): offset is within the
+  // row's read buffer, not the file; `name` says where it is ("label of row 7 (row group 0)").
+  bool row_value = false;
 };
 
 struct SampleEntry {

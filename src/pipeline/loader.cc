@@ -12,10 +12,10 @@
 
 #include "core/buffer_pool.h"
 #include "core/file.h"
+#include "formats/parquet_file.h"
 #include "io/reader.h"
 #include "observe/clock.h"
 #include "pipeline/batch_layout.h"
-#include "formats/parquet_file.h"
 #include "pipeline/elastic.h"
 #include "pipeline/epoch_run.h"
 #include "pipeline/image_folder.h"
@@ -38,6 +38,13 @@ uint64_t MappableBytes(const Dataset& d) {
   if (d.options.memory_budget == 0 || d.tokens) return ShardFiles::kMapUnbounded;
   const uint64_t need = EstimateMemory(d.options, d.layout, d.indexes).total();
   return d.options.memory_budget > need ? d.options.memory_budget - need : 0;
+}
+
+// A Parquet row's fields are the columns of the same names (formats/parquet_file.h).
+std::vector<std::string> ParquetColumns(const LoaderOptions& options) {
+  std::vector<std::string> columns;
+  for (const FieldSpec& f : options.fields) columns.push_back(f.field);
+  return columns;
 }
 
 class BatchImpl : public Batch {
@@ -390,15 +397,8 @@ Result<std::unique_ptr<Loader>> Loader::Create(LoaderOptions options) {
   STOKER_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessReader> file, OpenReader(first->shard_path, io));
   std::vector<uint8_t> probe;
   if (parquet) {
-    // A row's fields are the columns of the same names (formats/parquet_file.h).
-    std::vector<std::string> columns;
-    for (const FieldSpec& f : options.fields) columns.push_back(f.field);
-    // Decoded row groups kept: one per read in flight and two more, so the
-    // row groups of the blocks being read stay decoded while their rows are.
-    const int depth = options.io_depth >= 0 ? options.io_depth : remote ? RemoteIoDepth(options) : kLocalIoDepth;
-    data.parquet_rows = std::make_shared<ParquetRows>(std::move(columns), static_cast<size_t>(depth) + 2);
     RowBytes row;
-    STOKER_RETURN_IF_ERROR(data.parquet_rows->Read(*first, *file, 0, &row, &probe_entry));
+    STOKER_RETURN_IF_ERROR(ParquetRows(ParquetColumns(options), 1).Read(*first, *file, 0, &row, &probe_entry));
     probe.assign(row.begin(), row.end());
     // A row is read out of its decoded row group, so the order's unit is the
     // row group's rows (pipeline/planner.h's blocks): a global permutation of
@@ -414,6 +414,13 @@ Result<std::unique_ptr<Loader>> Loader::Create(LoaderOptions options) {
   // plan and the engine then see plain numbers, and options() reports them.
   options.shuffle_block = AutoShuffleBlock(options, remote);
   options.io_depth = AutoIoDepth(options, data.layout, data.indexes, remote);
+  if (parquet) {
+    // Decoded row groups kept: one per read in flight and two more, so the
+    // row groups of the blocks being read stay decoded while their rows are
+    // (counted by EstimateMemory).
+    data.parquet_rows = std::make_shared<ParquetRows>(ParquetColumns(options),
+                                                      static_cast<size_t>(std::max(1, options.io_depth)) + 2);
+  }
   STOKER_RETURN_IF_ERROR(CheckMemoryBudget(options, EstimateMemory(options, data.layout, data.indexes)));
   data.options = std::move(options);
   auto pool = BufferPool::Create(data.layout.buffer_bytes, static_cast<size_t>(data.options.prefetch_batches) + 1);

@@ -290,3 +290,18 @@ def test_cli_inspect_reads_parquet(hf_files):
     assert info["inferred_flags"] == ["-f", "image:image:224", "-f", "label:scalar", "-f", "caption:text"]
     text = subprocess.run([stoker_bin(), "inspect", str(paths[0])], capture_output=True, text=True, timeout=60)
     assert text.returncode == 0 and f"rows      {md.num_rows} in {md.num_row_groups} row groups" in text.stdout
+
+
+def test_corrupt_image_names_row_and_column_or_is_skipped(tmp_path):
+    rng = np.random.default_rng(4)
+    jpgs = [jpeg_bytes(natural_image(rng, 40, 30)) for _ in range(12)]
+    jpgs[5] = jpgs[5][:200]  # a cut JPEG in row 5
+    path = tmp_path / "bad.parquet"
+    pq.write_table(pa.table({"jpg": pa.array(jpgs, pa.binary()), "cls": pa.array(range(12))}), str(path),
+                   row_group_size=4)
+    fields = {"jpg": stoker.image(16), "cls": stoker.scalar()}
+    with pytest.raises(stoker.StokerError, match=r"bad.parquet: row 5 \(row group 1\) column 'jpg'"):
+        list(stoker.Loader(str(path), fields=fields, batch_size=4, output="numpy"))
+    loader = stoker.Loader(str(path), fields=fields, batch_size=4, on_error="skip", output="numpy")
+    got = [int(x) for b in loader for x in b["cls"]]
+    assert len(got) == 12 and 5 not in got and sorted(set(got)) == [i for i in range(12) if i != 5]

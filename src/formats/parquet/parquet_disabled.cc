@@ -31,6 +31,7 @@ bool ParquetSupported() { return false; }
 
 Result<ShardIndex> LoadParquetIndex(const std::string& path, const IoOptions&) { return Disabled(path); }
 int ParquetShuffleBlock(const std::vector<ShardIndex>&) { return 2; }
+uint64_t ParquetMaxRowGroupBytes(const ShardIndex&) { return 0; }
 Result<ParquetSummary> DescribeParquet(const ShardIndex& index) { return Disabled(index.shard_path); }
 
 ParquetRows::ParquetRows(std::vector<std::string> columns, size_t max_groups)

@@ -260,6 +260,14 @@ int ParquetShuffleBlock(const std::vector<ShardIndex>& indexes) {
   return static_cast<int>(std::clamp<int64_t>(groups ? rows / groups : 2, 2, 1024));
 }
 
+uint64_t ParquetMaxRowGroupBytes(const ShardIndex& index) {
+  if (!index.parquet) return 0;
+  int64_t most = 0;
+  const parquet::FileMetaData& md = *index.parquet->metadata;
+  for (int g = 0; g < md.num_row_groups(); ++g) most = std::max(most, md.RowGroup(g)->total_byte_size());
+  return static_cast<uint64_t>(most);
+}
+
 Result<ParquetSummary> DescribeParquet(const ShardIndex& index) {
   if (!index.parquet) return InvalidArgument(index.shard_path + " is not a Parquet file");
   const ParquetFooter& f = *index.parquet;
@@ -392,8 +400,12 @@ Status ParquetRows::Read(const ShardIndex& shard, const RandomAccessReader& file
       return st.WithContext(shard.shard_path + ": row " + std::to_string(row) + " (row group " +
                             std::to_string(group) + ") column '" + columns_[c] + "'");
     }
-    entry->members.push_back(MemberRef{columns_[c], columns_[c] + " of row " + std::to_string(row), at,
-                                       bytes->size() - at});
+    MemberRef member{columns_[c],
+                     "row " + std::to_string(row) + " (row group " + std::to_string(group) + ") column '" +
+                         columns_[c] + "'",
+                     at, bytes->size() - at};
+    member.row_value = true;
+    entry->members.push_back(std::move(member));
   }
   entry->end = bytes->size();
   return Status::Ok();
