@@ -41,7 +41,7 @@ struct MemberRef {
   // image folder's "cls" label); offset/size then mean nothing.
   std::string inline_data = {};
   // A Parquet row's value (formats/parquet_file.h): offset is within the
-  // row's read buffer, not the file; `name` says where it is ("label of row 7 (row group 0)").
+  // row's read buffer, not the file; `name` says where it is ("row 7 (row group 0) column 'label'").
   bool row_value = false;
 };
 

@@ -68,7 +68,7 @@ Status SkipRefiller::Fill(BatchWork& work, int slot, const SampleRef& ref) {
   if (file.ok() && shard_index.parquet) {  // a row's values, laid out as members (formats/parquet_file.h)
     row_bytes_.clear();
     st = data_->parquet_rows->Read(shard_index, **file, ref.sample, &row_bytes_, &row_entry_);
-    entry = &row_entry_;
+    if (st.ok()) entry = &row_entry_;  // else the index's entry names the row
     bytes = row_bytes_;
   } else if (file.ok()) {
     bytes_.resize(entry->end - entry->begin);
