@@ -10,8 +10,10 @@
 #include <parquet/metadata.h>
 
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <cstring>
+#include <optional>
 
 #include "formats/npy.h"
 #include "formats/parquet/reader_file.h"
