@@ -346,12 +346,11 @@ Result<std::shared_ptr<const ParquetRows::Group>> ParquetRows::GetGroup(const Sh
       if (!reader.ok()) {
         st = FromArrow(reader.status(), context);
       } else {
-        std::shared_ptr<arrow::Table> table;
-        arrow::Status ast = (*reader)->ReadRowGroup(group, leaves, &table);
-        if (!ast.ok()) {
-          st = FromArrow(ast, context);
+        arrow::Result<std::shared_ptr<arrow::Table>> table = (*reader)->ReadRowGroup(group, leaves);
+        if (!table.ok()) {
+          st = FromArrow(table.status(), context);
         } else {
-          for (const std::string& name : columns_) decoded->columns.push_back(table->GetColumnByName(name));
+          for (const std::string& name : columns_) decoded->columns.push_back((*table)->GetColumnByName(name));
         }
       }
     }
