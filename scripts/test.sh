@@ -6,7 +6,9 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 
 jobs=$(nproc)
-cmake -S . -B build/test -G Ninja -DCMAKE_BUILD_TYPE=Release -DSTOKER_BUILD_TESTS=ON -DSTOKER_BUILD_CLI=ON
+# Python_EXECUTABLE: the Python whose pyarrow provides Arrow for Parquet sources (CMakeLists.txt)
+cmake -S . -B build/test -G Ninja -DCMAKE_BUILD_TYPE=Release -DSTOKER_BUILD_TESTS=ON -DSTOKER_BUILD_CLI=ON \
+  -DPython_EXECUTABLE="$(command -v python3)"
 cmake --build build/test -j "$jobs"
 
 # Interop fixtures written by the peers themselves (Python's tarfile, numpy,

@@ -12,6 +12,7 @@
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "cli/infer_fields.h"
+#include "formats/parquet_file.h"
 #include "formats/sample_index.h"
 #include "formats/tar.h"
 #include "pipeline/image_folder.h"
@@ -83,8 +84,48 @@ Status InspectImageFolder(const InspectOptions& opt) {
   return Status::Ok();
 }
 
+// A Parquet file: its rows, row groups and columns, each with the field
+// that reads it (formats/parquet_file.h), read from the footer alone.
+Status InspectParquet(const InspectOptions& opt) {
+  STOKER_ASSIGN_OR_RETURN(ShardIndex index, LoadParquetIndex(opt.shard, DefaultIoOptions()));
+  STOKER_ASSIGN_OR_RETURN(ParquetSummary s, DescribeParquet(index));
+  std::vector<std::string> flags;  // as -f words: "image:image:224", "label:scalar"
+  for (const ParquetColumnInfo& c : s.columns) {
+    if (c.suggested == "image") flags.push_back(c.name + ":image:224");
+    else if (c.suggested == "raw") flags.push_back(c.name + ":bytes:1048576");
+    else if (!c.suggested.empty()) flags.push_back(c.name + ":" + c.suggested);
+  }
+  if (opt.json) {
+    nlohmann::ordered_json out;
+    out["parquet"] = opt.shard;
+    out["size_bytes"] = index.shard_size;
+    out["num_rows"] = s.rows;
+    out["num_row_groups"] = s.row_groups;
+    out["created_by"] = s.created_by;
+    out["columns"] = nlohmann::ordered_json::array();
+    for (const ParquetColumnInfo& c : s.columns) {
+      out["columns"].push_back({{"name", c.name}, {"type", c.arrow_type}, {"field", c.suggested}});
+    }
+    out["inferred_flags"] = nlohmann::ordered_json::array();
+    for (const std::string& f : flags) out["inferred_flags"].push_back("-f"), out["inferred_flags"].push_back(f);
+    std::printf("%s\n", out.dump(2).c_str());
+    return Status::Ok();
+  }
+  std::printf("parquet   %s (%s; written by %s)\nrows      %lld in %d row groups (one sample per row)\n",
+              opt.shard.c_str(), FormatBytes(double(index.shard_size)).c_str(), s.created_by.c_str(),
+              (long long)s.rows, s.row_groups);
+  std::printf("%-20s %-44s %s\n", "column", "type", "field");
+  for (const ParquetColumnInfo& c : s.columns) {
+    std::printf("%-20s %-44s %s\n", c.name.c_str(), c.arrow_type.c_str(),
+                c.suggested.empty() ? "(not read by stoker)" : c.suggested.c_str());
+  }
+  if (!flags.empty()) std::printf("inferred  %s\n", FieldFlags(flags).c_str());
+  return Status::Ok();
+}
+
 Status RunInspect(const InspectOptions& opt) {
   if (opt.shard.ends_with(".idx") || opt.shard.ends_with(".bin")) return InspectTokens(opt.shard, opt.json);
+  if (IsParquetPath(opt.shard)) return InspectParquet(opt);
   if (IsImageFolderSource({opt.shard})) return InspectImageFolder(opt);
   STOKER_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessReader> file, OpenReader(opt.shard, DefaultIoOptions()));  // path or URL
   const uint64_t shard_size = file->Size();
@@ -156,7 +197,7 @@ Status RunInspect(const InspectOptions& opt) {
 
 void RegisterInspect(CLI::App& app, Status* status) {
   auto opt = std::make_shared<InspectOptions>();
-  CLI::App* cmd = app.add_subcommand("inspect", "Show the samples and fields of a tar shard (.tar or .tar.gz), an image folder, or a Megatron .idx");
+  CLI::App* cmd = app.add_subcommand("inspect", "Show the samples and fields of a tar shard (.tar or .tar.gz), a Parquet file, an image folder, or a Megatron .idx");
   cmd->add_option("SHARD", opt->shard, "tar shard")->required();
   cmd->add_option("-n,--samples", opt->samples, "how many samples to list")->capture_default_str();
   cmd->add_option("--key-rule", opt->key_rule, "how members group into samples")

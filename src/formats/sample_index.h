@@ -19,6 +19,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -29,6 +30,7 @@
 
 namespace stoker {
 
+class ParquetFooter;  // formats/parquet_file.h
 
 struct MemberRef {
   std::string field;     // "jpg", "features.npz", "cls"
@@ -38,6 +40,9 @@ struct MemberRef {
   // Not empty: the member's bytes, held here rather than in the shard (an
   // image folder's "cls" label); offset/size then mean nothing.
   std::string inline_data = {};
+  // A Parquet row's value (formats/parquet_file.h): offset is within the
+  // row's read buffer, not the file; `name` says where it is ("row 7 (row group 0) column 'label'").
+  bool row_value = false;
 };
 
 struct SampleEntry {
@@ -60,6 +65,9 @@ struct ShardIndex {
   uint64_t shard_size = 0;
   KeyRule key_rule = KeyRule::kWebDataset;
   std::vector<SampleEntry> samples;
+  // Set for a Parquet file (formats/parquet_file.h): its samples are rows,
+  // whose bytes come from decoded column chunks, not from [begin, end).
+  std::shared_ptr<const ParquetFooter> parquet;
 };
 
 Result<std::vector<SampleEntry>> GroupSamples(const std::vector<TarMember>& members, KeyRule rule,

@@ -36,7 +36,7 @@ EpochRun::EpochRun(const Dataset* data, ShardFiles* files, std::shared_ptr<Buffe
     const uint64_t batch_bytes = samples ? bytes / samples * static_cast<uint64_t>(o.batch_size) : 0;
     read_ahead_ = ReadAheadBatches(o, data_->shards.front(), batch_bytes);
   }
-  arrays_only_ = !data_->tokens && read_ahead_ == 0 &&
+  arrays_only_ = !data_->tokens && !data_->parquet_rows && read_ahead_ == 0 &&
                  std::all_of(data_->layout.fields.begin(), data_->layout.fields.end(), [](const FieldLayout& f) {
                    return f.spec.kind == FieldKind::kNpy || f.spec.kind == FieldKind::kNpz;
                  });
@@ -331,6 +331,10 @@ void EpochRun::ReadLoop(uint32_t thread) {
       ReadTokens(*task, thread);
       continue;
     }
+    if (data_->indexes[task->ref.shard].parquet) {
+      if (!ReadParquetRows(*task, thread)) return;
+      continue;
+    }
     // A run of task->count samples, consecutive in one shard: one read of
     // their whole byte range (pipeline/read_runs.h).
     const EpochPlan& plan = *task->batch->plan;
@@ -390,23 +394,71 @@ void EpochRun::ReadLoop(uint32_t thread) {
       decodes.push_back(DecodeTask{ReadTask{task->batch, task->slot + k, ref, 1}, run, part});
     }
     run.reset();
-    {
-      // Read ahead of its buffer: the scheduler queues these once it has one.
-      std::lock_guard lock(task->batch->park_mu);
-      if (!task->batch->lease) {
-        for (DecodeTask& d : decodes) task->batch->parked.push_back(std::move(d));
-        continue;
-      }
-    }
-    for (DecodeTask& d : decodes) {
-      if (arrays_only_) {
-        DecodeOne(*inline_decoder, d, thread);
-        continue;
-      }
-      if (rec_) rec_->decode_queue_depth++;
-      if (!decode_queue_.Push(std::move(d))) return;
+    if (!Dispatch(task->batch, decodes, inline_decoder.get(), thread)) return;
+  }
+}
+
+bool EpochRun::Dispatch(BatchWork* batch, std::vector<DecodeTask>& decodes, SampleDecoder* inline_decoder,
+                        uint32_t thread) {
+  {
+    // Read ahead of its buffer: the scheduler queues these once it has one.
+    std::lock_guard lock(batch->park_mu);
+    if (!batch->lease) {
+      for (DecodeTask& d : decodes) batch->parked.push_back(std::move(d));
+      return true;
     }
   }
+  for (DecodeTask& d : decodes) {
+    if (arrays_only_) {  // never for Parquet rows (ReadParquetRows passes no decoder)
+      DecodeOne(*inline_decoder, d, thread);
+      continue;
+    }
+    if (rec_) rec_->decode_queue_depth++;
+    if (!decode_queue_.Push(std::move(d))) return false;
+  }
+  return true;
+}
+
+bool EpochRun::ReadParquetRows(const ReadTask& task, uint32_t thread) {
+  const EpochPlan& plan = *task.batch->plan;
+  const int64_t first = task.batch->index * data_->options.batch_size + task.slot;
+  const ShardIndex& index = data_->indexes[task.ref.shard];
+  Bytes buf = TakeBuffer();
+  buf->bytes.clear();
+  buf->direct.clear();
+  buf->detours.clear();
+  buf->entries.assign(static_cast<size_t>(task.count), SampleEntry{});
+  std::vector<bool> failed(static_cast<size_t>(task.count), false);
+  const uint64_t begin = NowNs();
+  if (rec_) rec_->reads_in_flight++;
+  Result<std::shared_ptr<const RandomAccessReader>> file = files_->Get(task.ref.shard);  // a lease: survives eviction
+  for (int k = 0; k < task.count; ++k) {
+    const SampleRef ref = plan.At(first + k);
+    Status st = file.ok() ? data_->parquet_rows->Read(index, **file, ref.sample, &buf->bytes, &buf->entries[k])
+                          : file.status();
+    if (!st.ok()) {
+      failed[k] = true;
+      Finish(ReadTask{task.batch, task.slot + k, ref, 1}, st.WithContext("sample '" + index.samples[ref.sample].key + "'"));
+    }
+  }
+  if (rec_) {
+    const uint64_t end = NowNs();
+    rec_->reads_in_flight--;
+    rec_->read.Add(buf->bytes.size(), end - begin);
+    rec_->read_latency.Record(end - begin);
+    rec_->AddSpan({SpanKind::kRead, thread, begin, end, task.batch->index, task.slot});
+  }
+  // Spans taken once every row is in: appending a row may move the buffer.
+  std::shared_ptr<ReadBuffer> run = Share(std::move(buf));
+  std::vector<DecodeTask> decodes;
+  for (int k = 0; k < task.count; ++k) {
+    if (failed[k]) continue;
+    const SampleEntry& entry = run->entries[k];
+    std::span<uint8_t> part(run->bytes.data() + entry.begin, entry.end - entry.begin);
+    decodes.push_back(DecodeTask{ReadTask{task.batch, task.slot + k, plan.At(first + k), 1}, run, part, &entry});
+  }
+  run.reset();
+  return Dispatch(task.batch, decodes, nullptr, thread);
 }
 
 void EpochRun::DecodeLoop(uint32_t thread) {
@@ -422,7 +474,7 @@ void EpochRun::DecodeOne(SampleDecoder& decoder, DecodeTask& task, uint32_t thre
   const SampleRef& ref = task.read.ref;
   BatchWork* batch = task.read.batch;
   const int slot = task.read.slot;
-  const SampleEntry& entry = data_->indexes[ref.shard].samples[ref.sample];
+  const SampleEntry& entry = task.entry ? *task.entry : data_->indexes[ref.shard].samples[ref.sample];
   uint8_t* base = batch->lease->data();
   const uint64_t seed = MixSeed(data_->options.seed, batch->epoch, ref.global);
   const uint64_t begin = NowNs();

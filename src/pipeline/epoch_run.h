@@ -69,6 +69,7 @@
 #include "pipeline/planner.h"
 #include "pipeline/shard_files.h"
 #include "pipeline/token_source.h"
+#include "formats/parquet_file.h"
 #include "formats/sample_index.h"
 #include "stoker/loader.h"
 
@@ -134,6 +135,9 @@ struct ReadBuffer {
   std::vector<uint8_t, PageAllocator<uint8_t>> bytes;
   std::vector<DirectRange> direct;
   std::vector<RandomAccessReader::Detour> detours;  // the read's, kept for reuse
+  // Parquet rows (formats/parquet_file.h): each row's members, as laid out
+  // in bytes by the read, since a row has no byte range in its file.
+  std::vector<SampleEntry> entries;
 };
 using Bytes = std::unique_ptr<ReadBuffer>;
 
@@ -145,6 +149,8 @@ struct DecodeTask {
   // part (RestoreDirect) while another sample of the run decodes.
   std::shared_ptr<Bytes::element_type> run;
   std::span<uint8_t> bytes;  // inside run->bytes; run->direct holds a lone sample's direct ranges
+  // Set for a Parquet row: its members, in run->entries (else the shard index's entry).
+  const SampleEntry* entry = nullptr;
 };
 
 // Everything one epoch's threads share with the loader; read-only for them.
@@ -160,6 +166,9 @@ struct Dataset {
   std::shared_ptr<const TokenSource> tokens;
   // Set when batches go to a device: each batch's copy is issued as it becomes ready.
   std::shared_ptr<DeviceStage> device;
+  // Set when a shard is a Parquet file: its rows' values, from decoded row
+  // groups it caches (formats/parquet_file.h; internally synchronized).
+  std::shared_ptr<ParquetRows> parquet_rows;
 };
 
 class SampleDecoder;
@@ -229,6 +238,12 @@ class EpochRun {
   void DecodeOne(SampleDecoder& decoder, DecodeTask& task, uint32_t thread);
   void DecodeLoop(uint32_t thread);
   void ReadTokens(const ReadTask& task, uint32_t thread);
+  // A run of rows of one Parquet file: their values into one buffer, then
+  // their decode tasks, as ReadLoop does for a byte range. False once cancelled.
+  bool ReadParquetRows(const ReadTask& task, uint32_t thread);
+  // Hands a run's decode tasks on: parked on a batch without its buffer yet,
+  // decoded here (arrays_only_) or queued. False once cancelled.
+  bool Dispatch(BatchWork* batch, std::vector<DecodeTask>& decodes, SampleDecoder* inline_decoder, uint32_t thread);
   // Counts a sample done (with its error, if any); the last one readies the batch.
   void Finish(const ReadTask& task, Status st);
   // Read buffers are bounded by the queues (io_depth readers, the decode

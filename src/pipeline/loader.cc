@@ -12,6 +12,7 @@
 
 #include "core/buffer_pool.h"
 #include "core/file.h"
+#include "formats/parquet_file.h"
 #include "io/reader.h"
 #include "observe/clock.h"
 #include "pipeline/batch_layout.h"
@@ -56,6 +57,13 @@ const char* PartitionName(PartitionPolicy p) {
 std::shared_ptr<BufferPool> BatchPool(const Dataset& d) {
   return BufferPool::Create(d.layout.buffer_bytes, static_cast<size_t>(d.options.prefetch_batches) + 1,
                             d.device ? d.device->page_locker() : nullptr);
+}
+
+// A Parquet row's fields are the columns of the same names (formats/parquet_file.h).
+std::vector<std::string> ParquetColumns(const LoaderOptions& options) {
+  std::vector<std::string> columns;
+  for (const FieldSpec& f : options.fields) columns.push_back(f.field);
+  return columns;
 }
 
 class BatchImpl : public Batch {
@@ -419,17 +427,41 @@ Result<std::unique_ptr<Loader>> Loader::Create(LoaderOptions options) {
       break;
     }
   if (first == nullptr) return InvalidArgument("the shards hold no samples");
-  const SampleEntry& probe_entry = first->samples[0];
+  const bool parquet = std::any_of(data.indexes.begin(), data.indexes.end(),
+                                   [](const ShardIndex& index) { return index.parquet != nullptr; });
+  if (parquet && !std::all_of(data.indexes.begin(), data.indexes.end(),
+                              [](const ShardIndex& index) { return index.parquet != nullptr; })) {
+    return InvalidArgument("sources mix Parquet files with tar shards; give one kind per loader");
+  }
+  const bool remote = std::any_of(data.shards.begin(), data.shards.end(), IsRemoteUrl);
+  SampleEntry probe_entry = first->samples[0];
   STOKER_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessReader> file, OpenReader(first->shard_path, io));
-  std::vector<uint8_t> probe(probe_entry.end - probe_entry.begin);
-  STOKER_RETURN_IF_ERROR(file->PRead(probe_entry.begin, probe));
+  std::vector<uint8_t> probe;
+  if (parquet) {
+    RowBytes row;
+    STOKER_RETURN_IF_ERROR(ParquetRows(ParquetColumns(options), 1).Read(*first, *file, 0, &row, &probe_entry));
+    probe.assign(row.begin(), row.end());
+    // A row is read out of its decoded row group, so the order's unit is the
+    // row group's rows (pipeline/planner.h's blocks): a global permutation of
+    // single rows would decode a row group for nearly every row.
+    if (options.shuffle_block == -1) options.shuffle_block = ParquetShuffleBlock(data.indexes);
+  } else {
+    probe.resize(probe_entry.end - probe_entry.begin);
+    STOKER_RETURN_IF_ERROR(file->PRead(probe_entry.begin, probe));
+  }
   STOKER_ASSIGN_OR_RETURN(data.layout, MakeBatchLayout(options.fields, options.batch_size, probe_entry, probe,
                                                        first->shard_path));
   // The auto settings (-1) resolved once, from where the shards are: the
   // plan and the engine then see plain numbers, and options() reports them.
-  const bool remote = std::any_of(data.shards.begin(), data.shards.end(), IsRemoteUrl);
   options.shuffle_block = AutoShuffleBlock(options, remote);
   options.io_depth = AutoIoDepth(options, data.layout, data.indexes, remote);
+  if (parquet) {
+    // Decoded row groups kept: one per read in flight and two more, so the
+    // row groups of the blocks being read stay decoded while their rows are
+    // (counted by EstimateMemory).
+    data.parquet_rows = std::make_shared<ParquetRows>(ParquetColumns(options),
+                                                      static_cast<size_t>(std::max(1, options.io_depth)) + 2);
+  }
   STOKER_RETURN_IF_ERROR(CheckMemoryBudget(options, EstimateMemory(options, data.layout, data.indexes)));
   data.options = std::move(options);
   auto pool = BatchPool(data);

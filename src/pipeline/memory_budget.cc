@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <thread>
 
+#include "formats/parquet_file.h"
 #include "pipeline/read_runs.h"
 
 namespace stoker {
@@ -19,7 +20,8 @@ std::string MiB(uint64_t bytes) {
 
 std::string MemoryNeed::ToString() const {
   return MiB(total()) + " (" + MiB(batch_buffers) + " batch buffers, " + MiB(read_buffers) + " read buffers, " +
-         MiB(decode_scratch) + " decode scratch, " + MiB(overhead) + " overhead)";
+         MiB(decode_scratch) + " decode scratch, " + MiB(overhead) + " overhead" +
+         (row_groups ? ", " + MiB(row_groups) + " decoded Parquet row groups" : "") + ")";
 }
 
 MemoryNeed EstimateMemory(const LoaderOptions& o, const BatchLayout& layout, const std::vector<ShardIndex>& indexes) {
@@ -58,6 +60,11 @@ MemoryNeed EstimateMemory(const LoaderOptions& o, const BatchLayout& layout, con
   need.read_buffers += ahead * static_cast<uint64_t>(std::max(1, o.batch_size)) * max_sample;
   need.decode_scratch = decoders * ((jpeg ? 12 * max_sample : 0) + (npz ? max_sample : 0));
   need.overhead = uint64_t{16} << 20;
+  // Parquet: io_depth + 2 decoded row groups kept (pipeline/loader.cc), and
+  // one more being decoded per reader; each at most the largest row group.
+  uint64_t group = 0;
+  for (const ShardIndex& index : indexes) group = std::max(group, ParquetMaxRowGroupBytes(index));
+  need.row_groups = (readers + 2 + readers) * group;
   return need;
 }
 

@@ -32,7 +32,8 @@ struct MemoryNeed {
   uint64_t read_buffers = 0;
   uint64_t decode_scratch = 0;
   uint64_t overhead = 0;
-  uint64_t total() const { return batch_buffers + read_buffers + decode_scratch + overhead; }
+  uint64_t row_groups = 0;  // Parquet: decoded row groups kept and being decoded (formats/parquet_file.h)
+  uint64_t total() const { return batch_buffers + read_buffers + decode_scratch + overhead + row_groups; }
   std::string ToString() const;
 };
 

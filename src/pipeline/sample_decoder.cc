@@ -98,6 +98,7 @@ Status SampleDecoder::Decode(const std::string& shard, const SampleEntry& entry,
     }
     Status st = DecodeField(field, *member, data, batch_buffer, slot, MixSeed(sample_seed, f));
     if (!st.ok()) {
+      if (member->row_value) return st.WithContext(shard + ": " + member->name);
       return st.WithContext(shard + ": member '" + member->name + "' at offset " + std::to_string(member->offset));
     }
   }

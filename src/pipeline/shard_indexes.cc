@@ -6,6 +6,7 @@
 #include <optional>
 #include <thread>
 
+#include "formats/parquet_file.h"
 #include "io/reader.h"
 
 namespace stoker {
@@ -25,7 +26,7 @@ Result<std::vector<ShardIndex>> LoadShardIndexes(const std::vector<std::string>&
     while (!failed.load()) {
       const size_t i = next.fetch_add(1);
       if (i >= shards.size()) break;
-      results[i] = LoadOrBuildShardIndex(shards[i], rule, io);
+      results[i] = IsParquetPath(shards[i]) ? LoadParquetIndex(shards[i], io) : LoadOrBuildShardIndex(shards[i], rule, io);
       if (!results[i]->ok()) failed = true;
     }
   };

@@ -63,6 +63,8 @@ class SkipRefiller {
   ShardFiles* files_;
   std::unique_ptr<SampleDecoder> decoder_;  // made on the first refill
   std::vector<uint8_t> bytes_;
+  RowBytes row_bytes_;    // a Parquet row's values
+  SampleEntry row_entry_;  // and its members
 
   uint64_t epoch_ = 0;
   uint64_t reserve_cursor_ = 0;   // next partition position the reserve hands out

@@ -1,0 +1,122 @@
+// formats/parquet_file.h — Parquet files as shards: each row is a sample,
+// each column a field, read through Apache Arrow's C++ Parquet reader (the
+// libraries and headers of the pyarrow wheel; see CMakeLists.txt for why it
+// is linked that way). Arrow's types stay behind this header.
+//
+// Index: one SampleEntry per row, key = the row number. A row's bytes are
+// known only once its column chunk is decoded, so begin/end are the row's
+// share of its row group's stored bytes (rows of one row group are
+// consecutive): what memory and read-ahead estimates need, never a file
+// offset. The row group layout and the footer (parsed once) ride along in
+// ShardIndex::parquet.
+//
+// Reads: ParquetRows decodes a row group's wanted columns at once
+// (parquet::arrow::FileReader::ReadRowGroup; a row cannot be decoded alone,
+// its page may hold many rows and be compressed) and keeps the last few
+// decoded row groups, so consecutive rows of a group cost one decode. A
+// row's field values are then laid out as members that the tar decoders
+// read unchanged:
+//   binary / string / large_* / *_view / fixed_size_binary  -> the bytes
+//   struct {bytes, path} (the Hugging Face Hub's Image())  -> its bytes
+//   integers, floats, bool                                   -> decimal text (stoker.scalar())
+//   list / fixed_size_list of numbers                        -> a 1-D .npy (stoker.npy())
+// A null value, a missing column or another type is an error naming the
+// file, row, row group and column.
+// The file is read through stoker's own RandomAccessReader (io/reader.h),
+// so local files, HTTP and S3 get stoker's ranged reads, retries and
+// credentials.
+//
+// Built without Arrow (CMake found no pyarrow), every call fails with
+// FailedPrecondition saying how to get it (parquet/parquet_disabled.cc);
+// ParquetSupported() is false.
+// Thread-safety: ParquetRows::Read from many threads at once (one mutex
+// over its cache; decodes run outside it); the rest are values and free
+// functions.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/page_allocator.h"
+#include "formats/sample_index.h"
+#include "io/reader.h"
+
+namespace stoker {
+
+// A path or URL whose name ends in ".parquet" (any case).
+bool IsParquetPath(std::string_view path);
+// Whether this build can read Parquet.
+bool ParquetSupported();
+
+// The parsed footer and row group layout of one file (opaque: Arrow inside).
+class ParquetFooter;
+
+// The index of one Parquet file (see above); index.parquet is set.
+Result<ShardIndex> LoadParquetIndex(const std::string& path, const IoOptions& io = DefaultIoOptions());
+
+// The shuffle block (pipeline/planner.h) that moves rows a row group at a
+// time: the mean rows per row group over these files, in [2, 1024].
+int ParquetShuffleBlock(const std::vector<ShardIndex>& indexes);
+
+// The largest row group's uncompressed bytes (all columns: a bound on what
+// decoding its wanted columns holds); 0 for a file that is not Parquet.
+uint64_t ParquetMaxRowGroupBytes(const ShardIndex& index);
+
+// What `stoker inspect` prints: one line per column of the Arrow schema.
+struct ParquetColumnInfo {
+  std::string name;
+  std::string arrow_type;   // Arrow's ToString(): "binary", "struct<bytes: binary, path: string>"
+  std::string suggested;    // the stoker field that reads it: "image", "scalar", "text", "npy", "raw", "" (none)
+};
+struct ParquetSummary {
+  int64_t rows = 0;
+  int row_groups = 0;
+  std::string created_by;
+  std::vector<ParquetColumnInfo> columns;
+};
+Result<ParquetSummary> DescribeParquet(const ShardIndex& index);
+
+using RowBytes = std::vector<uint8_t, PageAllocator<uint8_t>>;
+
+class ParquetRows {
+ public:
+  // `columns`: the fields' names, each a top-level column. max_groups: decoded
+  // row groups kept (at least 1); readers in flight may hold one more each.
+  ParquetRows(std::vector<std::string> columns, size_t max_groups);
+  ~ParquetRows();
+
+  // Row `row` of `shard` (read with `file`): its fields' values are
+  // appended to *bytes one after another (a run's rows share one buffer),
+  // and *entry gets its members (offsets into *bytes; begin and end bound
+  // the row's part).
+  Status Read(const ShardIndex& shard, const RandomAccessReader& file, uint32_t row, RowBytes* bytes,
+              SampleEntry* entry);
+
+  uint64_t decodes() const;  // row groups decoded so far
+
+ private:
+  struct Group;
+  struct Slot {
+    const ParquetFooter* file = nullptr;
+    int group = -1;
+    std::shared_ptr<const Group> data;  // null while `loading`
+    bool loading = false;
+  };
+  Result<std::shared_ptr<const Group>> GetGroup(const ShardIndex& shard, const RandomAccessReader& file,
+                                                int group);
+
+  const std::vector<std::string> columns_;
+  const size_t max_groups_;
+  mutable std::mutex mu_;
+  std::condition_variable loaded_;  // a load finished (with mu_)
+  std::list<Slot> slots_;           // guarded by mu_; front = most recently used
+  uint64_t decodes_ = 0;            // guarded by mu_
+};
+
+}  // namespace stoker
