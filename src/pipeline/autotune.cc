@@ -71,7 +71,7 @@ std::vector<TuneChange> Autotuner::Decide(const TuneEvidence& e) {
     if (rate >= trial.rate_before * kMinGain) return out;
     cooldown_ = kCooldownWindows;
     const std::string reason = "no gain (" + Num(trial.rate_before, "%.1f") + " \u2192 " + Num(rate, "%.1f") +
-                               " batches/s), back and kept there";
+                               " samples/s), back and kept there";
     for (int i = 0; i < kKnobs; ++i) {
       const Knob k = static_cast<Knob>(i);
       if (trial.before[k] == now_[k]) continue;

@@ -67,17 +67,20 @@ struct TuneEvidence {
   double time_s = 0;          // the window's end, since the loader was made
   double wall_s = 0;          // the window's length
   double batches = 0;         // delivered in it
+  // Samples decoded in it (token windows copied, for a token loader): the
+  // rate a trial is judged on, finer-grained than whole batches.
+  double samples = 0;
   double wait_frac = 0;       // of the wall time, the consumer waited in Next()
   double read_ms = 0;         // mean time one read took (latency, throttle included)
   double read_util = 0;       // read busy time / (readers × wall)
   double decode_util = 0;     // decode busy time / (decoders × wall)
   double consumer_cores = 0;  // CPU the process used outside the loader's threads / wall
-  double rate() const { return wall_s > 0 ? batches / wall_s : 0; }
+  double rate() const { return wall_s > 0 ? (samples > 0 ? samples : batches) / wall_s : 0; }
 };
 
 class Autotuner {
  public:
-  static constexpr double kMinGain = 1.03;   // a trial must raise the batch rate by 3%
+  static constexpr double kMinGain = 1.05;   // a trial must raise the sample rate by 5%
   static constexpr double kWaitFloor = 0.05; // the consumer waits more than this: input is short
   static constexpr int kCooldownWindows = 1;
   static constexpr int kMaxReversals = 4;

@@ -270,11 +270,13 @@ bool EpochRun::ScheduleLeg(const Leg& leg, int64_t first_batch, Ahead* ahead) {
     }
     const uint64_t wait_begin = NowNs();
     {
-      // Prefetch: at most prefetch_ + 1 batches leased and not yet delivered
-      // (the pool is sized for the largest prefetch the controller may set).
-      // Never blocks the batch the consumer waits for (b == next_deliver_).
+      // Prefetch: at most prefetch_ batches leased and not yet delivered, so
+      // with the one the consumer holds, prefetch + 1 buffers, as a pool of
+      // that capacity allowed (the pool is sized for the largest prefetch
+      // the controller may set). Never blocks the batch the consumer waits
+      // for (b == next_deliver_).
       std::unique_lock lock(mu_);
-      ready_.wait(lock, [&] { return cancelled_ || leg.base + b - next_deliver_ <= prefetch_.load(); });
+      ready_.wait(lock, [&] { return cancelled_ || leg.base + b - next_deliver_ < prefetch_.load(); });
       if (cancelled_) return false;
       scheduler_blocked_ = true;
     }

@@ -48,7 +48,7 @@
 // whose number is at or past the count in effect parks between tasks (on
 // tuned_) holding no buffer, and wakes when the count rises again or the run
 // is torn down. Prefetch is a gate in front of the pool (batches leased and
-// not yet delivered stay at most prefetch + 1); the pool is sized for the
+// not yet delivered stay at most prefetch); the pool is sized for the
 // largest prefetch. Only how much runs at once changes: which samples, their
 // order and their bytes come from the plan and the seeds.
 // Thread-safety: NextReady, Apply and ThreadCpuNs from one consumer thread;

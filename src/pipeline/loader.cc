@@ -344,28 +344,40 @@ class LoaderImpl : public Loader {
   }
 
   // One window of evidence ends when it is kTuneWindowNs long and holds
-  // kTuneWindowBatches batches; then the controller decides and its changes
-  // go to the running threads and to every later run.
-  static constexpr uint64_t kTuneWindowNs = 200'000'000;
+  // kTuneWindowBatches batches and kTuneWindowSamples samples (so a rate is
+  // not a count of three); then the controller decides and its changes go
+  // to the running threads and to every later run. A run's first window is
+  // not judged: it holds the start (the pipeline filling), not a steady state.
+  static constexpr uint64_t kTuneWindowNs = 250'000'000;
   static constexpr uint64_t kTuneWindowBatches = 3;
+  static constexpr uint64_t kTuneWindowSamples = 32;
   void Tune() {
     const uint64_t now = NowNs();
     const uint64_t delivered = recorder_->batches_delivered.load(std::memory_order_relaxed);
     // A new run (an epoch chosen, a restore): its threads' CPU counts from zero.
     if (window_run_ != run_generation_) {
       StartWindow(now);
+      window_.judged = false;
       return;
     }
     if (now - window_.begin_ns < kTuneWindowNs || delivered - window_.snap.batches_delivered < kTuneWindowBatches) {
       return;
     }
     const RecorderSnapshot snap = recorder_->Snapshot();
+    const double samples = static_cast<double>(data_.tokens ? snap.read.items - window_.snap.read.items
+                                                            : snap.decode.items - window_.snap.decode.items);
+    if (samples < kTuneWindowSamples) return;
+    if (!window_.judged) {  // the run's first window: its start, not judged
+      StartWindow(now);
+      return;
+    }
     const uint64_t process_cpu = ProcessCpuTimeNs(), loader_cpu = run_->ThreadCpuNs();
     const RecorderSnapshot& a = window_.snap;
     TuneEvidence e;
     e.time_s = snap.time_s;
     e.wall_s = static_cast<double>(now - window_.begin_ns) * 1e-9;
     e.batches = static_cast<double>(snap.batches_delivered - a.batches_delivered);
+    e.samples = samples;
     e.wait_frac = (snap.consumer_wait_s - a.consumer_wait_s) / e.wall_s;
     const double read_busy = snap.read.busy_s - a.read.busy_s;
     const uint64_t reads = snap.read.items - a.read.items;
@@ -385,6 +397,7 @@ class LoaderImpl : public Loader {
   }
   void StartWindow(uint64_t now) {
     window_run_ = run_generation_;
+    window_.judged = true;
     window_.begin_ns = now;
     window_.snap = recorder_->Snapshot();
     window_.process_cpu_ns = ProcessCpuTimeNs();
@@ -415,6 +428,7 @@ class LoaderImpl : public Loader {
     uint64_t begin_ns = 0;
     RecorderSnapshot snap;
     uint64_t process_cpu_ns = 0, loader_cpu_ns = 0;
+    bool judged = false;  // false: the run's first window, skipped
   } window_;
   uint64_t run_generation_ = 0;  // counts the runs started
   uint64_t window_run_ = 0;      // the run the window measures

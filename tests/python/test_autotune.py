@@ -26,12 +26,14 @@ def shards(tmp_path_factory):
     return str(d / "shard-{000000..000003}.tar")
 
 
-def stream(loader) -> list[tuple]:
-    """Every batch as (keys, index, a digest of its pixels and labels)."""
+def stream(loader, epochs: int = 1) -> list[tuple]:
+    """Every batch of `epochs` epochs as (keys, index, a digest of its pixels and labels)."""
     out = []
-    for batch in loader:
-        digest = hashlib.sha256(batch["jpg"].numpy().tobytes() + batch["cls"].numpy().tobytes()).hexdigest()
-        out.append((tuple(batch["__key__"]), tuple(batch["__index__"].tolist()), digest))
+    for epoch in range(epochs):
+        loader.set_epoch(epoch)
+        for batch in loader:
+            digest = hashlib.sha256(batch["jpg"].numpy().tobytes() + batch["cls"].numpy().tobytes()).hexdigest()
+            out.append((tuple(batch["__key__"]), tuple(batch["__index__"].tolist()), digest))
     return out
 
 
@@ -51,29 +53,30 @@ def test_settings_say_what_is_in_effect_and_which_knobs_the_user_fixed(shards):
 
 
 def test_changes_mid_epoch_leave_the_stream_identical_and_are_logged_once(shards, caplog, tmp_path):
-    # ~380 KB of samples at 250 KB/s: reads wait on the cap, decoders idle,
-    # the loop waits; the controller tries more reads in flight, sees no gain
-    # (the cap is the limit) and goes back.
-    cap = 250_000
+    # ~1 MB of samples at 600 KB/s: reads wait on the cap, decoders idle,
+    # the loop waits: the controller tries more reads in flight (and, as the
+    # cap holds, more prefetch), each mid-epoch.
+    cap = 600_000
     reference = stoker.Loader(shards, FIELDS, batch_size=4, shuffle=True, seed=1, autotune=False,
                               max_read_bytes_per_s=cap)
-    expected = stream(reference)
+    expected = stream(reference, 2)
     assert reference.settings["changes"] == 0
     reference.close()
     # Independent of both runs: the plan's order is a permutation of the dataset.
-    assert sorted(i for _, idx, _ in expected for i in idx) == list(range(128))
+    for e in (expected[:32], expected[32:]):
+        assert sorted(i for _, idx, _ in e for i in idx) == list(range(128))
+    assert expected[:32] != expected[32:]  # two epochs, two orders
 
     caplog.set_level(logging.INFO, logger="stoker")
     jsonl = tmp_path / "run.jsonl"
     tuned = stoker.Loader(shards, FIELDS, batch_size=4, shuffle=True, seed=1, max_read_bytes_per_s=cap,
                           jsonl=jsonl, trace_spans=1000)
-    got = stream(tuned)
+    got = stream(tuned, 2)
     changes = tuned._native.tune_log()
     assert changes, "the controller changed nothing under a capped storage"
     assert any(c["knob"] == "io_depth" for c in changes)
     assert got == expected
-    # The undone trial: io_depth went up, saw no gain, came back; the ceiling holds it there.
-    assert tuned.settings["io_depth"] == 4
+    assert 1 <= tuned.settings["io_depth"] <= 16  # the local ceiling
     assert "reads wait" in changes[0]["reason"] and "readers busy" in changes[0]["reason"]
 
     report = tuned.report()
@@ -93,7 +96,7 @@ def test_changes_mid_epoch_leave_the_stream_identical_and_are_logged_once(shards
 
 def test_a_value_the_user_passes_stays_fixed(shards):
     loader = stoker.Loader(shards, FIELDS, batch_size=4, shuffle=True, seed=1, io_depth=4,
-                           max_read_bytes_per_s=250_000)
+                           max_read_bytes_per_s=600_000)
     stream(loader)
     assert all(c["knob"] != "io_depth" for c in loader._native.tune_log())
     assert loader.settings["io_depth"] == 4 and "io_depth" in loader.settings["fixed"]
@@ -101,7 +104,7 @@ def test_a_value_the_user_passes_stays_fixed(shards):
 
 
 def test_autotune_off_changes_nothing(shards):
-    loader = stoker.Loader(shards, FIELDS, batch_size=4, autotune=False, max_read_bytes_per_s=250_000)
+    loader = stoker.Loader(shards, FIELDS, batch_size=4, autotune=False, max_read_bytes_per_s=600_000)
     stream(loader)
     assert loader._native.tune_log() == []
     loader.close()
