@@ -18,6 +18,7 @@ loader ended on and the change lines that took it there.
 Writes bench/results/<UTC>-autotune.{json,md}.
 
     bash bench/run.sh --autotune [--quick]       # --quick: 1 round, scenarios a, c, e, f
+    STOKER_AUTOTUNE_SCENARIOS=a,c STOKER_BENCH_REPS=3 bash bench/run.sh --autotune   # a subset
 """
 from __future__ import annotations
 
@@ -125,6 +126,8 @@ def main(args, w: dict, data: dict, stoker_bin: str) -> dict:
         subprocess.run([stoker_bin, "index", "-q", *map(str, shards)], check=True)
     common.hot_cache(shards)
     wanted = set("acef") if args.quick else set("abcdef")
+    if os.environ.get("STOKER_AUTOTUNE_SCENARIOS"):  # e.g. "a,c": a subset, for a short run
+        wanted = set(os.environ["STOKER_AUTOTUNE_SCENARIOS"].replace(",", ""))
     rows = []
     local = lambda s: vision_make(w, shards, s)  # noqa: E731
     if "a" in wanted:

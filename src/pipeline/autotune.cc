@@ -123,12 +123,12 @@ std::vector<TuneChange> Autotuner::Decide(const TuneEvidence& e) {
       return out;
     }
   }
-  // 4. Bursts: neither stage saturated, yet the consumer waits.
-  if (waits && e.read_util < 0.6 && (!config_.has_decoders || e.decode_util < 0.7)) {
+  // 4. Buffers short: neither stage saturated, the consumer waits, and the
+  // scheduler waited for a batch buffer.
+  if (waits && e.pool_wait_frac > 0.2 && e.read_util < 0.6 && (!config_.has_decoders || e.decode_util < 0.7)) {
     if (Set(Knob::kPrefetch, now_[Knob::kPrefetch] + 1,
-            wait_note + " while readers were busy " + Pct(e.read_util) +
-                (config_.has_decoders ? " and decoders " + Pct(e.decode_util) : std::string()) +
-                ": batches come in bursts",
+            wait_note + " and batches waited " + Pct(e.pool_wait_frac) + " for a buffer while readers were busy " +
+                Pct(e.read_util) + (config_.has_decoders ? " and decoders " + Pct(e.decode_util) : std::string()),
             t, &out)) {
       trial_ = Trial{before, e.rate(), Knob::kPrefetch};
       return out;

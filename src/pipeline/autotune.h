@@ -17,8 +17,11 @@
 //     product (doubled per step, up to its maximum), read-ahead with it.
 //  3. Decode bound: the consumer waits and decoders are saturated: one more
 //     decode thread, up to the cores the step leaves free.
-//  4. Bursts: the consumer waits while neither stage is saturated: one
-//     more batch of prefetch, within the memory budget.
+//  4. Buffers short: the consumer waits while neither stage is saturated
+//     and the scheduler waited for a free batch buffer (pool_wait_frac):
+//     one more batch of prefetch, within the memory budget. Without that
+//     wait more buffers cannot help: idle stages then mean threads that
+//     wait for a core (other processes' load), not for work.
 // Every increase is a trial: the next window's batch rate must beat the
 // window before by kMinGain, else the knob goes back and its maximum becomes
 // the old value (a trial kept goes on at the next window). So each knob reverses at most a few times and can never
@@ -75,6 +78,7 @@ struct TuneEvidence {
   double read_util = 0;       // read busy time / (readers × wall)
   double decode_util = 0;     // decode busy time / (decoders × wall)
   double consumer_cores = 0;  // CPU the process used outside the loader's threads / wall
+  double pool_wait_frac = 0;  // of the wall time, the scheduler waited for a batch buffer (prefetch bound)
   double rate() const { return wall_s > 0 ? (samples > 0 ? samples : batches) / wall_s : 0; }
 };
 

@@ -387,6 +387,7 @@ class LoaderImpl : public Loader {
     const double cpu_ns = static_cast<double>(process_cpu - window_.process_cpu_ns) -
                           static_cast<double>(loader_cpu - window_.loader_cpu_ns);
     e.consumer_cores = std::max(0.0, cpu_ns * 1e-9 / e.wall_s);
+    e.pool_wait_frac = (snap.pool_wait_s - a.pool_wait_s) / e.wall_s;
     std::vector<TuneChange> changes = tuner_->Decide(e);
     if (!changes.empty()) {
       data_.tuned = tuner_->settings();

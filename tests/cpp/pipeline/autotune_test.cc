@@ -131,12 +131,16 @@ TEST(Autotune, DecodeBoundAddsADecoderUpToTheFreeCores) {
   EXPECT_EQ(t.settings()[Knob::kDecodeThreads], 2);
 }
 
-TEST(Autotune, WaitingWhileNeitherStageIsBusyDeepensPrefetch) {
+TEST(Autotune, WaitingForBuffersWhileNeitherStageIsBusyDeepensPrefetch) {
   Autotuner t(Remote());
   TuneEvidence e = ReadsBound(10);
   e.read_util = 0.3;
   e.decode_util = 0.5;
   e.wait_frac = 0.2;
+  // Idle stages alone are not evidence: without a wait for buffers, threads
+  // wait for a core (another process's load), and more buffers cannot help.
+  EXPECT_TRUE(t.Decide(e).empty());
+  e.pool_wait_frac = 0.5;
   std::vector<TuneChange> c = t.Decide(e);
   ASSERT_EQ(c.size(), 1u);
   EXPECT_EQ(c[0].knob, "prefetch");
