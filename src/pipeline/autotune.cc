@@ -63,7 +63,7 @@ std::vector<TuneChange> Autotuner::Decide(const TuneEvidence& e) {
   std::vector<TuneChange> out;
   const double t = e.time_s;
   if (trial_) {
-    // The trial's verdict: kept if the batch rate rose, else undone for good.
+    // The trial's verdict: kept if the sample rate rose, else undone for good.
     const Trial trial = *trial_;
     trial_.reset();
     const double rate = e.rate();
@@ -105,8 +105,8 @@ std::vector<TuneChange> Autotuner::Decide(const TuneEvidence& e) {
   // 2. Reads bound: more reads in flight, toward the bandwidth-delay product.
   if (waits && e.read_util > 0.6 && (!config_.has_decoders || e.decode_util < 0.7)) {
     const int io = now_[Knob::kIoDepth];
-    const std::string reason = "reads wait " + Num(e.read_ms, e.read_ms < 10 ? "%.1f" : "%.0f") + " ms each, readers busy " + Pct(e.read_util) +
-                               decode_note + ", " + wait_note;
+    const std::string reason = "reads wait " + Num(e.read_ms, e.read_ms < 10 ? "%.1f" : "%.0f") +
+                               " ms each, readers busy " + Pct(e.read_util) + decode_note + ", " + wait_note;
     if (Set(Knob::kIoDepth, std::max(io + 2, io * 2), reason, t, &out)) {
       if (now_[Knob::kReadAhead] > 0) Set(Knob::kReadAhead, ReadAheadFor(now_[Knob::kIoDepth]), reason, t, &out);
       trial_ = Trial{before, e.rate(), Knob::kIoDepth};
