@@ -372,6 +372,10 @@ class LoaderImpl : public Loader {
       return;
     }
     const uint64_t process_cpu = ProcessCpuTimeNs(), loader_cpu = run_->ThreadCpuNs();
+    if (loader_cpu < window_.loader_cpu_ns) {  // a thread ended (its clock is gone): no CPU evidence now
+      StartWindow(now);
+      return;
+    }
     const RecorderSnapshot& a = window_.snap;
     TuneEvidence e;
     e.time_s = snap.time_s;
