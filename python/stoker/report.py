@@ -23,7 +23,7 @@ ML, MR, MT, MB = 64, 16, 30, 44  # margins: left, right, top, bottom
 
 
 def load(path: str | Path) -> dict:
-    """Reads a run: its meta, batches, slow batches, summaries and verdict."""
+    """Reads a run: its meta, batches, slow batches, setting changes, summaries and verdict."""
     run = {"meta": {}, "batches": [], "slow": [], "summaries": [], "tune": [], "verdict": None}
     with open(path) as f:
         for n, line in enumerate(f, 1):
