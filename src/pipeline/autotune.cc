@@ -85,17 +85,23 @@ std::vector<TuneChange> Autotuner::Decide(const TuneEvidence& e) {
     return out;
   }
   const int cores = std::max(1, config_.cores);
-  // Cores the step leaves free: what the process used beyond the loader, rounded.
-  const int free_cores = std::max(1, cores - static_cast<int>(std::lround(e.consumer_cores)));
+  // The step's CPU while it runs: what the process used beyond the loader,
+  // over the time the loop did not wait for data (a step starved of batches
+  // uses less, which is no sign that it needs less: without this, a decoder
+  // given up for the step came back as soon as the step waited, and went
+  // again). Cores it leaves free: the rest, rounded.
+  const double step_cores =
+      std::min<double>(cores, e.consumer_cores / std::max(0.05, 1.0 - std::clamp(e.wait_frac, 0.0, 1.0)));
+  const int free_cores = std::max(1, cores - static_cast<int>(std::lround(step_cores)));
   const bool waits = e.wait_frac > kWaitFloor;
   const std::string wait_note = "the step waited " + Pct(e.wait_frac) + " of the time";
   const std::string decode_note = config_.has_decoders ? ", decoders idle " + Pct(1 - e.decode_util) : "";
 
   // 1. CPU: decoders past the cores the step leaves free.
-  if (config_.has_decoders && now_[Knob::kDecodeThreads] > free_cores && e.consumer_cores >= 0.5) {
+  if (config_.has_decoders && now_[Knob::kDecodeThreads] > free_cores && step_cores >= 0.5) {
     if (Set(Knob::kDecodeThreads, free_cores,
-            "the training step uses " + Num(e.consumer_cores, "%.1f") + " of " + std::to_string(cores) +
-                " cores, decoders busy " + Pct(e.decode_util),
+            "the training step uses " + Num(step_cores, "%.1f") + " of " + std::to_string(cores) +
+                " cores while it runs, decoders busy " + Pct(e.decode_util),
             t, &out)) {
       cooldown_ = kCooldownWindows;
       return out;

@@ -9,9 +9,10 @@
 // gives the same stream.
 //
 // Rules, first match wins, one change per window:
-//  1. CPU: the training process uses cores of its own (consumer_cores), so
-//     decoders beyond the cores it leaves free only contend with the step:
-//     decode_threads drops to max(1, cores - consumer cores).
+//  1. CPU: the training process uses cores of its own (consumer_cores over
+//     the time it does not wait for data), so decoders beyond the cores it
+//     leaves free only contend with the step: decode_threads drops to
+//     max(1, cores - the step's cores).
 //  2. Reads bound: the consumer waits, readers are busy (each waits on
 //     storage) and decoders idle: io_depth toward the bandwidth-delay
 //     product (doubled per step, up to its maximum), read-ahead with it.

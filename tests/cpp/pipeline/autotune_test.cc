@@ -110,6 +110,13 @@ TEST(Autotune, DecodersMakeRoomForAStepThatUsesACore) {
   ASSERT_EQ(c.size(), 1u);
   EXPECT_EQ(c[0].Line().rfind("decode_threads 2 \u2192 1: the training step uses 0.8 of 2 cores", 0), 0u)
       << c[0].Line();
+  // With one decoder the step waits half the time and uses half as much CPU:
+  // it still needs its core while it runs, so the decoder stays given up.
+  e.wait_frac = 0.5;
+  e.consumer_cores = 0.4;
+  e.decode_util = 0.95;
+  for (int w = 0; w < 10; ++w) EXPECT_TRUE(t.Decide(e).empty());
+  EXPECT_EQ(t.settings()[Knob::kDecodeThreads], 1);
 }
 
 TEST(Autotune, DecodeBoundAddsADecoderUpToTheFreeCores) {
@@ -121,7 +128,7 @@ TEST(Autotune, DecodeBoundAddsADecoderUpToTheFreeCores) {
   TuneEvidence e = ReadsBound(10);
   e.read_util = 0.1;
   e.decode_util = 0.97;
-  e.consumer_cores = 2.0;  // the step keeps two of the four cores
+  e.consumer_cores = 0.8;  // waiting 60% of the time: two of the four cores while it runs
   double rate = 10;
   for (int w = 0; w < 20; ++w) {
     rate *= 1.5;
