@@ -1,8 +1,8 @@
 // pipeline/autotune.h — the online controller: moves reads in flight,
 // read-ahead, decode threads and prefetch from what the stages measured.
 //
-// The loader feeds it one window of evidence at a time (a few hundred
-// milliseconds and a few batches: autotune_evidence.h), and applies what it
+// The loader feeds it one window of evidence at a time (>= 0.25 s, 3 batches
+// and 32 samples: LoaderImpl::Tune in loader.cc), and applies what it
 // returns to the running threads (EpochRun::Apply). What a knob changes is
 // how much work runs at once, never which work: the plan fixes which samples
 // come and in what order, seeds fix their bytes, so any setting at any moment
@@ -23,10 +23,11 @@
 //     one more batch of prefetch, within the memory budget. Without that
 //     wait more buffers cannot help: idle stages then mean threads that
 //     wait for a core (other processes' load), not for work.
-// Every increase is a trial: the next window's batch rate must beat the
+// Every increase is a trial: the next window's sample rate must beat the
 // window before by kMinGain, else the knob goes back and its maximum becomes
-// the old value (a trial kept goes on at the next window). So each knob reverses at most a few times and can never
-// oscillate: every revert lowers a ceiling, and ceilings never rise. After a
+// the old value (a trial kept goes on at the next window). So each knob
+// reverses at most a few times and can never oscillate: every revert lowers
+// a ceiling, and ceilings never rise. After a
 // change, kCooldownWindows windows pass before the next rule is tried. Rules
 // 1 and 3 could still trade a decoder back and forth while the step's CPU
 // use hovers at a boundary: a knob whose direction turned kMaxReversals
@@ -63,7 +64,7 @@ struct TuneConfig {
   // io_depth as ceil(io_depth / reads_per_batch) batches.
   int reads_per_batch = 1;
   int cores = 1;
-  bool has_decoders = true;  // false for token windows and arrays read in place
+  bool has_decoders = true;  // false for token windows (no decode stage)
 };
 
 // What the stages did over one window (differences of two snapshots).
