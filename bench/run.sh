@@ -4,6 +4,7 @@
 #   bash bench/run.sh --quick    # V and A, small data, fixed settings: < 2 min
 #   bash bench/run.sh --remote [--quick]  # V over HTTP (nginx + 20 ms/request proxy) vs DataLoader+webdataset pipe:curl and stoker local
 #   bash bench/run.sh --peers [--quick]   # V eval + train vs litdata, Mosaic Streaming, HF datasets, Ray Data, Megatron-Energon
+#   bash bench/run.sh --autotune [--quick]  # no knobs vs the best of 12 hand settings, 6 scenarios (bench/autotune.py)
 # Installs the peers from requirements-bench.txt (torch stays pinned), builds the stoker
 # command if needed, makes the data once under bench/data/, writes bench/results/<UTC>.{json,md,png}.
 # Exits 0 whatever the speed; non-zero only if something crashes.
@@ -53,4 +54,5 @@ if ! "$PY" -c 'import stoker, os, stoker._cli as c; assert os.path.exists(c.bina
   if [[ -d build/py ]] && [[ -n "${PYTHONPATH:-}" ]]; then cmake --build build/py; else bash scripts/setup.sh; fi
 fi
 
+if [[ "${1:-}" == --autotune ]]; then shift; exec "$PY" bench/autotune.py "$@"; fi
 exec "$PY" bench/suite.py "$@"

@@ -60,7 +60,7 @@ def main() -> None:
     ap.add_argument("--epochs", type=int, default=3)
     ap.add_argument("--batch-size", type=int, default=8)
     ap.add_argument("--size", type=int, default=1024, help="longer image side after resize")
-    ap.add_argument("--decode-threads", type=int, default=0, help="0: one per core")
+    ap.add_argument("--decode-threads", type=int, default=None, help="unset: tuned while it runs")
     args = ap.parse_args()
 
     torch.manual_seed(0)

@@ -29,6 +29,7 @@
 #include "stoker/stats.h"
 #include "stoker/status.h"
 #include "stoker/storage_options.h"
+#include "stoker/tuning.h"
 
 namespace stoker {
 
@@ -140,7 +141,12 @@ struct LoaderOptions {
   // io_depth reads; 0 for local).
   int read_ahead_batches = -1;
   uint64_t max_read_bytes_per_s = 0;  // 0: unlimited; else readers share this bandwidth
-  int prefetch_batches = 2;        // whole batches decoded ahead of the consumer
+  int prefetch_batches = -1;       // whole batches decoded ahead of the consumer; -1: auto (2)
+  // The online controller (src/pipeline/autotune.h) moves every knob above
+  // left on auto (io_depth, read_ahead_batches, decode_threads, prefetch_batches)
+  // while the loader runs, from what the stages measure; a knob given a value
+  // stays fixed. false: the auto values stay as resolved at Create.
+  bool autotune = true;
   int timeout_ms = 0;              // >0: Next() fails (DeadlineExceeded) after waiting this long
   // Remote storage: endpoint, profile, region, retry deadline, cache. Unset:
   // the environment's when the loader is made (stoker/storage_options.h).
@@ -271,6 +277,13 @@ class Loader {
   virtual std::vector<SkipRecord> TakeSkipLog() = 0;
   // Shards whose descriptors are cached open now (at most max_open_files).
   virtual size_t OpenShardFiles() const = 0;
+
+  // The knobs in effect now (the controller moves those left on auto).
+  virtual LoaderSettings Settings() const = 0;
+  // Every change the controller made, oldest first; TakeTuneLog returns
+  // only those not taken before (each change appears once; Python logs them).
+  virtual std::vector<TuneChange> TuneLog() const = 0;
+  virtual std::vector<TuneChange> TakeTuneLog() = 0;
 };
 
 // Expands sources (brace ranges, globs, list files) into existing shard paths.

@@ -203,6 +203,18 @@ class Loader:
     without one, ``device="cuda"`` raises saying so. ``device="cpu-late"``
     is for tests only: copies on a CPU engine that completes them late.
 
+    No knob needs setting: ``io_depth``, ``read_ahead_batches``,
+    ``decode_threads`` and ``prefetch`` left as None are tuned while the
+    loader runs (``autotune=True``) from what the stages measure: reads in
+    flight and read-ahead toward the bandwidth-delay product when reads wait
+    and decoders idle, decode threads up to the cores the training step leaves
+    free, prefetch within the memory budget. A value passed stays fixed;
+    ``autotune=False`` keeps the starting values. Each change is logged once
+    (INFO, ``io_depth 8 → 16: reads wait 21 ms each, ...``), is in
+    ``report()["tuning"]``, the JSON-lines record and the trace;
+    ``loader.settings`` says what is in effect. A change never alters which
+    samples come, their order or their bytes.
+
     ``observe=False`` turns it off; ``jsonl=path`` writes one record per batch
     (``stoker report path -o report.html``); ``trace_spans=N`` keeps the last N
     stage spans for ``save_trace(path)``.
@@ -222,7 +234,7 @@ class Loader:
         partition: str = "drop",
         rank: int | None = None,
         world_size: int | None = None,
-        decode_threads: int = 0,
+        decode_threads: int | None = None,
         io_depth: int | None = None,
         coalesce_bytes: int | None = None,
         read_ahead_batches: int | None = None,
@@ -233,7 +245,8 @@ class Loader:
         cache_dir: str | os.PathLike | None = None,
         cache_bytes: int | None = None,
         max_read_bytes_per_s: int = 0,
-        prefetch: int = 2,
+        prefetch: int | None = None,
+        autotune: bool = True,
         timeout: float | None = None,
         key_rule: str = "webdataset",
         output: str = "torch",
@@ -293,12 +306,13 @@ class Loader:
         opt.partition = _PARTITION[partition]
         opt.rank = rank
         opt.world_size = world_size
-        opt.decode_threads = decode_threads
+        opt.decode_threads = int(decode_threads or 0)
         opt.io_depth = -1 if io_depth is None else int(io_depth)
         opt.coalesce_bytes = -1 if coalesce_bytes is None else int(coalesce_bytes)
         opt.read_ahead_batches = -1 if read_ahead_batches is None else int(read_ahead_batches)
         opt.max_read_bytes_per_s = max_read_bytes_per_s
-        opt.prefetch_batches = prefetch
+        opt.prefetch_batches = -1 if prefetch is None else int(prefetch)
+        opt.autotune = bool(autotune)
         opt.timeout_ms = 0 if timeout is None else max(1, int(timeout * 1000))
         opt.key_rule = _KEY_RULE[key_rule]
         opt.include_keys = keys
@@ -328,9 +342,8 @@ class Loader:
         self._epoch_chosen = True  # set_epoch called since the last iter(): no auto-advance
         self._generation = 0  # which iterator owns the native run
         self._attach(output, observe, device=device, source="stoker.Loader",
-                     config={"batch_size": batch_size, "io_depth": self._native.options.io_depth,
-                             "decode_threads": decode_threads,
-                             "prefetch": prefetch, "max_read_bytes_per_s": max_read_bytes_per_s,
+                     config={"batch_size": batch_size, **self._start_settings(),
+                             "max_read_bytes_per_s": max_read_bytes_per_s,
                              "batches": self._native.plan.batches},
                      window=window, log_every=log_every, slow_factor=slow_factor, slow_floor_s=slow_floor_s,
                      jsonl=jsonl, trace_spans=trace_spans)
@@ -489,6 +502,26 @@ class Loader:
     def observer(self) -> Observer | None:
         return self._observer
 
+    def _start_settings(self) -> dict:
+        s = self._native.settings()
+        return {k: s[k] for k in ("io_depth", "read_ahead_batches", "decode_threads", "prefetch", "autotune")}
+
+    @property
+    def settings(self) -> dict:
+        """The settings in effect now: io_depth, read_ahead_batches,
+        decode_threads, prefetch, autotune, the knobs the user fixed
+        (``fixed``) and how many changes the controller made (``changes``)."""
+        s = self._native.settings()
+        s["changes"] = len(self._native.tune_log())
+        return s
+
+    def _log_tuning(self) -> None:
+        for change in self._native.take_tune_log():
+            if self._observer is not None:
+                self._observer.tuned(change)
+            else:
+                _log.info("stoker: %s", change["line"])
+
     def step(self):
         """``with loader.step(): train(batch)``: the step's time is t_compute of
         the latest batch. Without it t_compute is the time between requests."""
@@ -512,6 +545,8 @@ class Loader:
         if self._device != "cpu" or self._native.options.pin_memory:
             # copy_s on the copy stream, split into exposed (the consumer waited) and hidden
             report["h2d"] = self._native.stats()["h2d"]
+        self._log_tuning()
+        report["tuning"] = {"settings": self.settings, "changes": self._native.tune_log()}
         return report
 
     summary = report
@@ -569,6 +604,7 @@ class _EpochIterator:
             if item is None:
                 self._loader = None
                 raise StopIteration
+            loader._log_tuning()
             return loader._to_dict(item)
         native = loader._native
         before = _snapshot(native)
@@ -583,6 +619,7 @@ class _EpochIterator:
         if after.h2d_exposed_s > loader._h2d_exposed:  # device copies the consumer waited for
             obs.add_h2d(after.h2d_exposed_s - loader._h2d_exposed)
             loader._h2d_exposed = after.h2d_exposed_s
+        loader._log_tuning()
         return batch
 
     def _stop(self) -> None:

@@ -99,6 +99,7 @@ class Observer:
         self._advise = advise            # (verdict dict) -> recommendation text, e.g. a DataLoader's
         self._closed = False
         self.slow_batches: list[dict] = []
+        self.tune_changes: list[dict] = []  # the engine's setting changes (pipeline/autotune.h)
         self._write({"type": "meta", "source": source, "window": window, "log_every": self.log_every,
                      "slow_factor": slow_factor, "slow_floor_s": slow_floor_s, "config": self.config,
                      "unix_time": time.time()})
@@ -133,6 +134,13 @@ class Observer:
             self._write({"type": "slow", "t": t - self._origin, **slow})
         self._delivered_at = t
         return slow
+
+    def tuned(self, change: dict) -> None:
+        """The engine's controller changed a setting: logged once (INFO), kept
+        for ``report()``, the JSON-lines record and the trace."""
+        self.tune_changes.append(change)
+        self._log.info("stoker: %s", change["line"])
+        self._write({"type": "tune", "t": _perf() - self._origin, **change})
 
     def end(self) -> None:
         """The iterable ran out (or the loop stopped): close the open batch now."""
@@ -229,10 +237,15 @@ class Observer:
     def python_trace_events(self, origin: float, pid: int = 1, tid: int = 1000) -> list[dict]:
         """Python-side spans as Chrome trace events, ``ts`` in µs since ``origin``
         (a perf_counter value: the engine recorder's start when merging)."""
+        # Setting changes as instant events on the engine's clock (time_s is
+        # since the engine's recorder started, which is the merged origin).
+        changes = [{"name": c["line"], "cat": "autotune", "ph": "i", "s": "g", "pid": pid, "tid": tid,
+                    "ts": c["time_s"] * 1e6, "args": {k: c[k] for k in ("knob", "from", "to", "reason")}}
+                   for c in self.tune_changes]
         if self._spans is None:
-            return []
+            return changes
         events = [{"name": "thread_name", "ph": "M", "pid": pid, "tid": tid,
-                   "args": {"name": "python consumer"}}]
+                   "args": {"name": "python consumer"}}] + changes
         for name, begin, end, batch in self._spans:
             events.append({"name": name, "cat": "python", "ph": "X", "pid": pid, "tid": tid,
                            "ts": (begin - origin) * 1e6, "dur": max(0.0, end - begin) * 1e6,

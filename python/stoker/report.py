@@ -23,8 +23,8 @@ ML, MR, MT, MB = 64, 16, 30, 44  # margins: left, right, top, bottom
 
 
 def load(path: str | Path) -> dict:
-    """Reads a run: its meta, batches, slow batches, summaries and verdict."""
-    run = {"meta": {}, "batches": [], "slow": [], "summaries": [], "verdict": None}
+    """Reads a run: its meta, batches, slow batches, setting changes, summaries and verdict."""
+    run = {"meta": {}, "batches": [], "slow": [], "summaries": [], "tune": [], "verdict": None}
     with open(path) as f:
         for n, line in enumerate(f, 1):
             line = line.strip()
@@ -41,6 +41,8 @@ def load(path: str | Path) -> dict:
                 run["batches"].append(rec)
             elif kind == "slow":
                 run["slow"].append(rec)
+            elif kind == "tune":  # a setting the engine's controller changed
+                run["tune"].append(rec)
             elif kind == "summary":
                 run["summaries"].append(rec)
             elif kind == "verdict":
@@ -268,6 +270,10 @@ def render(run: dict, source: str = "") -> str:
         f"<h2>Slow batches ({len(slow)})</h2>",
         "<div class='slow-lines' id='slow-lines'>" + ("\n".join(_esc(s.get("line", "")) for s in slow) or "none")
         + "</div>",
+        f"<h2>Settings changed while it ran ({len(run.get('tune', []))})</h2>",
+        "<div class='slow-lines' id='tuning'>"
+        + ("\n".join(f"{t.get('time_s', 0):7.2f} s  {_esc(t.get('line', ''))}" for t in run.get("tune", []))
+           or "none") + "</div>",
         "<h2>Summaries</h2><div class='slow-lines' id='summaries'>"
         + ("\n".join(_esc(s.get("line", "")) for s in run["summaries"]) or "none") + "</div>",
         "</body></html>",

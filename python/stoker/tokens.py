@@ -93,7 +93,8 @@ class TokenLoader(Loader):
         profile: str | None = None,
         region: str | None = None,
         retry_deadline_s: float | None = None,
-        prefetch: int = 4,
+        prefetch: int | None = None,
+        autotune: bool = True,
         timeout: float | None = None,
         output: str = "torch",
         record_stats: bool = True,
@@ -142,7 +143,8 @@ class TokenLoader(Loader):
         opt.io_depth = -1 if io_depth is None else io_depth  # auto: 4 local, 16 for a URL
         opt.storage = storage_options(s3_endpoint=s3_endpoint, profile=profile, region=region,
                                       retry_deadline_s=retry_deadline_s)
-        opt.prefetch_batches = prefetch
+        opt.prefetch_batches = -1 if prefetch is None else int(prefetch)  # auto: 4, then tuned
+        opt.autotune = bool(autotune)
         opt.timeout_ms = 0 if timeout is None else max(1, int(timeout * 1000))
         opt.include_keys = False
         opt.record_stats = record_stats
@@ -162,7 +164,7 @@ class TokenLoader(Loader):
         self._extras = tuple(extras)
         self._cached: dict[str, Any] = {}
         self._attach(output, observe, device=device, source="stoker.TokenLoader",
-                     config={"batch_size": batch_size, "io_depth": self._native.options.io_depth, "prefetch": prefetch,
+                     config={"batch_size": batch_size, **self._start_settings(),
                              "seq_len": seq_len, "batches": self._native.plan.batches},
                      window=window, log_every=log_every, slow_factor=slow_factor, slow_floor_s=slow_floor_s,
                      jsonl=jsonl, trace_spans=trace_spans)

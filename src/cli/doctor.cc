@@ -49,6 +49,7 @@
 #include "io/reader.h"
 #include "observe/histogram.h"
 #include "observe/probes.h"
+#include "pipeline/tune_config.h"
 #include "stoker/loader.h"
 
 namespace stoker::cli {
@@ -266,6 +267,9 @@ Status RunDoctor(const DoctorOptions& opt) {
   base.batch_size = opt.batch_size;
   base.shuffle = opt.shuffle;
   base.max_read_bytes_per_s = throttle;
+  // The doctor compares fixed settings side by side: the controller stays out.
+  base.autotune = false;
+  base.prefetch_batches = kDefaultPrefetch;
   auto progress = [&](const char* what) {
     if (!opt.json) std::fprintf(stderr, "doctor: %s...\n", what);
   };

@@ -6,6 +6,7 @@
 
 #include "observe/clock.h"
 #include "pipeline/device_stage.h"
+#include "observe/cpu_time.h"
 #include "pipeline/read_runs.h"
 #include "pipeline/sample_decoder.h"
 
@@ -26,37 +27,71 @@ EpochRun::EpochRun(const Dataset* data, ShardFiles* files, std::shared_ptr<Buffe
       decode_queue_(static_cast<size_t>(std::max(2, data->options.io_depth)),
                     rec_ ? &rec_->decode_queue.put_wait_ns : nullptr,
                     rec_ ? &rec_->decode_queue.get_wait_ns : nullptr) {
-  const LoaderOptions& o = data_->options;
-  if (!data_->tokens && !data_->shards.empty()) {
-    uint64_t bytes = 0, samples = 0;  // the mean stored sample, for the read-ahead's byte cap
-    for (const ShardIndex& index : data_->indexes) {
-      for (const SampleEntry& e : index.samples) bytes += e.end - e.begin;
-      samples += index.samples.size();
-    }
-    const uint64_t batch_bytes = samples ? bytes / samples * static_cast<uint64_t>(o.batch_size) : 0;
-    read_ahead_ = ReadAheadBatches(o, data_->shards.front(), batch_bytes);
-  }
-  arrays_only_ = !data_->tokens && !data_->parquet_rows && read_ahead_ == 0 &&
+  const TuneSettings& t = data_->tuned;
+  read_ahead_ = data_->tokens ? 0 : t[Knob::kReadAhead];
+  reads_ahead_ = read_ahead_ > 0;
+  arrays_only_ = !data_->tokens && !data_->parquet_rows && !reads_ahead_ &&
                  std::all_of(data_->layout.fields.begin(), data_->layout.fields.end(), [](const FieldLayout& f) {
                    return f.spec.kind == FieldKind::kNpy || f.spec.kind == FieldKind::kNpz;
                  });
-  const int decode_threads =
-      o.decode_threads > 0 ? o.decode_threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   // Arrays only: readers decode inline (see arrays_only_), so they take the
   // decode threads' share too and no decoder runs.
-  const int readers = arrays_only_ ? std::max({1, o.io_depth, decode_threads}) : std::max(1, o.io_depth);
-  const int decoders = data_->tokens || arrays_only_ ? 0 : decode_threads;
+  const TuneSettings& most = data_->tune_max;
+  max_readers_ = arrays_only_ ? std::max({1, most[Knob::kIoDepth], most[Knob::kDecodeThreads]})
+                              : std::max(1, most[Knob::kIoDepth]);
+  if (rec_) rec_->NameThread(0, "scheduler");
+  legs_.push_back({std::move(plan), epoch, 0});
+  Apply(t);  // the counts in effect, and the first readers and decoders
+  scheduler_ = std::thread([this, first_batch] { Schedule(first_batch); });
+}
+
+void EpochRun::Apply(const TuneSettings& t) {
+  const TuneSettings& most = data_->tune_max;
+  const int io = std::clamp(t[Knob::kIoDepth], 1, std::max(1, most[Knob::kIoDepth]));
+  const int dec = std::clamp(t[Knob::kDecodeThreads], 1, std::max(1, most[Knob::kDecodeThreads]));
+  const int readers = arrays_only_ ? std::max(io, dec) : io;
+  const int decoders = data_->tokens || arrays_only_ ? 0 : dec;
+  if (reads_ahead_) read_ahead_ = std::clamp<int64_t>(t[Knob::kReadAhead], 1, std::max(1, most[Knob::kReadAhead]));
+  {
+    std::lock_guard lock(mu_);
+    active_readers_ = readers;
+    active_decoders_ = decoders;
+    prefetch_ = std::clamp(t[Knob::kPrefetch], 1, std::max(1, most[Knob::kPrefetch]));
+    tuned_.notify_all();
+    ready_.notify_all();  // the scheduler's prefetch gate
+  }
   if (rec_) {
     rec_->io_depth = readers;
     rec_->decode_threads = decoders;
-    rec_->NameThread(0, "scheduler");
-    for (int i = 0; i < readers; ++i) rec_->NameThread(1 + i, "reader " + std::to_string(i));
-    for (int i = 0; i < decoders; ++i) rec_->NameThread(1 + readers + i, "decoder " + std::to_string(i));
   }
-  legs_.push_back({std::move(plan), epoch, 0});
-  scheduler_ = std::thread([this, first_batch] { Schedule(first_batch); });
-  for (int i = 0; i < readers; ++i) readers_.emplace_back([this, i] { ReadLoop(1 + i); });
-  for (int i = 0; i < decoders; ++i) decoders_.emplace_back([this, i, readers] { DecodeLoop(1 + readers + i); });
+  SpawnUpTo(readers, decoders);
+}
+
+void EpochRun::SpawnUpTo(int readers, int decoders) {
+  while (static_cast<int>(readers_.size()) < readers) {
+    const int i = static_cast<int>(readers_.size());
+    if (rec_) rec_->NameThread(1 + i, "reader " + std::to_string(i));
+    readers_.emplace_back([this, i] { ReadLoop(1 + i); });
+  }
+  while (static_cast<int>(decoders_.size()) < decoders) {
+    const int i = static_cast<int>(decoders_.size());
+    if (rec_) rec_->NameThread(1 + max_readers_ + i, "decoder " + std::to_string(i));
+    decoders_.emplace_back([this, i] { DecodeLoop(1 + max_readers_ + i); });
+  }
+}
+
+bool EpochRun::AwaitTurn(int i, const std::atomic<int>& active) {
+  if (i < active.load(std::memory_order_relaxed)) return true;
+  std::unique_lock lock(mu_);
+  tuned_.wait(lock, [&] { return cancelled_ || i < active.load(std::memory_order_relaxed); });
+  return !cancelled_;
+}
+
+uint64_t EpochRun::ThreadCpuNs() const {
+  uint64_t ns = ThreadCpuTimeNs(const_cast<std::thread&>(scheduler_));
+  for (const std::thread& t : readers_) ns += ThreadCpuTimeNs(const_cast<std::thread&>(t));
+  for (const std::thread& t : decoders_) ns += ThreadCpuTimeNs(const_cast<std::thread&>(t));
+  return ns;
 }
 
 EpochRun::~EpochRun() {
@@ -64,6 +99,7 @@ EpochRun::~EpochRun() {
     std::lock_guard lock(mu_);
     cancelled_ = true;
     ready_.notify_all();
+    tuned_.notify_all();
   }
   cancel_reads_.Cancel();
   read_queue_.Cancel();
@@ -98,6 +134,7 @@ Result<std::unique_ptr<BatchWork>> EpochRun::NextReady(int wait_ms, std::chrono:
       std::unique_ptr<BatchWork> work = std::move(it->second);
       in_flight_.erase(it);
       ++next_deliver_;
+      ready_.notify_all();  // the scheduler's prefetch gate may open
       if (rec_) {
         rec_->batches_ready--;
         rec_->batches_delivered++;
@@ -232,11 +269,18 @@ bool EpochRun::ScheduleLeg(const Leg& leg, int64_t first_batch, Ahead* ahead) {
           if (!Begin(*ahead->leg, ahead->begun, nullptr)) return false;
       }
     }
+    const uint64_t wait_begin = NowNs();
     {
-      std::lock_guard lock(mu_);
+      // Prefetch: at most prefetch_ batches leased and not yet delivered, so
+      // with the one the consumer holds, prefetch + 1 buffers, as a pool of
+      // that capacity allowed (the pool is sized for the largest prefetch
+      // the controller may set). Never blocks the batch the consumer waits
+      // for (b == next_deliver_).
+      std::unique_lock lock(mu_);
+      ready_.wait(lock, [&] { return cancelled_ || leg.base + b - next_deliver_ < prefetch_.load(); });
+      if (cancelled_) return false;
       scheduler_blocked_ = true;
     }
-    const uint64_t wait_begin = NowNs();
     std::unique_ptr<BufferPool::Lease> lease = pool_->Acquire();
     if (rec_) rec_->pool_wait_ns.fetch_add(NowNs() - wait_begin, std::memory_order_relaxed);
     {
@@ -326,7 +370,10 @@ void EpochRun::ReadLoop(uint32_t thread) {
   std::unique_ptr<SampleDecoder> inline_decoder;
   if (arrays_only_) inline_decoder = std::make_unique<SampleDecoder>(&data_->layout);
   const BatchLayout& layout = data_->layout;
-  while (std::optional<ReadTask> task = read_queue_.Pop()) {
+  const int me = static_cast<int>(thread) - 1;
+  while (AwaitTurn(me, active_readers_)) {
+    std::optional<ReadTask> task = read_queue_.Pop();
+    if (!task) break;
     if (data_->tokens) {
       ReadTokens(*task, thread);
       continue;
@@ -351,7 +398,7 @@ void EpochRun::ReadLoop(uint32_t thread) {
     buf->bytes.resize(run_end - run_begin);
     buf->direct.clear();
     buf->detours.clear();
-    if (task->count == 1 && read_ahead_ == 0) {
+    if (task->count == 1 && !reads_ahead_) {
       // A lone sample whose batch has its buffer: array data goes straight
       // to its slots (direct_arrays.h).
       PredictDirect(layout, samples[task->ref.sample], &buf->direct);
@@ -463,7 +510,10 @@ bool EpochRun::ReadParquetRows(const ReadTask& task, uint32_t thread) {
 
 void EpochRun::DecodeLoop(uint32_t thread) {
   SampleDecoder decoder(&data_->layout);
-  while (std::optional<DecodeTask> task = decode_queue_.Pop()) {
+  const int me = static_cast<int>(thread) - 1 - max_readers_;
+  while (AwaitTurn(me, active_decoders_)) {
+    std::optional<DecodeTask> task = decode_queue_.Pop();
+    if (!task) break;
     if (rec_) rec_->decode_queue_depth--;
     DecodeOne(decoder, *task, thread);
   }

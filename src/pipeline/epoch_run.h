@@ -41,7 +41,18 @@
 // The decode queue is declared after the spare list, so run buffers its tasks
 // still share return to a list that still exists.
 // Buffers still held by the caller return to the pool whenever they are released.
-// Thread-safety: NextReady from one consumer thread; the rest is internal.
+//
+// Tuning (pipeline/autotune.h): Apply moves reads in flight, decode threads,
+// read-ahead and prefetch while the run goes on. Threads are started up to
+// the number in effect (never past Dataset::tune_max); a reader or decoder
+// whose number is at or past the count in effect parks between tasks (on
+// tuned_) holding no buffer, and wakes when the count rises again or the run
+// is torn down. Prefetch is a gate in front of the pool (batches leased and
+// not yet delivered stay at most prefetch); the pool is sized for the
+// largest prefetch. Only how much runs at once changes: which samples, their
+// order and their bytes come from the plan and the seeds.
+// Thread-safety: NextReady, Apply and ThreadCpuNs from one consumer thread;
+// the rest is internal.
 #pragma once
 
 #include <atomic>
@@ -64,6 +75,7 @@
 #include "io/cancel.h"
 #include "io/reader.h"
 #include "observe/recorder.h"
+#include "pipeline/autotune.h"
 #include "pipeline/batch_layout.h"
 #include "pipeline/direct_arrays.h"
 #include "pipeline/planner.h"
@@ -169,6 +181,11 @@ struct Dataset {
   // Set when a shard is a Parquet file: its rows' values, from decoded row
   // groups it caches (formats/parquet_file.h; internally synchronized).
   std::shared_ptr<ParquetRows> parquet_rows;
+  // The knobs in effect (io_depth, read_ahead_batches, decode_threads,
+  // prefetch) and the most the controller may set; a new run starts with
+  // `tuned`. Written by the loader on its consumer thread, read by the
+  // EpochRun constructor there; the run's threads read their own copies.
+  TuneSettings tuned, tune_max;
 };
 
 class SampleDecoder;
@@ -206,6 +223,14 @@ class EpochRun {
   // True while the run delivers `epoch` from its batch 0 and has delivered none.
   bool AtStartOf(uint64_t epoch);
 
+  // Puts new settings in effect now (each within Dataset::tune_max): starts
+  // readers or decoders up to the new counts, wakes parked ones, or lets
+  // those past the counts park after their current task.
+  void Apply(const TuneSettings& settings);
+  // CPU time the run's threads have used so far (the controller subtracts
+  // it from the process's to see what the training step uses).
+  uint64_t ThreadCpuNs() const;
+
  private:
   // The epoch being delivered (front) and the one prepared ahead, if any; the
   // scheduler appends, Continue drops the front. Batch b of a leg is number
@@ -233,6 +258,10 @@ class EpochRun {
   // Publishes the leg's batch b and queues its reads; lease null: read ahead
   // of its buffer (the scheduler sets it later). False once cancelled.
   bool Begin(const Leg& leg, int64_t b, std::unique_ptr<BufferPool::Lease> lease);
+  // Reader i runs while i < active_readers_ (decoder i: active_decoders_);
+  // false once cancelled.
+  bool AwaitTurn(int i, const std::atomic<int>& active);
+  void SpawnUpTo(int readers, int decoders);
   void ReadLoop(uint32_t thread);
   // Decodes one read sample into its slot and counts it done.
   void DecodeOne(SampleDecoder& decoder, DecodeTask& task, uint32_t thread);
@@ -265,8 +294,14 @@ class EpochRun {
   // destructor cancels it first.
   Cancellation cancel_reads_;
   // Batches whose reads are queued before their buffers exist (remote
-  // shards; read_runs.h); 0 for local files. Set before the threads start.
-  int64_t read_ahead_ = 0;
+  // shards; read_runs.h); 0 for local files. Apply moves it (never to 0
+  // when reads_ahead_, never from 0 when not).
+  std::atomic<int64_t> read_ahead_{0};
+  bool reads_ahead_ = false;  // set before the threads start
+  // Counts in effect (Apply); threads at or past them park.
+  std::atomic<int> active_readers_{0}, active_decoders_{0};
+  std::atomic<int> prefetch_{0};
+  int max_readers_ = 0;  // thread ids: readers 1..max_readers_, decoders after
   // Batches of the next leg whose reads ScheduleLeg queued ahead (Ahead::begun),
   // for the ScheduleLeg call of that leg. Scheduler thread only.
   int64_t first_ahead_ = 0;
@@ -279,6 +314,7 @@ class EpochRun {
 
   std::mutex mu_;
   std::condition_variable ready_;
+  std::condition_variable tuned_;  // with mu_: parked threads wait for Apply or teardown
   std::map<int64_t, std::unique_ptr<BatchWork>> in_flight_;  // guarded by mu_
   int64_t next_deliver_;                                      // guarded by mu_
   bool cancelled_ = false;                                    // guarded by mu_
@@ -295,7 +331,7 @@ class EpochRun {
   BoundedQueue<ReadTask> read_queue_;
   BoundedQueue<DecodeTask> decode_queue_;
   std::thread scheduler_;
-  std::vector<std::thread> readers_;
+  std::vector<std::thread> readers_;   // grown by Apply (consumer thread), joined by the destructor
   std::vector<std::thread> decoders_;
 };
 

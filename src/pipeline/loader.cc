@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <chrono>
 #include <optional>
+#include <thread>
 
 #include "core/buffer_pool.h"
 #include "core/file.h"
@@ -26,6 +27,8 @@
 #include "pipeline/shard_indexes.h"
 #include "pipeline/skip_refill.h"
 #include "pipeline/token_source.h"
+#include "pipeline/tune_config.h"
+#include "observe/cpu_time.h"
 #include "stoker/loader.h"
 
 namespace stoker {
@@ -37,7 +40,7 @@ namespace {
 // budget leaves beyond the engine's own need; without one, no bound.
 uint64_t MappableBytes(const Dataset& d) {
   if (d.options.memory_budget == 0 || d.tokens) return ShardFiles::kMapUnbounded;
-  const uint64_t need = EstimateMemory(d.options, d.layout, d.indexes).total();
+  const uint64_t need = EstimateMemory(WithSettings(d.options, d.tune_max), d.layout, d.indexes).total();
   return d.options.memory_budget > need ? d.options.memory_budget - need : 0;
 }
 
@@ -53,9 +56,11 @@ const char* PartitionName(PartitionPolicy p) {
   return "drop";
 }
 
-// prefetch + 1 batch buffers, page-locked when the device stage pins.
-std::shared_ptr<BufferPool> BatchPool(const Dataset& d) {
-  return BufferPool::Create(d.layout.buffer_bytes, static_cast<size_t>(d.options.prefetch_batches) + 1,
+// Buffers for the most prefetch the controller may set and the batch in use
+// (made as first needed; a gate holds the prefetch in effect), page-locked
+// when the device stage pins.
+std::shared_ptr<BufferPool> BatchPool(const Dataset& d, int max_prefetch) {
+  return BufferPool::Create(d.layout.buffer_bytes, static_cast<size_t>(max_prefetch) + 1,
                             d.device ? d.device->page_locker() : nullptr);
 }
 
@@ -92,13 +97,18 @@ class BatchImpl : public Batch {
 
 class LoaderImpl : public Loader {
  public:
-  LoaderImpl(Dataset data, std::shared_ptr<BufferPool> pool)
+  LoaderImpl(Dataset data, std::shared_ptr<BufferPool> pool, TuneConfig tune)
       : data_(std::move(data)),
         files_(&data_.shards, data_.options.max_open_files, MappableBytes(data_), *data_.options.storage),
         refill_(&data_, &files_),
         pool_(std::move(pool)),
-        recorder_(data_.options.record_stats ? std::make_unique<Recorder>(data_.options.trace_spans) : nullptr) {
+        recorder_(data_.options.record_stats ? std::make_unique<Recorder>(data_.options.trace_spans) : nullptr),
+        tune_config_(tune) {
     data_.recorder = recorder_.get();
+    // Tuning reads the recorder's evidence: without recording, or with every
+    // knob fixed, the settings stay as they start.
+    const bool movable = std::any_of(tune.fixed.begin(), tune.fixed.end(), [](bool f) { return !f; });
+    if (data_.options.autotune && recorder_ && movable) tuner_.emplace(std::move(tune));
   }
   ~LoaderImpl() override { run_.reset(); }
 
@@ -167,6 +177,7 @@ class LoaderImpl : public Loader {
     waiting_since_.reset();
     if (!ready.ok()) return ready.status();
     ++next_batch_;
+    if (tuner_) Tune();
     if (data_.options.on_error == OnError::kSkip) {
       STOKER_RETURN_IF_ERROR(refill_.Resolve(*work, *plan_));  // refills failed slots, keeps the budget
     } else if (work->error_slot >= 0) {
@@ -316,6 +327,16 @@ class LoaderImpl : public Loader {
     return Status::Ok();
   }
 
+  LoaderSettings Settings() const override {
+    return ToLoaderSettings(tune_config_, data_.tuned, data_.options.autotune);
+  }
+  std::vector<TuneChange> TuneLog() const override { return changes_; }
+  std::vector<TuneChange> TakeTuneLog() override {
+    std::vector<TuneChange> out(changes_.begin() + static_cast<std::ptrdiff_t>(changes_taken_), changes_.end());
+    changes_taken_ = changes_.size();
+    return out;
+  }
+
   SkipCounts Skips() const override { return refill_.counts(); }
   std::vector<SkipRecord> TakeSkipLog() override { return refill_.TakeLog(); }
   size_t OpenShardFiles() const override { return files_.open_count(); }
@@ -367,7 +388,74 @@ class LoaderImpl : public Loader {
       EpochRun::PlanMaker next;
       if (!data_.tokens) next = [this](uint64_t epoch) { return PlanEpoch(counts_, data_.options, epoch); };
       run_ = std::make_unique<EpochRun>(&data_, &files_, pool_, plan_, epoch_, next_batch_, std::move(next));
+      ++run_generation_;
     }
+  }
+
+  // One window of evidence ends when it is kTuneWindowNs long and holds
+  // kTuneWindowBatches batches and kTuneWindowSamples samples (so a rate is
+  // not a count of three); then the controller decides and its changes go
+  // to the running threads and to every later run. A run's first window is
+  // not judged: it holds the start (the pipeline filling), not a steady state.
+  static constexpr uint64_t kTuneWindowNs = 250'000'000;
+  static constexpr uint64_t kTuneWindowBatches = 3;
+  static constexpr uint64_t kTuneWindowSamples = 32;
+  void Tune() {
+    const uint64_t now = NowNs();
+    const uint64_t delivered = recorder_->batches_delivered.load(std::memory_order_relaxed);
+    // A new run (an epoch chosen, a restore): its threads' CPU counts from zero.
+    if (window_run_ != run_generation_) {
+      StartWindow(now);
+      window_.judged = false;
+      return;
+    }
+    if (now - window_.begin_ns < kTuneWindowNs || delivered - window_.snap.batches_delivered < kTuneWindowBatches) {
+      return;
+    }
+    const RecorderSnapshot snap = recorder_->Snapshot();
+    const double samples = static_cast<double>(data_.tokens ? snap.read.items - window_.snap.read.items
+                                                            : snap.decode.items - window_.snap.decode.items);
+    if (samples < kTuneWindowSamples) return;
+    if (!window_.judged) {  // the run's first window: its start, not judged
+      StartWindow(now);
+      return;
+    }
+    const uint64_t process_cpu = ProcessCpuTimeNs(), loader_cpu = run_->ThreadCpuNs();
+    if (loader_cpu < window_.loader_cpu_ns) {  // a thread ended (its clock is gone): no CPU evidence now
+      StartWindow(now);
+      return;
+    }
+    const RecorderSnapshot& a = window_.snap;
+    TuneEvidence e;
+    e.time_s = snap.time_s;
+    e.wall_s = static_cast<double>(now - window_.begin_ns) * 1e-9;
+    e.batches = static_cast<double>(snap.batches_delivered - a.batches_delivered);
+    e.samples = samples;
+    e.wait_frac = (snap.consumer_wait_s - a.consumer_wait_s) / e.wall_s;
+    const double read_busy = snap.read.busy_s - a.read.busy_s;
+    const uint64_t reads = snap.read.items - a.read.items;
+    e.read_ms = reads ? read_busy * 1e3 / static_cast<double>(reads) : 0;
+    e.read_util = read_busy / (std::max(1, snap.io_depth) * e.wall_s);
+    e.decode_util = (snap.decode.busy_s - a.decode.busy_s) / (std::max(1, snap.decode_threads) * e.wall_s);
+    const double cpu_ns = static_cast<double>(process_cpu - window_.process_cpu_ns) -
+                          static_cast<double>(loader_cpu - window_.loader_cpu_ns);
+    e.consumer_cores = std::max(0.0, cpu_ns * 1e-9 / e.wall_s);
+    e.pool_wait_frac = (snap.pool_wait_s - a.pool_wait_s) / e.wall_s;
+    std::vector<TuneChange> changes = tuner_->Decide(e);
+    if (!changes.empty()) {
+      data_.tuned = tuner_->settings();
+      run_->Apply(data_.tuned);
+      changes_.insert(changes_.end(), changes.begin(), changes.end());
+    }
+    StartWindow(NowNs());
+  }
+  void StartWindow(uint64_t now) {
+    window_run_ = run_generation_;
+    window_.judged = true;
+    window_.begin_ns = now;
+    window_.snap = recorder_->Snapshot();
+    window_.process_cpu_ns = ProcessCpuTimeNs();
+    window_.loader_cpu_ns = run_->ThreadCpuNs();
   }
 
   static constexpr uint32_t kConsumerThread = 999;
@@ -386,16 +474,48 @@ class LoaderImpl : public Loader {
   int64_t next_batch_ = 0;
   int64_t token_consumed_ = 0;  // token runs: the plan starts at this global sample
   std::vector<ElasticStage> elastic_;  // non-empty: this epoch resumed across world sizes
+  // Tuning (consumer thread only): the ranges, the controller, the window
+  // of evidence being gathered, and every change made.
+  TuneConfig tune_config_;
+  std::optional<Autotuner> tuner_;
+  struct Window {
+    uint64_t begin_ns = 0;
+    RecorderSnapshot snap;
+    uint64_t process_cpu_ns = 0, loader_cpu_ns = 0;
+    bool judged = false;  // false: the run's first window, skipped
+  } window_;
+  uint64_t run_generation_ = 0;  // counts the runs started
+  uint64_t window_run_ = 0;      // the run the window measures
+  std::vector<TuneChange> changes_;
+  size_t changes_taken_ = 0;
   std::unique_ptr<EpochRun> run_;  // last member: torn down first
 };
+
+// The pool holds the largest prefetch the controller may set; the run's
+// prefetch gate keeps the batches made ahead at the setting in effect.
+Result<std::unique_ptr<Loader>> Finish(Dataset data, TuneConfig tune) {
+  data.tuned = tune.start;
+  data.tune_max = tune.max;
+  auto pool = BatchPool(data, tune.max[Knob::kPrefetch]);
+  auto loader = std::make_unique<LoaderImpl>(std::move(data), std::move(pool), std::move(tune));
+  STOKER_RETURN_IF_ERROR(loader->Init());
+  return std::unique_ptr<Loader>(std::move(loader));
+}
 
 }  // namespace
 
 Result<std::unique_ptr<Loader>> Loader::Create(LoaderOptions options) {
   if (options.batch_size < 1) return InvalidArgument("batch_size must be at least 1");
-  if (options.prefetch_batches < 1) return InvalidArgument("prefetch_batches must be at least 1");
+  if (options.prefetch_batches < 1 && options.prefetch_batches != -1) {
+    return InvalidArgument("prefetch_batches must be at least 1 (or -1: auto)");
+  }
   if (!options.storage) options.storage = DefaultIoOptions();  // the environment now, not at import
   const IoOptions io = *options.storage;
+  const LoaderOptions user = options;  // before auto settings resolve: which knobs the user set
+  if (options.prefetch_batches < 0) {
+    options.prefetch_batches = options.tokens.paths.empty() ? kDefaultPrefetch : kDefaultTokenPrefetch;
+  }
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   Dataset data;
   // First: device="cuda" without CUDA fails before any shard is opened.
   STOKER_ASSIGN_OR_RETURN(data.device, DeviceStage::Create(options));
@@ -406,12 +526,10 @@ Result<std::unique_ptr<Loader>> Loader::Create(LoaderOptions options) {
     // against 38 at 2, seq 2048, batch 8).
     if (options.io_depth < 0) options.io_depth = tokens->remote() ? kRemoteTokenIoDepth : kLocalIoDepth;
     data.layout = MakeTokenLayout(tokens->sample_tokens(), options.batch_size);
+    TuneConfig tune = MakeTuneConfig(user, options, data.layout, {}, tokens->remote(), /*tokens=*/true, cores);
     data.tokens = std::move(tokens);
     data.options = std::move(options);
-    auto pool = BatchPool(data);
-    auto loader = std::make_unique<LoaderImpl>(std::move(data), std::move(pool));
-    STOKER_RETURN_IF_ERROR(loader->Init());
-    return std::unique_ptr<Loader>(std::move(loader));
+    return Finish(std::move(data), std::move(tune));
   }
   if (IsImageFolderSource(options.sources)) {  // a directory of class sub-directories
     STOKER_RETURN_IF_ERROR(ImageFolderShards(options.sources[0], &data.shards, &data.indexes));
@@ -463,11 +581,9 @@ Result<std::unique_ptr<Loader>> Loader::Create(LoaderOptions options) {
                                                       static_cast<size_t>(std::max(1, options.io_depth)) + 2);
   }
   STOKER_RETURN_IF_ERROR(CheckMemoryBudget(options, EstimateMemory(options, data.layout, data.indexes)));
+  TuneConfig tune = MakeTuneConfig(user, options, data.layout, data.indexes, remote, /*tokens=*/false, cores);
   data.options = std::move(options);
-  auto pool = BatchPool(data);
-  auto loader = std::make_unique<LoaderImpl>(std::move(data), std::move(pool));
-  STOKER_RETURN_IF_ERROR(loader->Init());
-  return std::unique_ptr<Loader>(std::move(loader));
+  return Finish(std::move(data), std::move(tune));
 }
 
 }  // namespace stoker

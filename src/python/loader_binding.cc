@@ -96,6 +96,21 @@ nb::dict StatsToPython(const RecorderSnapshot& s) {
   return d;
 }
 
+nb::list ChangesToPython(const std::vector<TuneChange>& changes) {
+  nb::list out;
+  for (const TuneChange& c : changes) {
+    nb::dict d;
+    d["time_s"] = c.time_s;
+    d["knob"] = c.knob;
+    d["from"] = c.from;
+    d["to"] = c.to;
+    d["reason"] = c.reason;
+    d["line"] = c.Line();
+    out.append(d);
+  }
+  return out;
+}
+
 }  // namespace
 
 void RegisterLoader(nb::module_& m) {
@@ -196,7 +211,8 @@ void RegisterLoader(nb::module_& m) {
       .def_rw("storage", &LoaderOptions::storage)
       .def_rw("device", &LoaderOptions::device)
       .def_rw("pin_memory", &LoaderOptions::pin_memory)
-      .def_rw("late_copy_ms", &LoaderOptions::late_copy_ms);
+      .def_rw("late_copy_ms", &LoaderOptions::late_copy_ms)
+      .def_rw("autotune", &LoaderOptions::autotune);
 
   nb::class_<PlanInfo>(m, "PlanInfo")
       .def_ro("dataset_samples", &PlanInfo::dataset_samples)
@@ -300,7 +316,23 @@ void RegisterLoader(nb::module_& m) {
              }
              return out;
            })
-      .def("open_shard_files", &Loader::OpenShardFiles);
+      .def("open_shard_files", &Loader::OpenShardFiles)
+      .def("settings",
+           [](const Loader& l) {
+             LoaderSettings s = l.Settings();
+             nb::dict d;
+             d["autotune"] = s.autotune;
+             d["io_depth"] = s.io_depth;
+             d["read_ahead_batches"] = s.read_ahead_batches;
+             d["decode_threads"] = s.decode_threads;
+             d["prefetch"] = s.prefetch_batches;
+             nb::list fixed;
+             for (const std::string& k : s.fixed) fixed.append(k);
+             d["fixed"] = fixed;
+             return d;
+           })
+      .def("tune_log", [](const Loader& l) { return ChangesToPython(l.TuneLog()); })
+      .def("take_tune_log", [](Loader& l) { return ChangesToPython(l.TakeTuneLog()); });
 
   m.def(
       "cuda_runtime",

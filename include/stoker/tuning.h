@@ -1,0 +1,31 @@
+// stoker/tuning.h — what the online controller set and why (Loader::Settings,
+// Loader::TakeTuneLog). The controller itself is src/pipeline/autotune.h.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace stoker {
+
+// The settings in effect now. A knob the user passed is fixed: the
+// controller never moves it (listed in `fixed`).
+struct LoaderSettings {
+  bool autotune = false;
+  int io_depth = 0;             // reads in flight (readers)
+  int read_ahead_batches = 0;   // batches read before their buffer exists (remote shards)
+  int decode_threads = 0;       // decoders running
+  int prefetch_batches = 0;     // whole batches made ahead of the consumer
+  std::vector<std::string> fixed;  // names of the knobs the user set
+};
+
+// One change the controller made, with the evidence it acted on.
+struct TuneChange {
+  double time_s = 0;      // since the loader was made
+  std::string knob;       // "io_depth", "read_ahead_batches", "decode_threads", "prefetch"
+  int from = 0, to = 0;
+  std::string reason;     // "reads wait 21 ms each, readers busy 96%, decoders idle 60%"
+  // "io_depth 4 → 12: reads wait 21 ms each, ..." — the line that is logged.
+  std::string Line() const { return knob + " " + std::to_string(from) + " \u2192 " + std::to_string(to) + ": " + reason; }
+};
+
+}  // namespace stoker

@@ -1,0 +1,109 @@
+// pipeline/tune_config.cc — see tune_config.h.
+#include "pipeline/tune_config.h"
+
+#include <algorithm>
+
+#include "pipeline/memory_budget.h"
+#include "pipeline/read_runs.h"
+
+namespace stoker {
+
+namespace {
+
+// The mean stored sample times the batch: the read-ahead's byte cap (read_runs.h).
+uint64_t BatchBytes(const LoaderOptions& o, const std::vector<ShardIndex>& indexes) {
+  uint64_t bytes = 0, samples = 0;
+  for (const ShardIndex& index : indexes) {
+    for (const SampleEntry& e : index.samples) bytes += e.end - e.begin;
+    samples += index.samples.size();
+  }
+  return samples ? bytes / samples * static_cast<uint64_t>(std::max(1, o.batch_size)) : 0;
+}
+
+}  // namespace
+
+LoaderOptions WithSettings(LoaderOptions o, const TuneSettings& s) {
+  o.io_depth = s[Knob::kIoDepth];
+  o.read_ahead_batches = s[Knob::kReadAhead];
+  o.decode_threads = s[Knob::kDecodeThreads];
+  o.prefetch_batches = s[Knob::kPrefetch];
+  return o;
+}
+
+TuneConfig MakeTuneConfig(const LoaderOptions& user, const LoaderOptions& o, const BatchLayout& layout,
+                          const std::vector<ShardIndex>& indexes, bool remote, bool tokens, int cores) {
+  TuneConfig c;
+  c.cores = std::max(1, cores);
+  c.has_decoders = !tokens;
+  c.reads_per_batch = tokens ? 1 : ReadsPerBatch(o);
+  const std::string shard = indexes.empty() ? std::string() : indexes.front().shard_path;
+  const uint64_t batch_bytes = tokens ? 0 : BatchBytes(o, indexes);
+  TuneSettings& s = c.start;
+  s[Knob::kIoDepth] = std::max(1, o.io_depth);
+  s[Knob::kReadAhead] = tokens ? 0 : ReadAheadBatches(o, shard, batch_bytes);
+  s[Knob::kDecodeThreads] = o.decode_threads > 0 ? o.decode_threads : c.cores;
+  s[Knob::kPrefetch] = std::max(1, o.prefetch_batches);
+  c.fixed[static_cast<int>(Knob::kIoDepth)] = !user.autotune || user.io_depth >= 0;
+  // Local shards read nothing ahead of a buffer (a pread costs no round trip): not a knob there.
+  c.fixed[static_cast<int>(Knob::kReadAhead)] =
+      !user.autotune || user.read_ahead_batches >= 0 || s[Knob::kReadAhead] == 0;
+  c.fixed[static_cast<int>(Knob::kDecodeThreads)] = !user.autotune || user.decode_threads > 0 || tokens;
+  c.fixed[static_cast<int>(Knob::kPrefetch)] = !user.autotune || user.prefetch_batches > 0;
+  c.user_set = {user.io_depth >= 0, user.read_ahead_batches >= 0, user.decode_threads > 0 && !tokens,
+                user.prefetch_batches > 0};
+
+  c.min = s;
+  c.max = s;
+  auto tunable = [&](Knob k) { return !c.fixed[static_cast<int>(k)]; };
+  if (tunable(Knob::kIoDepth)) {
+    c.min[Knob::kIoDepth] = 1;
+    c.max[Knob::kIoDepth] = std::max(s[Knob::kIoDepth], remote ? kMaxRemoteIoDepth : kMaxLocalIoDepth);
+  }
+  if (tunable(Knob::kDecodeThreads)) {
+    c.min[Knob::kDecodeThreads] = 1;
+    c.max[Knob::kDecodeThreads] = std::max(s[Knob::kDecodeThreads], c.cores);
+  }
+  if (tunable(Knob::kPrefetch)) {
+    c.min[Knob::kPrefetch] = 1;
+    const uint64_t per = std::max<uint64_t>(1, layout.buffer_bytes);
+    const int by_bytes = static_cast<int>(std::min<uint64_t>(kMaxPrefetch + 1, kMaxPrefetchBytes / per)) - 1;
+    c.max[Knob::kPrefetch] = std::max(s[Knob::kPrefetch], std::min(kMaxPrefetch, by_bytes));
+  }
+  auto read_ahead_max = [&] {
+    LoaderOptions m = o;
+    m.io_depth = c.max[Knob::kIoDepth];
+    m.read_ahead_batches = -1;
+    return std::max(s[Knob::kReadAhead], ReadAheadBatches(m, shard, batch_bytes));
+  };
+  if (tunable(Knob::kReadAhead)) {
+    c.min[Knob::kReadAhead] = 1;
+    c.max[Knob::kReadAhead] = read_ahead_max();
+  }
+  // Every ceiling at once within the memory budget: reads first, then prefetch.
+  if (o.memory_budget > 0 && !tokens) {
+    auto fits = [&] {
+      return EstimateMemory(WithSettings(o, c.max), layout, indexes).total() <= o.memory_budget;
+    };
+    while (!fits() && c.max[Knob::kIoDepth] > s[Knob::kIoDepth]) {
+      c.max[Knob::kIoDepth] = std::max(s[Knob::kIoDepth], c.max[Knob::kIoDepth] / 2);
+      if (tunable(Knob::kReadAhead)) c.max[Knob::kReadAhead] = read_ahead_max();
+    }
+    while (!fits() && c.max[Knob::kPrefetch] > s[Knob::kPrefetch]) --c.max[Knob::kPrefetch];
+    while (!fits() && c.max[Knob::kDecodeThreads] > s[Knob::kDecodeThreads]) --c.max[Knob::kDecodeThreads];
+  }
+  return c;
+}
+
+LoaderSettings ToLoaderSettings(const TuneConfig& config, const TuneSettings& now, bool autotune) {
+  LoaderSettings out;
+  out.autotune = autotune;
+  out.io_depth = now[Knob::kIoDepth];
+  out.read_ahead_batches = now[Knob::kReadAhead];
+  out.decode_threads = now[Knob::kDecodeThreads];
+  out.prefetch_batches = now[Knob::kPrefetch];
+  for (int i = 0; i < kKnobs; ++i)
+    if (config.user_set[i]) out.fixed.push_back(KnobName(static_cast<Knob>(i)));
+  return out;
+}
+
+}  // namespace stoker

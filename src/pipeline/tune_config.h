@@ -1,0 +1,45 @@
+// pipeline/tune_config.h — where each knob starts and how far the online
+// controller (autotune.h) may move it, from the loader's options.
+//
+// Starts are today's auto values (read_runs.h, memory_budget.h), so a loader
+// begins exactly as it did before tuning existed and the controller moves
+// only on evidence. A knob the user passed (io_depth >= 0, decode_threads >
+// 0, read_ahead_batches >= 0, prefetch_batches > 0) is fixed; autotune=false
+// fixes all of them. Ceilings: decode threads at the core count, reads in
+// flight at kMaxRemoteIoDepth remote and kMaxLocalIoDepth local, prefetch at
+// kMaxPrefetch batches and kMaxPrefetchBytes of batch buffers; then, under a
+// memory_budget, lowered (reads first, then prefetch) until the estimate of
+// every ceiling at once fits, so no setting the controller may pick can pass
+// the budget.
+// Thread-safety: pure functions on values.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "formats/sample_index.h"
+#include "pipeline/autotune.h"
+#include "pipeline/batch_layout.h"
+#include "stoker/loader.h"
+#include "stoker/tuning.h"
+
+namespace stoker {
+
+inline constexpr int kDefaultPrefetch = 2;
+inline constexpr int kDefaultTokenPrefetch = 4;  // token batches are small and quick
+inline constexpr int kMaxLocalIoDepth = 16;
+inline constexpr int kMaxPrefetch = 8;
+inline constexpr uint64_t kMaxPrefetchBytes = 512ull << 20;
+
+// `user`: the options as given (auto knobs still -1 / 0); `resolved`: with
+// io_depth, shuffle_block and prefetch_batches resolved. `cores`: hardware threads.
+TuneConfig MakeTuneConfig(const LoaderOptions& user, const LoaderOptions& resolved, const BatchLayout& layout,
+                          const std::vector<ShardIndex>& indexes, bool remote, bool tokens, int cores);
+
+// `options` with the four knobs set to `s` (for memory estimates).
+LoaderOptions WithSettings(LoaderOptions options, const TuneSettings& s);
+
+// The settings as the public struct.
+LoaderSettings ToLoaderSettings(const TuneConfig& config, const TuneSettings& now, bool autotune);
+
+}  // namespace stoker
