@@ -146,7 +146,11 @@ TEST(DeviceLoaderTest, HeldBatchesKeepTheirBytesAndBoundDeviceBuffersByHostLease
     for (const ArrayView& a : held[i]->arrays()) bytes.append(reinterpret_cast<const char*>(a.data), a.nbytes);
     EXPECT_TRUE(bytes == expected[i]) << "batch " << i;
   }
-  EXPECT_EQ((*dev)->Stats().device_buffers, static_cast<int64_t>(held.size()));
+  // Each held batch owns one device buffer; besides them only the next
+  // epoch's first batches, prepared as this one ends, may hold copies.
+  const int64_t buffers = (*dev)->Stats().device_buffers;
+  EXPECT_GE(buffers, static_cast<int64_t>(held.size()));
+  EXPECT_LE(buffers, static_cast<int64_t>(held.size()) + 1 /* prefetch */);
   held.clear();  // overflow buffers are freed, the pool's kept
   EXPECT_LE((*dev)->Stats().device_buffers, 2);
   EXPECT_EQ((*dev)->Stats().h2d_overwrites, 0u);
