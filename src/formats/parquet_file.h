@@ -100,6 +100,10 @@ class ParquetRows {
 
   uint64_t decodes() const;  // row groups decoded so far
 
+  // A new bound on decoded row groups kept (at least 1), as the reads in
+  // flight change (pipeline/autotune.h); a lower one evicts at the next load.
+  void SetMaxGroups(size_t max_groups);
+
  private:
   struct Group;
   struct Slot {
@@ -112,8 +116,8 @@ class ParquetRows {
                                                 int group);
 
   const std::vector<std::string> columns_;
-  const size_t max_groups_;
   mutable std::mutex mu_;
+  size_t max_groups_;               // guarded by mu_
   std::condition_variable loaded_;  // a load finished (with mu_)
   std::list<Slot> slots_;           // guarded by mu_; front = most recently used
   uint64_t decodes_ = 0;            // guarded by mu_

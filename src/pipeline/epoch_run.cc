@@ -6,6 +6,7 @@
 
 #include "observe/clock.h"
 #include "pipeline/device_stage.h"
+#include "pipeline/memory_budget.h"
 #include "observe/cpu_time.h"
 #include "pipeline/read_runs.h"
 #include "pipeline/sample_decoder.h"
@@ -60,6 +61,7 @@ void EpochRun::Apply(const TuneSettings& t) {
     tuned_.notify_all();
     ready_.notify_all();  // the scheduler's prefetch gate
   }
+  if (data_->parquet_rows) data_->parquet_rows->SetMaxGroups(ParquetGroupsKept(io));
   if (rec_) {
     rec_->io_depth = readers;
     rec_->decode_threads = decoders;

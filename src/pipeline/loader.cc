@@ -576,9 +576,9 @@ Result<std::unique_ptr<Loader>> Loader::Create(LoaderOptions options) {
   if (parquet) {
     // Decoded row groups kept: one per read in flight and two more, so the
     // row groups of the blocks being read stay decoded while their rows are
-    // (counted by EstimateMemory).
-    data.parquet_rows = std::make_shared<ParquetRows>(ParquetColumns(options),
-                                                      static_cast<size_t>(std::max(1, options.io_depth)) + 2);
+    // (counted by EstimateMemory); the bound follows the tuned reads in
+    // flight (EpochRun::Apply).
+    data.parquet_rows = std::make_shared<ParquetRows>(ParquetColumns(options), ParquetGroupsKept(options.io_depth));
   }
   STOKER_RETURN_IF_ERROR(CheckMemoryBudget(options, EstimateMemory(options, data.layout, data.indexes)));
   TuneConfig tune = MakeTuneConfig(user, options, data.layout, data.indexes, remote, /*tokens=*/false, cores);

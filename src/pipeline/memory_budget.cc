@@ -60,11 +60,11 @@ MemoryNeed EstimateMemory(const LoaderOptions& o, const BatchLayout& layout, con
   need.read_buffers += ahead * static_cast<uint64_t>(std::max(1, o.batch_size)) * max_sample;
   need.decode_scratch = decoders * ((jpeg ? 12 * max_sample : 0) + (npz ? max_sample : 0));
   need.overhead = uint64_t{16} << 20;
-  // Parquet: io_depth + 2 decoded row groups kept (pipeline/loader.cc), and
-  // one more being decoded per reader; each at most the largest row group.
+  // Parquet: the decoded row groups kept, and one more being decoded per
+  // reader; each at most the largest row group.
   uint64_t group = 0;
   for (const ShardIndex& index : indexes) group = std::max(group, ParquetMaxRowGroupBytes(index));
-  need.row_groups = (readers + 2 + readers) * group;
+  need.row_groups = (ParquetGroupsKept(o.io_depth) + readers) * group;
   return need;
 }
 

@@ -17,6 +17,8 @@
 // Thread-safety: free functions on values.
 #pragma once
 
+#include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -39,6 +41,11 @@ struct MemoryNeed {
 
 MemoryNeed EstimateMemory(const LoaderOptions& options, const BatchLayout& layout,
                           const std::vector<ShardIndex>& indexes);
+
+// Decoded Parquet row groups kept with `io_depth` reads in flight: one per
+// read and two more, so the groups of the blocks being read stay decoded
+// while their rows are (formats/parquet_file.h's ParquetRows bound).
+inline size_t ParquetGroupsKept(int io_depth) { return static_cast<size_t>(std::max(1, io_depth)) + 2; }
 
 // options.io_depth, or for -1 (auto) kLocalIoDepth, or for `remote` shards
 // RemoteIoDepth (read_runs.h) halved (not below kLocalIoDepth) while the need

@@ -38,6 +38,7 @@ ParquetRows::ParquetRows(std::vector<std::string> columns, size_t max_groups)
     : columns_(std::move(columns)), max_groups_(max_groups) {}
 ParquetRows::~ParquetRows() = default;
 uint64_t ParquetRows::decodes() const { return 0; }
+void ParquetRows::SetMaxGroups(size_t) {}
 Status ParquetRows::Read(const ShardIndex& shard, const RandomAccessReader&, uint32_t, RowBytes*, SampleEntry*) {
   return Disabled(shard.shard_path);
 }

@@ -293,6 +293,11 @@ uint64_t ParquetRows::decodes() const {
   return decodes_;
 }
 
+void ParquetRows::SetMaxGroups(size_t max_groups) {
+  std::lock_guard lock(mu_);
+  max_groups_ = std::max<size_t>(1, max_groups);
+}
+
 Result<std::shared_ptr<const ParquetRows::Group>> ParquetRows::GetGroup(const ShardIndex& shard,
                                                                         const RandomAccessReader& file, int group) {
   const ParquetFooter* footer = shard.parquet.get();
