@@ -18,6 +18,7 @@
 #include "cli/common.h"
 #include "cli/field_spec.h"
 #include "pipeline/image_folder.h"
+#include "pipeline/shard_indexes.h"
 #include "stoker/loader.h"
 
 namespace stoker::cli {
@@ -57,11 +58,8 @@ Status RunBench(const BenchOptions& opt) {
   if (IsImageFolderSource(lo.sources)) {
     shards.clear();
     STOKER_RETURN_IF_ERROR(ImageFolderShards(lo.sources[0], &shards, &indexes));
-  } else {
-    for (const std::string& shard : shards) {
-      STOKER_ASSIGN_OR_RETURN(ShardIndex index, LoadOrBuildShardIndex(shard, lo.key_rule));
-      indexes.push_back(std::move(index));
-    }
+  } else {  // tar shards or Parquet files, as the loader reads them
+    STOKER_ASSIGN_OR_RETURN(indexes, LoadShardIndexes(shards, lo.key_rule, DefaultIoOptions()));
   }
   // Bytes behind each sample ("shard:key" as Batch::keys() names it), for MB/s.
   std::unordered_map<std::string, uint64_t> sample_bytes;

@@ -44,6 +44,7 @@
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "cli/field_spec.h"
+#include "formats/parquet_file.h"
 #include "formats/sample_index.h"
 #include "formats/tar.h"
 #include "io/reader.h"
@@ -280,19 +281,23 @@ Status RunDoctor(const DoctorOptions& opt) {
 
   // 1. Index overhead: the header walk every loader without a sidecar pays,
   // and the sidecar load that replaces it.
-  progress("tar headers and sidecar indexes");
+  progress("shard indexes (tar headers, sidecars, Parquet footers)");
   double scan_s = 0, load_s = 0;
   uint64_t members = 0, samples = 0, sample_bytes_total = 0;
   int sidecars = 0;
   for (const std::string& shard : shards) {
     auto t = Clock::now();
-    STOKER_ASSIGN_OR_RETURN(std::vector<TarMember> list, ScanTar(shard));
-    scan_s += Seconds(Clock::now() - t);
-    members += list.size();
-    struct stat st;
-    sidecars += ::stat(IndexPathFor(shard).c_str(), &st) == 0;
-    t = Clock::now();
-    STOKER_ASSIGN_OR_RETURN(ShardIndex index, LoadOrBuildShardIndex(shard, base.key_rule));
+    const bool parquet = IsParquetPath(shard);  // its index is its footer: no headers to walk
+    if (!parquet) {
+      STOKER_ASSIGN_OR_RETURN(std::vector<TarMember> list, ScanTar(shard));
+      scan_s += Seconds(Clock::now() - t);
+      members += list.size();
+      struct stat st;
+      sidecars += ::stat(IndexPathFor(shard).c_str(), &st) == 0;
+      t = Clock::now();
+    }
+    STOKER_ASSIGN_OR_RETURN(ShardIndex index,
+                            parquet ? LoadParquetIndex(shard) : LoadOrBuildShardIndex(shard, base.key_rule));
     load_s += Seconds(Clock::now() - t);
     samples += index.samples.size();
     for (const SampleEntry& s : index.samples) sample_bytes_total += s.end - s.begin;
@@ -502,10 +507,14 @@ Status RunDoctor(const DoctorOptions& opt) {
               decode_s * 1e3, decode_s > 0 ? 1 / decode_s : 0, cores, decode_s > 0 ? cores / decode_s : 0);
   std::printf("cpu            the loader got %.2f of %d cores at full speed%s\n", costs.cores_available, cores,
               costs.cores_available < 0.8 * cores ? " (other processes compete for them)" : "");
-  std::printf("index          tar header scan %.2f ms/shard (%.0f members/s), index load %.2f ms/shard (%d/%zu "
-              "sidecars)\n",
-              scan_s / shards.size() * 1e3, scan_s > 0 ? members / scan_s : 0, load_s / shards.size() * 1e3,
-              sidecars, shards.size());
+  if (IsParquetPath(shards.front())) {
+    std::printf("index          Parquet footer load %.2f ms/file\n", load_s / shards.size() * 1e3);
+  } else {
+    std::printf("index          tar header scan %.2f ms/shard (%.0f members/s), index load %.2f ms/shard (%d/%zu "
+                "sidecars)\n",
+                scan_s / shards.size() * 1e3, scan_s > 0 ? members / scan_s : 0, load_s / shards.size() * 1e3,
+                sidecars, shards.size());
+  }
   std::printf("predicted      storage %.0f samples/s (%s), cpu %.0f samples/s -> %.0f samples/s, %s-limited\n",
               rec.predicted.storage_rate, hot_regime ? "page cache" : "storage", rec.predicted.cpu_rate,
               rec.predicted.rate, probes::BottleneckName(rec.predicted.limit));

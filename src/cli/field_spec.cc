@@ -5,6 +5,7 @@
 
 #include "cli/common.h"
 #include "cli/infer_fields.h"
+#include "formats/parquet_file.h"
 #include "formats/tar.h"
 #include "pipeline/image_folder.h"
 
@@ -90,7 +91,10 @@ Status ConfigureLoader(const std::vector<std::string>& sources, const std::vecto
     return Status::Ok();
   }
   STOKER_ASSIGN_OR_RETURN(options->sources, ExpandSources(sources));
-  if (key_rule == "auto") {
+  const bool parquet = IsParquetPath(options->sources.front());
+  if (parquet) {
+    // A row is one sample: no key rule to choose.
+  } else if (key_rule == "auto") {
     STOKER_ASSIGN_OR_RETURN(std::vector<TarMember> members, ScanTar(options->sources.front()));
     STOKER_RETURN_IF_ERROR(GroupWithRule(members, "auto", options->sources.front(), &options->key_rule).status());
   } else {
@@ -98,9 +102,11 @@ Status ConfigureLoader(const std::vector<std::string>& sources, const std::vecto
   }
   std::vector<std::string> specs = fields;
   if (specs.empty()) {  // no -f: infer from the first sample, and say so
-    STOKER_ASSIGN_OR_RETURN(specs, InferFields(options->sources.front(), options->key_rule));
+    STOKER_ASSIGN_OR_RETURN(specs, parquet ? InferParquetFields(options->sources.front())
+                                           : InferFields(options->sources.front(), options->key_rule));
     if (specs.empty()) {
-      return InvalidArgument(options->sources.front() + ": no field could be inferred from the first sample; pass -f");
+      return InvalidArgument(options->sources.front() + ": no field could be inferred from the " +
+                             (parquet ? "columns" : "first sample") + "; pass -f");
     }
     std::fprintf(stderr, "inferred: %s\n", FieldFlags(specs).c_str());
   }

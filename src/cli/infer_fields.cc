@@ -6,6 +6,7 @@
 
 #include "codecs/image_format.h"
 #include "core/file.h"
+#include "formats/parquet_file.h"
 #include "formats/sample_index.h"
 #include "io/reader.h"
 
@@ -53,6 +54,18 @@ Result<std::vector<std::string>> InferFields(const std::string& shard, KeyRule r
       STOKER_RETURN_IF_ERROR(file->PRead(m.offset, text));
       if (IsInteger(text)) out.push_back(m.field + ":scalar");
     }
+  }
+  return out;
+}
+
+Result<std::vector<std::string>> InferParquetFields(const std::string& path) {
+  STOKER_ASSIGN_OR_RETURN(ShardIndex index, LoadParquetIndex(path, DefaultIoOptions()));
+  STOKER_ASSIGN_OR_RETURN(ParquetSummary summary, DescribeParquet(index));
+  std::vector<std::string> out;
+  for (const ParquetColumnInfo& c : summary.columns) {
+    if (c.suggested == "image") out.push_back(c.name + ":image:224");
+    else if (c.suggested == "raw") out.push_back(c.name + ":bytes:1048576");
+    else if (!c.suggested.empty()) out.push_back(c.name + ":" + c.suggested);
   }
   return out;
 }

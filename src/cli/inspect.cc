@@ -89,12 +89,7 @@ Status InspectImageFolder(const InspectOptions& opt) {
 Status InspectParquet(const InspectOptions& opt) {
   STOKER_ASSIGN_OR_RETURN(ShardIndex index, LoadParquetIndex(opt.shard, DefaultIoOptions()));
   STOKER_ASSIGN_OR_RETURN(ParquetSummary s, DescribeParquet(index));
-  std::vector<std::string> flags;  // as -f words: "image:image:224", "label:scalar"
-  for (const ParquetColumnInfo& c : s.columns) {
-    if (c.suggested == "image") flags.push_back(c.name + ":image:224");
-    else if (c.suggested == "raw") flags.push_back(c.name + ":bytes:1048576");
-    else if (!c.suggested.empty()) flags.push_back(c.name + ":" + c.suggested);
-  }
+  STOKER_ASSIGN_OR_RETURN(std::vector<std::string> flags, InferParquetFields(opt.shard));
   if (opt.json) {
     nlohmann::ordered_json out;
     out["parquet"] = opt.shard;

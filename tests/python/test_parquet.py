@@ -305,3 +305,21 @@ def test_corrupt_image_names_row_and_column_or_is_skipped(tmp_path):
     loader = stoker.Loader(str(path), fields=fields, batch_size=4, on_error="skip", output="numpy")
     got = [int(x) for b in loader for x in b["cls"]]
     assert len(got) == 12 and 5 not in got and sorted(set(got)) == [i for i in range(12) if i != 5]
+
+
+def test_cli_bench_and_doctor_read_parquet_without_flags(hf_files):
+    """The fields come from the footer, as inspect infers them; one sample per row."""
+    from conftest import stoker_bin
+
+    paths, images, *_ = hf_files
+    files = [str(p) for p in paths]
+    bench = subprocess.run([stoker_bin(), "bench", *files, "-b", "8", "--epochs", "1", "--shuffle", "--json"],
+                           capture_output=True, text=True, timeout=120)
+    assert bench.returncode == 0, bench.stderr
+    assert "inferred: -f image:image:224 -f label:scalar -f caption:text" in bench.stderr
+    assert json.loads(bench.stdout)["epochs"][0]["samples"] == len(images)
+    doctor = subprocess.run([stoker_bin(), "doctor", *files, "-b", "8", "--run-seconds", "0.5", "--json"],
+                            capture_output=True, text=True, timeout=300)
+    assert doctor.returncode == 0, doctor.stderr
+    doc = json.loads(doctor.stdout)
+    assert doc["recommended"]["decode_threads"] >= 1 and doc["verdict"]["bottleneck"]
