@@ -153,7 +153,9 @@ def main(args, w: dict, data: dict, stoker_bin: str) -> dict:
                              V_GRID, "jpg", rounds, step_ms=STEP_MS))
     if "f" in wanted:
         prefix = tokens.make_corpus(2e7)
-        num = 20000 if args.quick else 30000  # ~0.3-0.5 s an epoch: several windows of evidence
+        # ~0.6-1 s an epoch at 350k samples/s: several of the controller's windows, and
+        # epochs long enough that a thread's wake-up is not the measurement (30k: 0.08 s)
+        num = 200000 if args.quick else 300000
         rows.append(scenario("f", "T tokens, seq 2048, batch 8, memory-mapped", lambda s: tokens_make(prefix, s, num),
                              T_GRID, "tokens", rounds))
     for r in rows:

@@ -140,10 +140,10 @@ class TokenLoader(Loader):
         opt.world_size = world_size
         opt.partition = _stoker.PartitionPolicy.exact if partition == "exact" else _stoker.PartitionPolicy.drop
         opt.drop_last = partition != "exact"
-        opt.io_depth = -1 if io_depth is None else io_depth  # auto: 4 local, 16 for a URL
+        opt.io_depth = -1 if io_depth is None else io_depth  # auto: one per core (at most 4) local, 16 for a URL
         opt.storage = storage_options(s3_endpoint=s3_endpoint, profile=profile, region=region,
                                       retry_deadline_s=retry_deadline_s)
-        opt.prefetch_batches = -1 if prefetch is None else int(prefetch)  # auto: 4, then tuned
+        opt.prefetch_batches = -1 if prefetch is None else int(prefetch)  # auto: 8, then tuned
         opt.autotune = bool(autotune)
         opt.timeout_ms = 0 if timeout is None else max(1, int(timeout * 1000))
         opt.include_keys = False

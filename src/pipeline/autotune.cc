@@ -109,7 +109,7 @@ std::vector<TuneChange> Autotuner::Decide(const TuneEvidence& e) {
   }
   const TuneSettings before = now_;
   // 2. Reads bound: more reads in flight, toward the bandwidth-delay product.
-  if (waits && e.read_util > 0.6 && (!config_.has_decoders || e.decode_util < 0.7)) {
+  if (waits && e.read_util > 0.6 && e.read_ms >= kMinReadWaitMs && (!config_.has_decoders || e.decode_util < 0.7)) {
     const int io = now_[Knob::kIoDepth];
     const std::string reason = "reads wait " + Num(e.read_ms, e.read_ms < 10 ? "%.1f" : "%.0f") +
                                " ms each, readers busy " + Pct(e.read_util) + decode_note + ", " + wait_note;

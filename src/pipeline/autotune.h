@@ -14,8 +14,9 @@
 //     leaves free only contend with the step: decode_threads drops to
 //     max(1, cores - the step's cores).
 //  2. Reads bound: the consumer waits, readers are busy (each waits on
-//     storage) and decoders idle: io_depth toward the bandwidth-delay
-//     product (doubled per step, up to its maximum), read-ahead with it.
+//     storage, at least kMinReadWaitMs a read) and decoders idle: io_depth
+//     toward the bandwidth-delay product (doubled per step, up to its
+//     maximum), read-ahead with it.
 //  3. Decode bound: the consumer waits and decoders are saturated: one more
 //     decode thread, up to the cores the step leaves free.
 //  4. Buffers short: the consumer waits while neither stage is saturated
@@ -88,6 +89,10 @@ class Autotuner {
  public:
   static constexpr double kMinGain = 1.05;   // a trial must raise the sample rate by 5%
   static constexpr double kWaitFloor = 0.05; // the consumer waits more than this: input is short
+  // A read shorter than this is a copy from memory (page cache, a token
+  // corpus's map), not a wait: more reads in flight hide nothing, they only
+  // add threads to the cores the copies already use.
+  static constexpr double kMinReadWaitMs = 0.1;
   static constexpr int kCooldownWindows = 1;
   static constexpr int kMaxReversals = 4;
 

@@ -413,8 +413,11 @@ class LoaderImpl : public Loader {
       return;
     }
     const RecorderSnapshot snap = recorder_->Snapshot();
-    const double samples = static_cast<double>(data_.tokens ? snap.read.items - window_.snap.read.items
-                                                            : snap.decode.items - window_.snap.decode.items);
+    // A token run's reads each fill a run of windows, so its samples are its
+    // batches' (all full: an exact partition's short last one ends the run).
+    const double samples = static_cast<double>(
+        data_.tokens ? (snap.batches_delivered - window_.snap.batches_delivered) * data_.options.batch_size
+                     : snap.decode.items - window_.snap.decode.items);
     if (samples < kTuneWindowSamples) return;
     if (!window_.judged) {  // the run's first window: its start, not judged
       StartWindow(now);
@@ -521,10 +524,14 @@ Result<std::unique_ptr<Loader>> Loader::Create(LoaderOptions options) {
   STOKER_ASSIGN_OR_RETURN(data.device, DeviceStage::Create(options));
   if (!options.tokens.paths.empty()) {
     STOKER_ASSIGN_OR_RETURN(std::unique_ptr<TokenSource> tokens, TokenSource::Open(options.tokens, options.seed, io));
-    // Windows from a memory map are memcpy; from a URL each is round trips,
-    // so more of them wait at once (io_depth 16: 283 samples/s at +20 ms
-    // against 38 at 2, seq 2048, batch 8).
-    if (options.io_depth < 0) options.io_depth = tokens->remote() ? kRemoteTokenIoDepth : kLocalIoDepth;
+    // Windows from a memory map are memcpy: one reader per core, more only
+    // contend (bench/autotune.py f: io 2 ahead of 4 on 2 cores; the tuner
+    // adds readers when reads wait, a cold page cache). From a URL each is
+    // round trips, so more of them wait at once (io_depth 16: 283 samples/s
+    // at +20 ms against 38 at 2, seq 2048, batch 8).
+    if (options.io_depth < 0) {
+      options.io_depth = tokens->remote() ? kRemoteTokenIoDepth : std::min(kLocalIoDepth, cores);
+    }
     data.layout = MakeTokenLayout(tokens->sample_tokens(), options.batch_size);
     TuneConfig tune = MakeTuneConfig(user, options, data.layout, {}, tokens->remote(), /*tokens=*/true, cores);
     data.tokens = std::move(tokens);

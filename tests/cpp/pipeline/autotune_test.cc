@@ -58,6 +58,16 @@ TEST(Autotune, ReadsWaitingAndDecodersIdleDoubleReadsInFlightWithReadAhead) {
   EXPECT_EQ(c[0].to, 32);
 }
 
+TEST(Autotune, ReadsThatAreCopiesFromMemoryGetNoMoreInFlight) {
+  // A token corpus's windows from its memory map: readers busy, the step
+  // waiting, but each read a 30 us copy: more reads would only add threads.
+  TuneEvidence e = ReadsBound(10);
+  e.read_ms = 0.03;
+  Autotuner t(Remote());
+  EXPECT_TRUE(t.Decide(e).empty());
+  EXPECT_EQ(t.settings()[Knob::kIoDepth], 8);
+}
+
 TEST(Autotune, AnIncreaseWithoutGainIsUndoneAndNeverTriedAgain) {
   Autotuner t(Remote());
   int changes = 0;
