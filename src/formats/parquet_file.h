@@ -17,7 +17,9 @@
 // row's field values are then laid out as members that the tar decoders
 // read unchanged:
 //   binary / string / large_* / *_view / fixed_size_binary  -> the bytes
-//   struct {bytes, path} (the Hugging Face Hub's Image())  -> its bytes
+//   struct {bytes, path} (the Hugging Face Hub's Image())  -> its bytes; null bytes (a
+//       `datasets` Image() built from file paths): the file at `path`, a relative
+//       one from the Parquet file's directory or URL
 //   integers, floats, bool                                   -> decimal text (stoker.scalar())
 //   list / fixed_size_list of numbers                        -> a 1-D .npy (stoker.npy())
 // A null value, a missing column or another type is an error naming the

@@ -114,6 +114,39 @@ def test_datasets_image_struct_full_size_equals_pillow(tmp_path):
     assert got["__key__"][7] == f"{paths[1]}:1"
 
 
+def test_image_struct_by_path_reads_the_file(tmp_path):
+    """`datasets` built from file paths stores {bytes: null, path}: stoker reads the file, as
+    datasets' Image() does; a relative path is taken from the Parquet file's directory; a
+    missing file is an error naming the path, the row and the column."""
+    import datasets
+
+    rng = np.random.default_rng(3)
+    (tmp_path / "img").mkdir()
+    images = [jpeg_bytes(natural_image(rng, 40, 30)) for _ in range(6)]
+    for i, data in enumerate(images):
+        (tmp_path / "img" / f"{i}.jpg").write_bytes(data)
+    ds = datasets.Dataset.from_dict({"image": [str(tmp_path / "img" / f"{i}.jpg") for i in range(6)],
+                                     "label": list(range(6))}).cast_column("image", datasets.Image())
+    by_datasets = tmp_path / "absolute.parquet"
+    ds.to_parquet(str(by_datasets))
+    assert pq.read_table(by_datasets).column("image")[0].as_py()["bytes"] is None  # paths, as datasets wrote them
+    image_type = pa.struct([("bytes", pa.binary()), ("path", pa.string())])
+    relative = tmp_path / "relative.parquet"
+    pq.write_table(pa.table({"image": pa.array([{"bytes": None, "path": f"img/{i}.jpg"} for i in range(6)],
+                                               image_type), "label": pa.array(range(6), pa.int64())}), relative)
+    fields = {"image": stoker.image((30, 40), resize="none", layout="HWC"), "label": stoker.scalar()}
+    for path in (by_datasets, relative):
+        got = collect(stoker.Loader(str(path), fields=fields, batch_size=4, drop_last=False, output="numpy"),
+                      ["image", "label"])
+        assert [int(x) for x in got["label"]] == list(range(6))
+        for i, data in enumerate(images):
+            np.testing.assert_array_equal(got["image"][i], np.asarray(Image.open(io.BytesIO(data)).convert("RGB")))
+    (tmp_path / "img" / "4.jpg").unlink()
+    with pytest.raises(stoker.StokerError, match=r"relative.parquet: row 4 \(row group 0\) column 'image'.*"
+                                                 r"'path' 'img/4.jpg'.*4.jpg"):
+        list(stoker.Loader(str(relative), fields=fields, batch_size=2, output="numpy"))
+
+
 def test_datasets_center_crop_equals_torchvision(hf_files):
     paths, images, labels, _ = hf_files
     spec = dict(size=32, resize="center_crop")

@@ -118,8 +118,30 @@ void AppendText(T v, RowBytes* out) {
   out->insert(out->end(), buf, end);
 }
 
-// Appends row `i` of `array` (see the header's table of types) to *out.
-Status AppendValue(const arrow::Array& array, int64_t i, RowBytes* out) {
+// An image stored by path only (its struct's "bytes" null), as `datasets`
+// writes an Image() column built from file paths: the file's bytes, as
+// datasets' Image.decode_example reads them. A relative path is taken from
+// the Parquet file's directory (or URL), never the working directory.
+Status AppendImageFile(const std::string& parquet_path, std::string_view path, RowBytes* out) {
+  std::string resolved(path);
+  const bool absolute = path.starts_with("/") || path.find("://") != std::string_view::npos;
+  if (!absolute) {
+    const size_t slash = parquet_path.rfind('/');
+    resolved = (slash == std::string::npos ? std::string() : parquet_path.substr(0, slash + 1)) + resolved;
+  }
+  auto context = [&] { return "image struct's 'bytes' is null and its 'path' '" + std::string(path) + "'"; };
+  Result<std::unique_ptr<RandomAccessReader>> file = OpenReader(resolved, DefaultIoOptions());
+  if (!file.ok()) return file.status().WithContext(context());
+  const size_t at = out->size();
+  out->resize(at + (*file)->Size());
+  Status st = (*file)->PRead(0, {out->data() + at, out->size() - at});
+  if (!st.ok()) out->resize(at);
+  return st.ok() ? st : st.WithContext(context());
+}
+
+// Appends row `i` of `array` (see the header's table of types) to *out;
+// `parquet_path` resolves an image struct's relative path.
+Status AppendValue(const arrow::Array& array, int64_t i, const std::string& parquet_path, RowBytes* out) {
   if (array.IsNull(i)) return DataLoss("value is null");
   auto append = [out](std::string_view v) { out->insert(out->end(), v.begin(), v.end()); };
   switch (array.type_id()) {
@@ -142,8 +164,12 @@ Status AppendValue(const arrow::Array& array, int64_t i, RowBytes* out) {
       const auto& s = static_cast<const arrow::StructArray&>(array);
       std::shared_ptr<arrow::Array> bytes = s.GetFieldByName("bytes");
       if (!bytes || !IsBinaryLike(bytes->type_id())) break;
-      if (bytes->IsNull(i)) return DataLoss("image struct has null 'bytes' (an image stored by path only?)");
-      return AppendValue(*bytes, i, out);
+      if (!bytes->IsNull(i)) return AppendValue(*bytes, i, parquet_path, out);
+      std::shared_ptr<arrow::Array> path = s.GetFieldByName("path");
+      if (!path || path->type_id() != arrow::Type::STRING || path->IsNull(i)) {
+        return DataLoss("image struct has null 'bytes' and no 'path'");
+      }
+      return AppendImageFile(parquet_path, static_cast<const arrow::StringArray&>(*path).GetView(i), out);
     }
     case arrow::Type::BOOL: AppendText(int{static_cast<const arrow::BooleanArray&>(array).Value(i)}, out); return Status::Ok();
     case arrow::Type::INT8: AppendText(int{static_cast<const arrow::Int8Array&>(array).Value(i)}, out); return Status::Ok();
@@ -324,7 +350,7 @@ Result<std::shared_ptr<const ParquetRows::Group>> ParquetRows::GetGroup(const Sh
   const std::string context = shard.shard_path + ": row group " + std::to_string(group);
   try {
     // Which leaf columns: every leaf under each wanted column, but of an
-    // image struct only "bytes" (its "path" is not read).
+    // image struct only "bytes" and "path" (read when "bytes" is null).
     const parquet::SchemaDescriptor& schema = *footer->metadata->schema();
     std::vector<int> leaves;
     for (const std::string& name : columns_) {
@@ -337,7 +363,7 @@ Result<std::shared_ptr<const ParquetRows::Group>> ParquetRows::GetGroup(const Sh
       for (int c = 0; c < schema.num_columns(); ++c) {
         const std::vector<std::string> path = schema.Column(c)->path()->ToDotVector();
         if (path[0] != name) continue;
-        if (image && (path.size() < 2 || path[1] != "bytes")) continue;
+        if (image && (path.size() < 2 || (path[1] != "bytes" && path[1] != "path"))) continue;
         leaves.push_back(c);
       }
     }
@@ -400,7 +426,7 @@ Status ParquetRows::Read(const ShardIndex& shard, const RandomAccessReader& file
     int k = 0;
     while (k < column.num_chunks() && i >= column.chunk(k)->length()) i -= column.chunk(k)->length(), ++k;
     const size_t at = bytes->size();
-    Status st = k < column.num_chunks() ? AppendValue(*column.chunk(k), i, bytes)
+    Status st = k < column.num_chunks() ? AppendValue(*column.chunk(k), i, shard.shard_path, bytes)
                                         : Internal("row past the decoded row group");
     if (!st.ok()) {
       return st.WithContext(shard.shard_path + ": row " + std::to_string(row) + " (row group " +
