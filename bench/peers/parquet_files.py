@@ -1,8 +1,8 @@
 """The V images as Parquet, written the two ways users have them:
 
-    hub_parquet    by Hugging Face `datasets` itself: Dataset.from_dict({"image": paths,
-                   "label": ...}).cast_column("image", Image()).to_parquet(...) — the Hub's
-                   layout, an `image` struct {bytes, path} beside the label
+    hub_parquet    by Hugging Face `datasets` itself: Dataset.from_dict({"image": [{bytes,
+                   path}], "label": ...}).cast_column("image", Image()).to_parquet(...) — the
+                   Hub's layout, an `image` struct {bytes, path} with the bytes embedded
     arrow_parquet  by pyarrow directly: a binary `jpg` column and an int64 `cls` column
 
 Both in 12 files, in the tar shards' order (file i holds shard i's samples), made once
@@ -41,12 +41,15 @@ def hub_parquet(v: VData) -> list[Path]:
         offline_hf_env(v)
         import datasets
 
-        ds = datasets.Dataset.from_dict({"image": [p for p, _ in v.loose], "label": [c for _, c in v.loose]})
+        # The bytes in the file, as the Hub serves them (push_to_hub embeds them; a Dataset
+        # built from bare paths would write {bytes: None, path} and read the loose files).
+        images = [{"bytes": Path(p).read_bytes(), "path": Path(p).name} for p, _ in v.loose]
+        ds = datasets.Dataset.from_dict({"image": images, "label": [c for _, c in v.loose]})
         ds = ds.cast_column("image", datasets.Image())
         for i, rows in enumerate(_split(len(v.loose), FILES)):
             ds.select(rows).to_parquet(str(d / f"train-{i:05d}-of-{FILES:05d}.parquet"))
-        return (f"datasets {datasets.__version__}: Dataset.from_dict(paths, labels).cast_column('image', Image())"
-                f".select(rows).to_parquet(), {FILES} files")
+        return (f"datasets {datasets.__version__}: Dataset.from_dict({{bytes, path}}, labels).cast_column('image', "
+                f"Image()).select(rows).to_parquet(), {FILES} files, the bytes embedded as on the Hub")
 
     v.made["parquet-datasets"] = build_once(d, write)
     return sorted(d.glob("train-*.parquet"))
