@@ -25,7 +25,7 @@ EpochRun::EpochRun(const Dataset* data, ShardFiles* files, std::shared_ptr<Buffe
       next_deliver_(first_batch),
       read_queue_(static_cast<size_t>(data->options.batch_size), rec_ ? &rec_->read_queue.put_wait_ns : nullptr,
                   rec_ ? &rec_->read_queue.get_wait_ns : nullptr),
-      decode_queue_(static_cast<size_t>(std::max(2, data->options.io_depth)),
+      decode_queue_(DecodeQueueCapacity(data->options, data->parquet_rows != nullptr),
                     rec_ ? &rec_->decode_queue.put_wait_ns : nullptr,
                     rec_ ? &rec_->decode_queue.get_wait_ns : nullptr) {
   const TuneSettings& t = data_->tuned;

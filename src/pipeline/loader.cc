@@ -563,8 +563,12 @@ Result<std::unique_ptr<Loader>> Loader::Create(LoaderOptions options) {
   STOKER_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessReader> file, OpenReader(first->shard_path, io));
   std::vector<uint8_t> probe;
   if (parquet) {
+    // Through the loader's own row cache, so the row group decoded for the
+    // probe is not decoded again for the first batch (the bound is set once
+    // io_depth is resolved, below).
+    data.parquet_rows = std::make_shared<ParquetRows>(ParquetColumns(options), ParquetGroupsKept(1));
     RowBytes row;
-    STOKER_RETURN_IF_ERROR(ParquetRows(ParquetColumns(options), 1).Read(*first, *file, 0, &row, &probe_entry));
+    STOKER_RETURN_IF_ERROR(data.parquet_rows->Read(*first, *file, 0, &row, &probe_entry));
     probe.assign(row.begin(), row.end());
     // A row is read out of its decoded row group, so the order's unit is the
     // row group's rows (pipeline/planner.h's blocks): a global permutation of
@@ -585,7 +589,7 @@ Result<std::unique_ptr<Loader>> Loader::Create(LoaderOptions options) {
     // row groups of the blocks being read stay decoded while their rows are
     // (counted by EstimateMemory); the bound follows the tuned reads in
     // flight (EpochRun::Apply).
-    data.parquet_rows = std::make_shared<ParquetRows>(ParquetColumns(options), ParquetGroupsKept(options.io_depth));
+    data.parquet_rows->SetMaxGroups(ParquetGroupsKept(options.io_depth));
   }
   STOKER_RETURN_IF_ERROR(CheckMemoryBudget(options, EstimateMemory(options, data.layout, data.indexes)));
   TuneConfig tune = MakeTuneConfig(user, options, data.layout, data.indexes, remote, /*tokens=*/false, cores);

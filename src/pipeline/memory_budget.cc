@@ -31,7 +31,9 @@ MemoryNeed EstimateMemory(const LoaderOptions& o, const BatchLayout& layout, con
   const uint64_t readers = static_cast<uint64_t>(std::max(1, o.io_depth));
   const uint64_t decoders = o.decode_threads > 0 ? static_cast<uint64_t>(o.decode_threads)
                                                  : std::max(1u, std::thread::hardware_concurrency());
-  const uint64_t queue = static_cast<uint64_t>(std::max(2, o.io_depth));
+  const bool parquet =
+      std::any_of(indexes.begin(), indexes.end(), [](const ShardIndex& index) { return index.parquet != nullptr; });
+  const uint64_t queue = DecodeQueueCapacity(o, parquet);
   bool jpeg = false, npz = false;
   for (const FieldSpec& f : o.fields) {
     jpeg |= f.kind == FieldKind::kImage;
