@@ -79,6 +79,11 @@ void BufferPool::GrantOverflow() {
   freed_.notify_all();
 }
 
+void BufferPool::RevokeOverflow() {
+  std::lock_guard lock(mu_);
+  overflow_permits_ = 0;
+}
+
 std::unique_ptr<BufferPool::Lease> BufferPool::Acquire() {
   std::unique_lock lock(mu_);
   freed_.wait(lock, [&] {

@@ -64,6 +64,9 @@ class BufferPool : public std::enable_shared_from_this<BufferPool> {
   // nullptr when cancelled.
   std::unique_ptr<Lease> Acquire();
   void GrantOverflow();
+  // Withdraws a grant no Acquire used: one made for an Acquire that had
+  // meanwhile got a pooled buffer must not let a later one pass capacity.
+  void RevokeOverflow();
   // Wakes every Acquire; later Acquires return nullptr until Reset().
   void Cancel();
   void Reset();

@@ -288,6 +288,11 @@ bool EpochRun::ScheduleLeg(const Leg& leg, int64_t first_batch, Ahead* ahead) {
     {
       std::lock_guard lock(mu_);
       scheduler_blocked_ = false;
+      // The consumer grants under mu_ while this flag is set; a grant made
+      // after Acquire had its pooled buffer would otherwise wait in the pool
+      // and let the next Acquire pass capacity while the pool's own buffers
+      // come back (a `for` loop holds one batch while it asks for the next).
+      pool_->RevokeOverflow();
     }
     if (!lease) return false;
     if (next_read == b) {  // no read-ahead: begin it with its buffer, as before

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <cstring>
@@ -36,6 +37,27 @@ TEST(BufferPoolTest, RecyclesWithinCapacityAndLendsOverflowOnlyWhenGranted) {
   b.reset();
   c.reset();
   EXPECT_EQ(pool->free_count(), 2u);
+}
+
+TEST(BufferPoolTest, ARevokedGrantLetsNoLaterAcquirePassCapacity) {
+  auto pool = BufferPool::Create(64, 1);
+  auto held = pool->Acquire();
+  pool->GrantOverflow();  // made for an Acquire that got a pooled buffer meanwhile
+  pool->RevokeOverflow();
+  std::unique_ptr<BufferPool::Lease> got;
+  std::atomic<bool> returned{false};
+  std::thread waiter([&] {
+    got = pool->Acquire();  // must wait for `held`, not allocate
+    returned = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_FALSE(returned);
+  uint8_t* data = held->data();
+  held.reset();
+  waiter.join();
+  ASSERT_NE(got, nullptr);
+  EXPECT_EQ(got->data(), data);
+  EXPECT_EQ(pool->overflow_allocations(), 0u);
 }
 
 TEST(BufferPoolTest, CancelWakesABlockedAcquire) {
