@@ -135,6 +135,12 @@ bool IsRemoteUrl(const std::string& url) {
   return url.starts_with("http://") || url.starts_with("https://") || url.starts_with("s3://");
 }
 
+std::string ResolveFrom(const std::string& base, const std::string& path) {
+  if (path.starts_with("/") || IsRemoteUrl(path)) return path;
+  const size_t slash = base.rfind('/');
+  return (slash == std::string::npos ? std::string() : base.substr(0, slash + 1)) + path;
+}
+
 Result<std::unique_ptr<RandomAccessReader>> OpenReader(const std::string& url, const IoOptions& o) {
   std::unique_ptr<RandomAccessReader> r;
   if (IsRemoteUrl(url) && !o.cache_dir.empty()) {

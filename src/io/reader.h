@@ -104,6 +104,10 @@ IoCounters& GlobalIoCounters();
 
 bool IsRemoteUrl(const std::string& url);
 
+// `path` as named inside the file or object `base`: an absolute path or a
+// URL as it is, a relative one from base's directory (or URL prefix).
+std::string ResolveFrom(const std::string& base, const std::string& path);
+
 // A gzip- or zstd-compressed object (by its magic bytes, whatever its name;
 // a remote one named *.gz, *.tgz, *.zst) is opened through io/gzip_reader.h
 // or io/zstd_reader.h: reads see the uncompressed bytes.

@@ -75,11 +75,10 @@ Result<std::vector<std::string>> ExpandOne(const std::string& source, const IoOp
     std::ifstream in(source);
     if (!in) return NotFound("shard list '" + source + "' cannot be opened");
     std::vector<std::string> out;
-    std::string dir = source.find('/') == std::string::npos ? "" : source.substr(0, source.rfind('/') + 1);
     for (std::string line; std::getline(in, line);) {
       while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.pop_back();
       if (line.empty() || line[0] == '#') continue;
-      out.push_back(line[0] == '/' || IsRemoteUrl(line) ? line : dir + line);  // relative to the list file
+      out.push_back(ResolveFrom(source, line));  // relative to the list file
     }
     return out;
   }

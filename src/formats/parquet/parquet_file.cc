@@ -123,12 +123,7 @@ void AppendText(T v, RowBytes* out) {
 // datasets' Image.decode_example reads them. A relative path is taken from
 // the Parquet file's directory (or URL), never the working directory.
 Status AppendImageFile(const std::string& parquet_path, std::string_view path, RowBytes* out) {
-  std::string resolved(path);
-  const bool absolute = path.starts_with("/") || path.find("://") != std::string_view::npos;
-  if (!absolute) {
-    const size_t slash = parquet_path.rfind('/');
-    resolved = (slash == std::string::npos ? std::string() : parquet_path.substr(0, slash + 1)) + resolved;
-  }
+  const std::string resolved = ResolveFrom(parquet_path, std::string(path));
   auto context = [&] { return "image struct's 'bytes' is null and its 'path' '" + std::string(path) + "'"; };
   Result<std::unique_ptr<RandomAccessReader>> file = OpenReader(resolved, DefaultIoOptions());
   if (!file.ok()) return file.status().WithContext(context());
