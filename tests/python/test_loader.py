@@ -256,3 +256,17 @@ def test_one_spec_object_may_serve_two_fields(tmp_path):
     loader = stoker.Loader(str(tmp_path / "two.tar"), {"a.cls": label, "b.cls": label}, batch_size=4, output="numpy")
     batch = next(iter(loader))
     assert list(batch["a.cls"]) == [0, 1, 2, 3] and list(batch["b.cls"]) == [10, 11, 12, 13]
+
+
+def test_a_shard_list_names_shards_relative_to_itself(vision_dir, tmp_path):
+    """A .txt list: an absolute path as it is, a relative one from the list's own directory
+    (not the working directory); the loader reads what the paths themselves give."""
+    d, _ = vision_dir
+    listing = d / "lists" / "train.txt"
+    listing.parent.mkdir(exist_ok=True)
+    listing.write_text(f"# shards\n../shard-000000.tar\n{d / 'shard-000001.tar'}\n")
+    direct = [str(d / "shard-000000.tar"), str(d / "shard-000001.tar")]
+    got = [k for b in stoker.Loader(str(listing), FIELDS(), batch_size=8, output="numpy") for k in b["__key__"]]
+    want = [k for b in stoker.Loader(direct, FIELDS(), batch_size=8, output="numpy") for k in b["__key__"]]
+    assert [k.split(":")[-1] for k in got] == [k.split(":")[-1] for k in want] and got
+    assert got[0].startswith(str(d / "lists" / ".." / "shard-000000.tar"))
