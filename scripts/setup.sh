@@ -25,6 +25,7 @@ apt_packages=(
   libgtest-dev           # C++ unit tests
   chromium               # headless: tests/python/test_report.py checks what `stoker report` renders
   clang libclang-rt-14-dev llvm  # libFuzzer + ASan/UBSan/TSan: scripts/fuzz.sh (short run in test.sh), scripts/sanitize.sh
+  ccache                 # the wheel's compiled library is reused by scripts/test.sh's build (same flags)
 )
 missing=()
 for p in "${apt_packages[@]}"; do
@@ -42,4 +43,8 @@ $PY -m pip install -q -r requirements-dev.txt
 # newest for Python 3.11 and its wheel carries the compiled helpers_cpp;
 # --no-deps keeps torch at its pin (its dataset code needs numpy, torch, packaging).
 $PY -m pip install -q --no-deps megatron-core==0.16.1 packaging
-$PY -m pip install -q --no-build-isolation .
+# Through ccache, and with the compiler named as scripts/test.sh names it
+# (ccache keys on the name: c++ and g++ miss each other): its build then
+# compiles only the tests, not the library again.
+CXX=${CXX:-g++} CMAKE_CXX_COMPILER_LAUNCHER=${CMAKE_CXX_COMPILER_LAUNCHER:-ccache} \
+  $PY -m pip install -q --no-build-isolation .

@@ -6,8 +6,11 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 
 jobs=$(nproc)
+# The library's objects come from ccache, filled by setup.sh's wheel build
+# with the same compiler and flags; the command line is the wheel's own (pytest runs it).
 # Python_EXECUTABLE: the Python whose pyarrow provides Arrow for Parquet sources (CMakeLists.txt)
-cmake -S . -B build/test -G Ninja -DCMAKE_BUILD_TYPE=Release -DSTOKER_BUILD_TESTS=ON -DSTOKER_BUILD_CLI=ON \
+cmake -S . -B build/test -G Ninja -DCMAKE_BUILD_TYPE=Release -DSTOKER_BUILD_TESTS=ON -DSTOKER_BUILD_CLI=OFF \
+  -DCMAKE_CXX_COMPILER="${CXX:-g++}" -DCMAKE_CXX_COMPILER_LAUNCHER="${CMAKE_CXX_COMPILER_LAUNCHER:-ccache}" \
   -DPython_EXECUTABLE="$(command -v python3)"
 cmake --build build/test -j "$jobs"
 
