@@ -90,7 +90,9 @@ class ParquetRows {
  public:
   // `columns`: the fields' names, each a top-level column. max_groups: decoded
   // row groups kept (at least 1); readers in flight may hold one more each.
-  ParquetRows(std::vector<std::string> columns, size_t max_groups);
+  // `io`: how files named inside rows (an image struct's path) are read —
+  // the loader's own storage settings, as its shards are.
+  ParquetRows(std::vector<std::string> columns, size_t max_groups, IoOptions io = DefaultIoOptions());
   ~ParquetRows();
 
   // Row `row` of `shard` (read with `file`): its fields' values are
@@ -118,6 +120,7 @@ class ParquetRows {
                                                 int group);
 
   const std::vector<std::string> columns_;
+  const IoOptions io_;
   mutable std::mutex mu_;
   size_t max_groups_;               // guarded by mu_
   std::condition_variable loaded_;  // a load finished (with mu_)

@@ -566,7 +566,7 @@ Result<std::unique_ptr<Loader>> Loader::Create(LoaderOptions options) {
     // Through the loader's own row cache, so the row group decoded for the
     // probe is not decoded again for the first batch (the bound is set once
     // io_depth is resolved, below).
-    data.parquet_rows = std::make_shared<ParquetRows>(ParquetColumns(options), ParquetGroupsKept(1));
+    data.parquet_rows = std::make_shared<ParquetRows>(ParquetColumns(options), ParquetGroupsKept(1), io);
     RowBytes row;
     STOKER_RETURN_IF_ERROR(data.parquet_rows->Read(*first, *file, 0, &row, &probe_entry));
     probe.assign(row.begin(), row.end());

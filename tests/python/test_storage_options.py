@@ -115,3 +115,47 @@ def test_a_loader_reads_the_environment_when_it_is_made(data, two_s3, keys, monk
     second = batches_of(loader(f"s3://data/train/{SHARDS}"))
     assert_same(first, stream(str(root / "plain" / SHARDS), shuffle=True, seed=3))
     assert_same(second, stream(str(root / "b" / SHARDS), shuffle=True, seed=3))
+
+
+def test_parquet_image_paths_are_read_with_the_loaders_own_settings(two_s3, keys, tmp_path, monkeypatch):
+    """A local Parquet file whose image structs name objects in a store ({bytes: null,
+    path: s3://...}, as `datasets` writes Image() columns built from paths): those objects
+    are read with the loader's s3_endpoint and profile, as its shards are, not the
+    environment's (which names no endpoint here)."""
+    import io
+
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from PIL import Image
+
+    (_, b_url), (_, b_proxy) = two_s3
+    rng = np.random.default_rng(5)
+    pixels = [rng.integers(0, 256, (24, 32, 3), dtype=np.uint8) for _ in range(5)]
+    moto = boto3.client("s3", endpoint_url=f"http://127.0.0.1:{b_proxy.upstream_port}", region_name="us-east-1",
+                        aws_access_key_id="k", aws_secret_access_key="s")  # moto itself, behind the proxy
+    images = []
+    for i, p in enumerate(pixels):
+        buf = io.BytesIO()
+        Image.fromarray(p).save(buf, format="JPEG", quality=90)
+        images.append(buf.getvalue())
+        moto.put_object(Bucket="data", Key=f"img/{i}.jpg", Body=images[-1])
+    image_type = pa.struct([("bytes", pa.binary()), ("path", pa.string())])
+    table = pa.table({"image": pa.array([{"bytes": None, "path": f"s3://data/img/{i}.jpg"} for i in range(5)],
+                                        image_type), "label": pa.array(range(5), pa.int64())})
+    pq.write_table(table, tmp_path / "by_path.parquet")
+    creds = tmp_path / "credentials"
+    creds.write_text("[store-b]\naws_access_key_id = key-b\naws_secret_access_key = secret-b\n")
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(creds))
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    used = b_proxy.keys_used["key-b"]
+    fields = {"image": stoker.image((24, 32), resize="none", layout="HWC"), "label": stoker.scalar()}
+    got = {"image": [], "label": []}
+    for batch in stoker.Loader(str(tmp_path / "by_path.parquet"), fields=fields, batch_size=2, drop_last=False,
+                               output="numpy", s3_endpoint=b_url, profile="store-b", retry_deadline_s=5):
+        got["image"] += list(batch["image"])
+        got["label"] += [int(x) for x in batch["label"]]
+    assert got["label"] == list(range(5))
+    for i, data in enumerate(images):
+        np.testing.assert_array_equal(got["image"][i], np.asarray(Image.open(io.BytesIO(data)).convert("RGB")))
+    assert b_proxy.keys_used["key-b"] >= used + 5  # through the store's proxy, with the profile's keys

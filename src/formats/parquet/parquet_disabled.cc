@@ -34,8 +34,8 @@ int ParquetShuffleBlock(const std::vector<ShardIndex>&) { return 2; }
 uint64_t ParquetMaxRowGroupBytes(const ShardIndex&) { return 0; }
 Result<ParquetSummary> DescribeParquet(const ShardIndex& index) { return Disabled(index.shard_path); }
 
-ParquetRows::ParquetRows(std::vector<std::string> columns, size_t max_groups)
-    : columns_(std::move(columns)), max_groups_(max_groups) {}
+ParquetRows::ParquetRows(std::vector<std::string> columns, size_t max_groups, IoOptions io)
+    : columns_(std::move(columns)), io_(std::move(io)), max_groups_(max_groups) {}
 ParquetRows::~ParquetRows() = default;
 uint64_t ParquetRows::decodes() const { return 0; }
 void ParquetRows::SetMaxGroups(size_t) {}

@@ -122,10 +122,11 @@ void AppendText(T v, RowBytes* out) {
 // writes an Image() column built from file paths: the file's bytes, as
 // datasets' Image.decode_example reads them. A relative path is taken from
 // the Parquet file's directory (or URL), never the working directory.
-Status AppendImageFile(const std::string& parquet_path, std::string_view path, RowBytes* out) {
+Status AppendImageFile(const std::string& parquet_path, std::string_view path, const IoOptions& io,
+                       RowBytes* out) {
   const std::string resolved = ResolveFrom(parquet_path, std::string(path));
   auto context = [&] { return "image struct's 'bytes' is null and its 'path' '" + std::string(path) + "'"; };
-  Result<std::unique_ptr<RandomAccessReader>> file = OpenReader(resolved, DefaultIoOptions());
+  Result<std::unique_ptr<RandomAccessReader>> file = OpenReader(resolved, io);
   if (!file.ok()) return file.status().WithContext(context());
   const size_t at = out->size();
   out->resize(at + (*file)->Size());
@@ -135,8 +136,9 @@ Status AppendImageFile(const std::string& parquet_path, std::string_view path, R
 }
 
 // Appends row `i` of `array` (see the header's table of types) to *out;
-// `parquet_path` resolves an image struct's relative path.
-Status AppendValue(const arrow::Array& array, int64_t i, const std::string& parquet_path, RowBytes* out) {
+// `parquet_path` resolves an image struct's relative path, read with `io`.
+Status AppendValue(const arrow::Array& array, int64_t i, const std::string& parquet_path, const IoOptions& io,
+                   RowBytes* out) {
   if (array.IsNull(i)) return DataLoss("value is null");
   auto append = [out](std::string_view v) { out->insert(out->end(), v.begin(), v.end()); };
   switch (array.type_id()) {
@@ -159,12 +161,12 @@ Status AppendValue(const arrow::Array& array, int64_t i, const std::string& parq
       const auto& s = static_cast<const arrow::StructArray&>(array);
       std::shared_ptr<arrow::Array> bytes = s.GetFieldByName("bytes");
       if (!bytes || !IsBinaryLike(bytes->type_id())) break;
-      if (!bytes->IsNull(i)) return AppendValue(*bytes, i, parquet_path, out);
+      if (!bytes->IsNull(i)) return AppendValue(*bytes, i, parquet_path, io, out);
       std::shared_ptr<arrow::Array> path = s.GetFieldByName("path");
       if (!path || path->type_id() != arrow::Type::STRING || path->IsNull(i)) {
         return DataLoss("image struct has null 'bytes' and no 'path'");
       }
-      return AppendImageFile(parquet_path, static_cast<const arrow::StringArray&>(*path).GetView(i), out);
+      return AppendImageFile(parquet_path, static_cast<const arrow::StringArray&>(*path).GetView(i), io, out);
     }
     case arrow::Type::BOOL: AppendText(int{static_cast<const arrow::BooleanArray&>(array).Value(i)}, out); return Status::Ok();
     case arrow::Type::INT8: AppendText(int{static_cast<const arrow::Int8Array&>(array).Value(i)}, out); return Status::Ok();
@@ -304,8 +306,8 @@ Result<ParquetSummary> DescribeParquet(const ShardIndex& index) {
   return s;
 }
 
-ParquetRows::ParquetRows(std::vector<std::string> columns, size_t max_groups)
-    : columns_(std::move(columns)), max_groups_(std::max<size_t>(1, max_groups)) {}
+ParquetRows::ParquetRows(std::vector<std::string> columns, size_t max_groups, IoOptions io)
+    : columns_(std::move(columns)), io_(std::move(io)), max_groups_(std::max<size_t>(1, max_groups)) {}
 
 ParquetRows::~ParquetRows() = default;
 
@@ -421,7 +423,7 @@ Status ParquetRows::Read(const ShardIndex& shard, const RandomAccessReader& file
     int k = 0;
     while (k < column.num_chunks() && i >= column.chunk(k)->length()) i -= column.chunk(k)->length(), ++k;
     const size_t at = bytes->size();
-    Status st = k < column.num_chunks() ? AppendValue(*column.chunk(k), i, shard.shard_path, bytes)
+    Status st = k < column.num_chunks() ? AppendValue(*column.chunk(k), i, shard.shard_path, io_, bytes)
                                         : Internal("row past the decoded row group");
     if (!st.ok()) {
       return st.WithContext(shard.shard_path + ": row " + std::to_string(row) + " (row group " +
