@@ -8,9 +8,12 @@ bash scripts/setup.sh
 jobs=$(nproc)
 # The library's objects come from ccache, filled by setup.sh's wheel build
 # with the same compiler and flags; the command line is the wheel's own (pytest runs it).
+# The compiler is named through CXX, which only a new build directory takes:
+# -DCMAKE_CXX_COMPILER on one configured with another would wipe its cache,
+# and the -D settings below with it.
 # Python_EXECUTABLE: the Python whose pyarrow provides Arrow for Parquet sources (CMakeLists.txt)
-cmake -S . -B build/test -G Ninja -DCMAKE_BUILD_TYPE=Release -DSTOKER_BUILD_TESTS=ON -DSTOKER_BUILD_CLI=OFF \
-  -DCMAKE_CXX_COMPILER="${CXX:-g++}" -DCMAKE_CXX_COMPILER_LAUNCHER="${CMAKE_CXX_COMPILER_LAUNCHER:-ccache}" \
+CXX=${CXX:-g++} cmake -S . -B build/test -G Ninja -DCMAKE_BUILD_TYPE=Release -DSTOKER_BUILD_TESTS=ON \
+  -DSTOKER_BUILD_CLI=OFF -DCMAKE_CXX_COMPILER_LAUNCHER="${CMAKE_CXX_COMPILER_LAUNCHER:-ccache}" \
   -DPython_EXECUTABLE="$(command -v python3)"
 cmake --build build/test -j "$jobs"
 
