@@ -64,9 +64,9 @@ class Servers:
 
 # -- shuffle quality, from key streams ----------------------------------------------------------
 
-def _name(key: str) -> str:
-    """"<dir or URL>/shard.tar:key" -> "shard.tar:key" (the same sample over any storage)."""
-    return key.rsplit("/", 1)[-1]
+def _name(url: str, key: str) -> str:
+    """"<dir or URL>/shard.tar", key -> "shard.tar:key" (the same sample over any storage)."""
+    return f"{url.rsplit('/', 1)[-1]}:{key}"
 
 
 def stoker_keys(shards, batch: int, epochs: int, **kw) -> list[list[list[str]]]:
@@ -78,7 +78,7 @@ def stoker_keys(shards, batch: int, epochs: int, **kw) -> list[list[list[str]]]:
     out = []
     for e in range(epochs):
         ld.set_epoch(e)
-        out.append([[_name(k) for k in b["__key__"]] for b in ld])
+        out.append([[_name(u, k) for u, k in zip(b["__url__"], b["__key__"])] for b in ld])
     ld.close()
     return out
 

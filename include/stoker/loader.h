@@ -151,7 +151,10 @@ struct LoaderOptions {
   // Remote storage: endpoint, profile, region, retry deadline, cache. Unset:
   // the environment's when the loader is made (stoker/storage_options.h).
   std::optional<StorageOptions> storage;
-  bool include_keys = true;        // Batch::keys() filled
+  bool include_keys = true;        // Batch::keys() and urls() filled
+  // Parquet sources: the column whose value is each row's key (a string or
+  // integer column); empty: "file:row" (pipeline/sample_keys.h).
+  std::string key_column;
 
   bool record_stats = true;        // stage counters for Stats() (relaxed atomics; cheap)
   size_t trace_spans = 0;          // >0: keep the last N stage spans for TraceJson()
@@ -201,7 +204,12 @@ class Batch {
   virtual int64_t index() const = 0;    // batch number within the epoch, from 0
   virtual int size() const = 0;         // samples in it
   virtual const std::vector<ArrayView>& arrays() const = 0;
-  virtual const std::vector<std::string>& keys() const = 0;  // "shard.tar:key"
+  // Each sample's key and where it came from, as webdataset names them
+  // (pipeline/sample_keys.h): tar "dir/000000" with url the shard as given;
+  // image folder "cat/000001" with url the file; Parquet the key column's
+  // value or "file:row" with url the file.
+  virtual const std::vector<std::string>& keys() const = 0;
+  virtual const std::vector<std::string>& urls() const = 0;
   // The consumer needs the batch now on `stream` (a cudaStream_t as an
   // integer, 0 the default stream): with device="cuda" the stream waits for
   // the batch's copy, the host does not; later copies into this batch's
@@ -226,7 +234,7 @@ struct SkipRecord {
   int64_t batch = 0;     // the batch whose slot it would have filled
   int slot = 0;
   uint64_t sample = 0;   // index within the dataset
-  std::string key;       // "shard.tar:key"
+  std::string key;       // "shard.tar:key": the shard and its key, unique in the dataset
   std::string cause;     // the error: shard, member, byte offset, cause
 };
 

@@ -16,6 +16,8 @@ struct LoaderSettings {
   int decode_threads = 0;       // decoders running
   int prefetch_batches = 0;     // whole batches made ahead of the consumer
   std::vector<std::string> fixed;  // names of the knobs the user set
+  int cores = 0;                // the CPUs the defaults scale with: this process's share
+  std::string cores_from;       // "1 core: affinity 2, no quota, 2 local ranks (LOCAL_WORLD_SIZE)"
 };
 
 // One change the controller made, with the evidence it acted on.

@@ -312,6 +312,12 @@ class LoaderOptions:
     def include_keys(self, arg: bool, /) -> None: ...
 
     @property
+    def key_column(self) -> str: ...
+
+    @key_column.setter
+    def key_column(self, arg: str, /) -> None: ...
+
+    @property
     def record_stats(self) -> bool: ...
 
     @record_stats.setter
@@ -418,7 +424,7 @@ class NativeLoader:
 
     def next(self, stream: int = 0) -> object:
         """
-        The next batch (None at the epoch's end); with device='cuda', `stream` (a cudaStream_t as an integer) is made to wait for its copy.
+        The next batch as (index, [(name, array)], keys, urls), None at the epoch's end; with device='cuda', `stream` (a cudaStream_t as an integer) is made to wait for its copy. keys are webdataset's __key__ (tar: the member path without its extension; image folder: the path under the root; Parquet: the key_column value, else 'file:row'); urls the shard or file each came from.
         """
 
     @property
@@ -478,6 +484,11 @@ class RecorderSnapshot:
 
 def stage_snapshot(loader: NativeLoader) -> RecorderSnapshot:
     """The loader's stage counters and gauges now, as an opaque snapshot."""
+
+def cpu_share() -> dict:
+    """
+    The CPUs this process may use (core/cpu_share.h): cores, affinity, quota (0: none), local_ranks, pinned, and cores_from, the line that says where the number came from.
+    """
 
 def stage_evidence(before: RecorderSnapshot, after: RecorderSnapshot) -> dict:
     """Utilisation and gauges between two snapshots, as a dict."""

@@ -215,6 +215,12 @@ class Loader:
     ``loader.settings`` says what is in effect. A change never alters which
     samples come, their order or their bytes.
 
+    Each batch names its samples as webdataset does: ``__key__`` (tar: the
+    member path without its extension, ``dir/000000``; image folder: the path
+    under the root, ``cat/000001``; Parquet: the ``key_column`` value, else
+    ``file:row``) and ``__url__`` (the shard or file each came from), lists
+    like ``__key__``. ``keys=False`` leaves both out.
+
     ``observe=False`` turns it off; ``jsonl=path`` writes one record per batch
     (``stoker report path -o report.html``); ``trace_spans=N`` keeps the last N
     stage spans for ``save_trace(path)``.
@@ -249,6 +255,7 @@ class Loader:
         autotune: bool = True,
         timeout: float | None = None,
         key_rule: str = "webdataset",
+        key_column: str | None = None,
         output: str = "torch",
         keys: bool = True,
         record_stats: bool = True,
@@ -316,6 +323,7 @@ class Loader:
         opt.timeout_ms = 0 if timeout is None else max(1, int(timeout * 1000))
         opt.key_rule = _KEY_RULE[key_rule]
         opt.include_keys = keys
+        opt.key_column = key_column or ""
         opt.record_stats = record_stats
         opt.trace_spans = int(trace_spans)
         opt.on_error = _ON_ERROR[on_error]
@@ -444,7 +452,7 @@ class Loader:
         return batches > 0 and json.loads(self._native.state())["next_batch"] >= batches
 
     def _to_dict(self, item) -> dict:
-        _, arrays, keys = item
+        _, arrays, keys, urls = item
         convert = self._convert
         batch: dict[str, Any] = {}
         if self._str_fields:
@@ -463,6 +471,7 @@ class Loader:
                 batch[name] = convert(array)
         if self._with_keys:  # an empty batch (partition="exact") has an empty list
             batch["__key__"] = keys
+            batch["__url__"] = urls
         return batch
 
     def _log_skips(self) -> None:
@@ -510,7 +519,10 @@ class Loader:
     def settings(self) -> dict:
         """The settings in effect now: io_depth, read_ahead_batches,
         decode_threads, prefetch, autotune, the knobs the user fixed
-        (``fixed``) and how many changes the controller made (``changes``)."""
+        (``fixed``), how many changes the controller made (``changes``), and
+        the CPUs the defaults count (``cores``) with where that number came
+        from (``cores_from``: "1 core: affinity 2, no quota, 2 local ranks
+        (LOCAL_WORLD_SIZE)")."""
         s = self._native.settings()
         s["changes"] = len(self._native.tune_log())
         return s

@@ -350,8 +350,10 @@ def _dataloader_advice(config: dict, verdict: dict) -> str:
     workers = config.get("num_workers")
     tips = []
     if workers == 0:
+        # The job's CPUs, not the machine's: its mask, cgroup quota and local ranks.
+        share = _stoker.cpu_share()
         tips.append("num_workers=0 loads every batch in the training process, between steps: "
-                    f"raise num_workers (this machine has {os.cpu_count()} cores)")
+                    f"raise num_workers (this process may use {share['cores_from']})")
     elif isinstance(workers, int):
         tips.append(f"raise num_workers (now {workers}) while cores are free")
         if config.get("prefetch_factor") is not None:

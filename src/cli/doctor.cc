@@ -44,6 +44,7 @@
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "cli/field_spec.h"
+#include "core/cpu_share.h"
 #include "formats/parquet_file.h"
 #include "formats/sample_index.h"
 #include "formats/tar.h"
@@ -145,7 +146,7 @@ Result<RunResult> RunLoader(const LoaderOptions& lo, double seconds, uint64_t mi
   e.samples = samples;
   e.io_depth = s1.io_depth;
   e.decode_threads = s1.decode_threads;
-  e.cores = std::max(1u, std::thread::hardware_concurrency());
+  e.cores = CurrentCpuShare().cores;  // the job's CPUs (core/cpu_share.h), as the loader counts them
   e.read_busy_s = s1.read.busy_s - s0.read.busy_s;
   e.decode_busy_s = s1.decode.busy_s - s0.decode.busy_s;
   e.decode_get_wait_s = s1.decode_queue_get_wait_s - s0.decode_queue_get_wait_s;
@@ -260,7 +261,10 @@ Status RunDoctor(const DoctorOptions& opt) {
   if (opt.sources.size() == 1 && std::filesystem::is_directory(opt.sources.front())) {
     return RunLooseDoctor(opt, opt.sources.front());
   }
-  const int cores = std::max(1u, std::thread::hardware_concurrency());
+  // The CPUs this process may use, counted as the loader counts them: its
+  // mask, the cgroup quota and the node's ranks (core/cpu_share.h).
+  const CpuShare cpu_share = CurrentCpuShare();
+  const int cores = cpu_share.cores;
   const uint64_t throttle = static_cast<uint64_t>(opt.max_read_mbps * 1e6);
   LoaderOptions base;
   STOKER_RETURN_IF_ERROR(ConfigureLoader(opt.sources, opt.fields, opt.key_rule, &base));
@@ -418,7 +422,8 @@ Status RunDoctor(const DoctorOptions& opt) {
                        {"members", members},        {"bytes", before.bytes},
                        {"sample_bytes", sample_bytes}, {"batch_bytes_per_sample", costs.batch_bytes_per_sample},
                        {"fields", opt.fields},      {"key_rule", KeyRuleName(base.key_rule)}};
-  report["machine"] = {{"cores", cores}, {"cores_available", costs.cores_available},
+  report["machine"] = {{"cores", cores}, {"cores_from", cpu_share.ToString()},
+                       {"cores_available", costs.cores_available},
                        {"mem_available_bytes", available}};
   report["page_cache"] = {{"resident_before", before.Fraction()},
                           {"resident_after_drop", after_drop.Fraction()},
@@ -503,6 +508,7 @@ Status RunDoctor(const DoctorOptions& opt) {
               throttle ? (", capped at " + Rate(double(throttle)) + " by --max-read-mbps").c_str() : "");
   std::printf("page-cache rd  sequential %s, random %s (%.1f us/read)\n", Rate(hot_seq.BytesPerSecond()).c_str(),
               Rate(hot_rand.BytesPerSecond()).c_str(), costs.read_cpu_s * 1e6);
+  std::printf("cores          %s\n", cpu_share.ToString().c_str());
   std::printf("decode         %.3f ms/sample/core = %.0f samples/s/core; x %d cores = %.0f samples/s\n",
               decode_s * 1e3, decode_s > 0 ? 1 / decode_s : 0, cores, decode_s > 0 ? cores / decode_s : 0);
   std::printf("cpu            the loader got %.2f of %d cores at full speed%s\n", costs.cores_available, cores,

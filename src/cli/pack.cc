@@ -5,8 +5,12 @@
 //    sample per id; members keep their names (readers group them with the
 //    underscore key rule) or, with --rename-wds, become "{id}.features.npz" so
 //    any WebDataset reader sees the fields.
-//  * classes: DIR/<class>/<stem>.JPEG -> sample "<stem>": "<stem>.jpg" (the
-//    file's bytes) and "<stem>.cls" (the class's index, classes sorted by name).
+//  * classes: DIR/<class>/<stem>.JPEG -> sample "<class>/<stem>":
+//    "<class>/<stem>.jpg" (the file's bytes) and "<class>/<stem>.cls" (the
+//    class's index, classes sorted by name). The key is the file's path
+//    relative to DIR up to the first dot of its name: the key the loader
+//    gives the same file read as an image folder (pipeline/image_folder.h),
+//    so a packed folder and the folder name their samples alike.
 // Samples go in natural name order, or a seeded shuffle. Each shard gets its
 // sidecar index. Hidden names (".*") are skipped, so temporary files are too.
 #include <algorithm>
@@ -123,7 +127,7 @@ Result<std::vector<SourceSample>> ListClasses(const std::vector<fs::directory_en
     STOKER_RETURN_IF_ERROR(ListDir(class_dirs[cls].path(), &files, nullptr));
     for (const auto& f : files) {
       const std::string name = f.path().filename().string();
-      const std::string key = StemOf(name);
+      const std::string key = class_dirs[cls].path().filename().string() + "/" + StemOf(name);
       auto [it, fresh] = seen.emplace(key, f.path().string());
       if (!fresh) {
         return InvalidArgument("two files give the sample key '" + key + "': " + it->second + " and " +

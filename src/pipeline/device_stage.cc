@@ -27,6 +27,7 @@ class DeviceBatch : public Batch {
   int size() const override { return host_->size(); }
   const std::vector<ArrayView>& arrays() const override { return arrays_; }
   const std::vector<std::string>& keys() const override { return host_->keys(); }
+  const std::vector<std::string>& urls() const override { return host_->urls(); }
   Status NeededOn(uintptr_t stream) override { return copy_->NeededOn(stream); }
 
  private:

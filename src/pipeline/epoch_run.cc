@@ -10,6 +10,7 @@
 #include "observe/cpu_time.h"
 #include "pipeline/read_runs.h"
 #include "pipeline/sample_decoder.h"
+#include "pipeline/sample_keys.h"
 
 namespace stoker {
 
@@ -343,6 +344,7 @@ bool EpochRun::Begin(const Leg& leg, int64_t b, std::unique_ptr<BufferPool::Leas
   // Without its buffer the batch also waits for that: one more to count down.
   work->pending = work->size + (lease ? 0 : 1);
   work->keys.resize(data_->options.include_keys ? work->size : 0);
+  work->urls.resize(work->keys.size());
   work->leased = lease != nullptr;
   work->lease = std::move(lease);
   BatchWork* raw = work.get();
@@ -546,7 +548,15 @@ void EpochRun::DecodeOne(SampleDecoder& decoder, DecodeTask& task, uint32_t thre
   int64_t global = static_cast<int64_t>(ref.global);
   const ArraySlot& index = layout.arrays[layout.index_array];
   std::memcpy(base + index.offset + index.sample_bytes * slot, &global, sizeof(global));
-  if (!batch->keys.empty()) batch->keys[slot] = data_->shards[ref.shard] + ":" + entry.key;
+  if (!batch->keys.empty()) {
+    Result<std::string> key = UserKey(data_->options, data_->shards[ref.shard], entry, task.bytes);
+    if (key.ok()) {
+      batch->keys[slot] = std::move(key.value());
+    } else if (st.ok()) {
+      st = key.status();
+    }
+    batch->urls[slot] = data_->shards[ref.shard];
+  }
   task.run.reset();  // the run's last sample returns its buffer
   Finish(task.read, std::move(st));
 }

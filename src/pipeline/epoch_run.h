@@ -70,6 +70,7 @@
 
 #include "core/bounded_queue.h"
 #include "core/buffer_pool.h"
+#include "core/cpu_share.h"
 #include "core/page_allocator.h"
 #include "core/rate_limiter.h"
 #include "io/cancel.h"
@@ -99,7 +100,8 @@ struct BatchWork {
   const EpochPlan* plan = nullptr;  // that epoch's; owned by the run or the loader, outlives the batch's tasks
   int size = 0;
   std::unique_ptr<BufferPool::Lease> lease;
-  std::vector<std::string> keys;
+  std::vector<std::string> keys;  // per slot, as users see them (pipeline/sample_keys.h)
+  std::vector<std::string> urls;  // per slot: the shard or file each came from
   std::atomic<int> pending{0};
   std::mutex error_mu;
   int error_slot = -1;  // guarded by error_mu
@@ -186,6 +188,9 @@ struct Dataset {
   // `tuned`. Written by the loader on its consumer thread, read by the
   // EpochRun constructor there; the run's threads read their own copies.
   TuneSettings tuned, tune_max;
+  // The CPUs this loader counted when made (core/cpu_share.h): the defaults
+  // that scale with cores start from cpu.cores; Settings() says where it came from.
+  CpuShare cpu;
 };
 
 class SampleDecoder;

@@ -119,11 +119,18 @@ Status ImageFolderShards(const std::string& root, std::vector<std::string>* shar
     const std::string rel = path.substr(prefix.size());
     const size_t dot = rel.rfind('.');
     const std::string ext = Lower(rel.substr(dot + 1));
+    // The key: the path relative to the root with its basename cut at the
+    // first dot, as webdataset cuts a tar member's name, so the folder and
+    // the shards `stoker pack` makes of it give the same keys
+    // (pipeline/sample_keys.h). A hidden name (".x.jpg") keeps its own dot.
+    const size_t base = rel.rfind('/') + 1;
+    size_t stem_end = rel.find('.', base + 1);
+    if (stem_end == std::string::npos || stem_end > dot) stem_end = dot;
     ShardIndex index;
     index.shard_path = path;
     index.shard_size = size;
     SampleEntry e;
-    e.key = rel.substr(0, dot);
+    e.key = rel.substr(0, stem_end);
     e.begin = 0;
     e.end = size;
     e.members.push_back(MemberRef{"image", rel, 0, size});

@@ -15,6 +15,9 @@
 // Each sample's members: "image" and its lower-cased extension ("jpg",
 // "png", ...) are the file's bytes; "cls" is the label as text (an inline
 // member: no bytes in the file), so fields={"image": ..., "cls": scalar()}.
+// Each sample's key is its path relative to the root, the basename cut at
+// its first dot ("cat/000001" for cat/000001.jpg), the key `stoker pack`
+// gives the file too.
 // Thread-safety: free functions.
 #pragma once
 

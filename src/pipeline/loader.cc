@@ -65,9 +65,14 @@ std::shared_ptr<BufferPool> BatchPool(const Dataset& d, int max_prefetch) {
 }
 
 // A Parquet row's fields are the columns of the same names (formats/parquet_file.h).
+// The key column rides along as one more value of each row (pipeline/sample_keys.h).
 std::vector<std::string> ParquetColumns(const LoaderOptions& options) {
   std::vector<std::string> columns;
   for (const FieldSpec& f : options.fields) columns.push_back(f.field);
+  if (!options.key_column.empty() &&
+      std::find(columns.begin(), columns.end(), options.key_column) == columns.end()) {
+    columns.push_back(options.key_column);
+  }
   return columns;
 }
 
@@ -89,6 +94,7 @@ class BatchImpl : public Batch {
   int size() const override { return work_->size; }
   const std::vector<ArrayView>& arrays() const override { return arrays_; }
   const std::vector<std::string>& keys() const override { return work_->keys; }
+  const std::vector<std::string>& urls() const override { return work_->urls; }
 
  private:
   std::unique_ptr<BatchWork> work_;
@@ -328,7 +334,10 @@ class LoaderImpl : public Loader {
   }
 
   LoaderSettings Settings() const override {
-    return ToLoaderSettings(tune_config_, data_.tuned, data_.options.autotune);
+    LoaderSettings s = ToLoaderSettings(tune_config_, data_.tuned, data_.options.autotune);
+    s.cores = data_.cpu.cores;
+    s.cores_from = data_.cpu.ToString();
+    return s;
   }
   std::vector<TuneChange> TuneLog() const override { return changes_; }
   std::vector<TuneChange> TakeTuneLog() override {
@@ -518,8 +527,10 @@ Result<std::unique_ptr<Loader>> Loader::Create(LoaderOptions options) {
   if (options.prefetch_batches < 0) {
     options.prefetch_batches = options.tokens.paths.empty() ? kDefaultPrefetch : kDefaultTokenPrefetch;
   }
-  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   Dataset data;
+  // The CPUs this process may use, not the machine's (core/cpu_share.h).
+  data.cpu = CurrentCpuShare();
+  const int cores = data.cpu.cores;
   // First: device="cuda" without CUDA fails before any shard is opened.
   STOKER_ASSIGN_OR_RETURN(data.device, DeviceStage::Create(options));
   if (!options.tokens.paths.empty()) {
@@ -557,6 +568,10 @@ Result<std::unique_ptr<Loader>> Loader::Create(LoaderOptions options) {
   if (parquet && !std::all_of(data.indexes.begin(), data.indexes.end(),
                               [](const ShardIndex& index) { return index.parquet != nullptr; })) {
     return InvalidArgument("sources mix Parquet files with tar shards; give one kind per loader");
+  }
+  if (!parquet && !options.key_column.empty()) {
+    return InvalidArgument("key_column='" + options.key_column +
+                           "' names a Parquet column, but the sources are not Parquet files (" + data.shards[0] + ")");
   }
   const bool remote = std::any_of(data.shards.begin(), data.shards.end(), IsRemoteUrl);
   SampleEntry probe_entry = first->samples[0];

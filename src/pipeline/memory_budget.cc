@@ -2,8 +2,8 @@
 #include "pipeline/memory_budget.h"
 
 #include <algorithm>
-#include <thread>
 
+#include "core/cpu_share.h"
 #include "formats/parquet_file.h"
 #include "pipeline/read_runs.h"
 
@@ -29,8 +29,9 @@ MemoryNeed EstimateMemory(const LoaderOptions& o, const BatchLayout& layout, con
   for (const ShardIndex& index : indexes)
     for (const SampleEntry& s : index.samples) max_sample = std::max<uint64_t>(max_sample, s.end - s.begin);
   const uint64_t readers = static_cast<uint64_t>(std::max(1, o.io_depth));
+  // Auto decode threads start at this process's CPU share (core/cpu_share.h).
   const uint64_t decoders = o.decode_threads > 0 ? static_cast<uint64_t>(o.decode_threads)
-                                                 : std::max(1u, std::thread::hardware_concurrency());
+                                                 : static_cast<uint64_t>(CurrentCpuShare().cores);
   const bool parquet =
       std::any_of(indexes.begin(), indexes.end(), [](const ShardIndex& index) { return index.parquet != nullptr; });
   const uint64_t queue = DecodeQueueCapacity(o, parquet);

@@ -6,6 +6,7 @@
 #include <optional>
 #include <thread>
 
+#include "core/cpu_share.h"
 #include "formats/parquet_file.h"
 #include "io/reader.h"
 
@@ -14,7 +15,7 @@ namespace stoker {
 Result<std::vector<ShardIndex>> LoadShardIndexes(const std::vector<std::string>& shards, KeyRule rule,
                                                  const IoOptions& io) {
   const bool remote = std::any_of(shards.begin(), shards.end(), [](const std::string& s) { return IsRemoteUrl(s); });
-  const size_t cores = std::max(1u, std::thread::hardware_concurrency());
+  const size_t cores = static_cast<size_t>(CurrentCpuShare().cores);  // the job's CPUs, not the machine's
   const int threads = static_cast<int>(std::min<size_t>(shards.size(), remote ? kParallelIndexLoads : cores));
   std::vector<std::optional<Result<ShardIndex>>> results(shards.size());
   std::atomic<size_t> next{0};

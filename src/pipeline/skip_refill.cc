@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <cstring>
 
+#include "pipeline/sample_keys.h"
+
 namespace stoker {
 
 namespace {
@@ -84,7 +86,10 @@ Status SkipRefiller::Fill(BatchWork& work, int slot, const SampleRef& ref) {
   const ArraySlot& index = layout.arrays[layout.index_array];
   const int64_t global = static_cast<int64_t>(ref.global);
   std::memcpy(base + index.offset + index.sample_bytes * static_cast<size_t>(slot), &global, sizeof(global));
-  if (!work.keys.empty()) work.keys[static_cast<size_t>(slot)] = shard + ":" + entry->key;
+  if (!work.keys.empty()) {
+    STOKER_ASSIGN_OR_RETURN(work.keys[static_cast<size_t>(slot)], UserKey(data_->options, shard, *entry, bytes));
+    work.urls[static_cast<size_t>(slot)] = shard;
+  }
   return Status::Ok();
 }
 
@@ -98,7 +103,7 @@ void SkipRefiller::NoteBad(const BatchWork& work, int slot, const SampleRef& ref
   r.batch = work.index;
   r.slot = slot;
   r.sample = ref.global;
-  r.key = data_->shards[ref.shard] + ":" + data_->indexes[ref.shard].samples[ref.sample].key;
+  r.key = InternalKey(data_->shards[ref.shard], data_->indexes[ref.shard].samples[ref.sample]);
   r.cause = last_cause_;
   log_.push_back(std::move(r));
   if (log_.size() > 10000) log_.erase(log_.begin());  // nobody takes them: keep the newest

@@ -23,15 +23,16 @@ namespace stoker::python {
 
 namespace {
 
-// One batch as (index, [(name, numpy view)], keys); the views share the batch.
+// One batch as (index, [(name, numpy view)], keys, urls); the views share the batch.
 nb::object BatchToPython(std::shared_ptr<Batch> batch) {
   nb::list arrays;
   for (const stoker::ArrayView& view : batch->arrays()) {
     arrays.append(nb::make_tuple(view.name, ArrayView(view, batch)));
   }
-  nb::list keys;
+  nb::list keys, urls;
   for (const std::string& k : batch->keys()) keys.append(k);
-  return nb::make_tuple(batch->index(), arrays, keys);
+  for (const std::string& u : batch->urls()) urls.append(u);
+  return nb::make_tuple(batch->index(), arrays, keys, urls);
 }
 
 nb::dict StageToPython(const StageSnapshot& s) {
@@ -200,6 +201,7 @@ void RegisterLoader(nb::module_& m) {
       .def_rw("prefetch_batches", &LoaderOptions::prefetch_batches)
       .def_rw("timeout_ms", &LoaderOptions::timeout_ms)
       .def_rw("include_keys", &LoaderOptions::include_keys)
+      .def_rw("key_column", &LoaderOptions::key_column)
       .def_rw("record_stats", &LoaderOptions::record_stats)
       .def_rw("trace_spans", &LoaderOptions::trace_spans)
       .def_rw("on_error", &LoaderOptions::on_error)
@@ -276,8 +278,10 @@ void RegisterLoader(nb::module_& m) {
              }
           },
           "stream"_a = 0,
-          "The next batch (None at the epoch's end); with device='cuda', `stream` (a cudaStream_t as an "
-          "integer) is made to wait for its copy.")
+          "The next batch as (index, [(name, array)], keys, urls), None at the epoch's end; with "
+          "device='cuda', `stream` (a cudaStream_t as an integer) is made to wait for its copy. keys are "
+          "webdataset's __key__ (tar: the member path without its extension; image folder: the path under "
+          "the root; Parquet: the key_column value, else 'file:row'); urls the shard or file each came from.")
       .def_prop_ro("plan", [](const Loader& l) { return l.plan(); })
       .def_prop_ro("options", [](const Loader& l) { return l.options(); })  // auto (-1) settings resolved
       .def("stats", [](const Loader& l) { return StatsToPython(l.Stats()); })
@@ -326,6 +330,8 @@ void RegisterLoader(nb::module_& m) {
              d["read_ahead_batches"] = s.read_ahead_batches;
              d["decode_threads"] = s.decode_threads;
              d["prefetch"] = s.prefetch_batches;
+             d["cores"] = s.cores;
+             d["cores_from"] = s.cores_from;
              nb::list fixed;
              for (const std::string& k : s.fixed) fixed.append(k);
              d["fixed"] = fixed;

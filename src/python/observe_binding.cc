@@ -9,6 +9,7 @@
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 
+#include "core/cpu_share.h"
 #include "observe/batch_monitor.h"
 #include "python/status_binding.h"
 #include "stoker/loader.h"
@@ -113,6 +114,21 @@ void RegisterObserve(nb::module_& m) {
       .def_ro("h2d_exposed_s", &RecorderSnapshot::h2d_exposed_s);  // the consumer's share of device copies
   m.def("stage_snapshot", [](const Loader& l) { return l.Stats(); }, "loader"_a,
         "The loader's stage counters and gauges now, as an opaque snapshot.");
+  m.def(
+      "cpu_share",
+      [] {
+        const CpuShare c = CurrentCpuShare();
+        nb::dict d;
+        d["cores"] = c.cores;
+        d["affinity"] = c.affinity;
+        d["quota"] = c.quota;
+        d["local_ranks"] = c.local_ranks;
+        d["pinned"] = c.pinned;
+        d["cores_from"] = c.ToString();
+        return d;
+      },
+      "The CPUs this process may use (core/cpu_share.h): cores, affinity, quota (0: none), local_ranks, "
+      "pinned, and cores_from, the line that says where the number came from.");
   m.def(
       "stage_evidence",
       [](const RecorderSnapshot& before, const RecorderSnapshot& after) {

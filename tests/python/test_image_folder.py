@@ -66,8 +66,11 @@ def test_order_labels_and_pixels_match_imagefolder(tree):
     assert loader.classes == classes == ["Cat", "b ird", "cat", "dog"]
     got = []
     for batch in loader:
-        for i, key in enumerate(batch["__key__"]):
-            path = key.rsplit(":", 1)[0]
+        for i, (key, path) in enumerate(zip(batch["__key__"], batch["__url__"])):
+            # The key: the path under the root, the name cut at its first dot.
+            rel = os.path.relpath(path, tree)
+            assert key == os.path.join(os.path.dirname(rel), os.path.basename(rel).split(".")[0] or
+                                       "." + os.path.basename(rel).split(".")[1]), (key, path)
             got.append((path, int(batch["cls"][i])))
             want = np.asarray(Image.open(path).convert("RGB"))
             np.testing.assert_array_equal(batch["image"][i], want, err_msg=path)
@@ -81,7 +84,7 @@ def test_shuffled_epoch_is_a_permutation(tree):
                            batch_size=4, drop_last=False, shuffle=True, seed=1, output="numpy")
     for epoch in range(2):
         loader.set_epoch(epoch)
-        seen = [(k.rsplit(":", 1)[0], int(c)) for b in loader for k, c in zip(b["__key__"], b["cls"])]
+        seen = [(u, int(c)) for b in loader for u, c in zip(b["__url__"], b["cls"])]
         assert sorted(seen) == sorted(ref) and len(seen) == len(ref)
 
 

@@ -1,0 +1,23 @@
+// pipeline/sample_keys.cc — see sample_keys.h.
+#include "pipeline/sample_keys.h"
+
+#include "formats/parquet_file.h"
+
+namespace stoker {
+
+std::string InternalKey(const std::string& shard, const SampleEntry& entry) { return shard + ":" + entry.key; }
+
+Result<std::string> UserKey(const LoaderOptions& options, const std::string& shard, const SampleEntry& entry,
+                            std::span<const uint8_t> bytes) {
+  if (!IsParquetPath(shard)) return entry.key;
+  if (options.key_column.empty()) return InternalKey(shard, entry);
+  const MemberRef* member = entry.FindExact(options.key_column);
+  if (member == nullptr) {
+    return NotFound(shard + ": row " + entry.key + " has no key column '" + options.key_column + "'");
+  }
+  if (!member->inline_data.empty()) return member->inline_data;
+  const std::span<const uint8_t> value = bytes.subspan(member->offset - entry.begin, member->size);
+  return std::string(reinterpret_cast<const char*>(value.data()), value.size());
+}
+
+}  // namespace stoker
