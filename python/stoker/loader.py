@@ -513,7 +513,8 @@ class Loader:
 
     def _start_settings(self) -> dict:
         s = self._native.settings()
-        return {k: s[k] for k in ("io_depth", "read_ahead_batches", "decode_threads", "prefetch", "autotune")}
+        return {k: s[k] for k in ("io_depth", "read_ahead_batches", "decode_threads", "prefetch", "autotune",
+                                  "cores_from")}
 
     @property
     def settings(self) -> dict:

@@ -258,6 +258,8 @@ def render(run: dict, source: str = "") -> str:
         f"<h1>stoker report</h1><p class='meta'>{_esc(source)} · source: {_esc(meta.get('source', '?'))} · "
         f"{len(batches)} batches · {len(slow)} slow · config: "
         f"<code>{_esc(json.dumps(config))}</code></p>",
+        # The CPUs the loader's defaults counted, and why (core/cpu_share.h).
+        (f"<p class='meta' id='cores'>Cores: {_esc(config['cores_from'])}</p>" if config.get("cores_from") else ""),
         f"<div id='verdict' class='verdict{' healthy' if healthy else ''}'>"
         f"<div class='bottleneck'>Bottleneck: <span id='bottleneck'>{_esc(bottleneck)}</span>"
         f"{' (healthy: the input keeps up)' if healthy else ''}</div>"

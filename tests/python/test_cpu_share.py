@@ -53,8 +53,11 @@ def expected(share: dict, ranks: int) -> int:
     return max(1, int(pool / ranks))
 
 
-def test_settings_say_where_the_cores_came_from(shards):
-    ld = stoker.Loader(shards, {"cls": stoker.scalar("int64")}, batch_size=4, output="numpy")
+def test_settings_say_where_the_cores_came_from(shards, tmp_path):
+    from stoker.report import write_report
+
+    ld = stoker.Loader(shards, {"cls": stoker.scalar("int64")}, batch_size=4, output="numpy",
+                       jsonl=tmp_path / "run.jsonl")
     s = ld.settings
     share = stoker._stoker.cpu_share()
     assert share["affinity"] == len(os.sched_getaffinity(0))
@@ -62,10 +65,13 @@ def test_settings_say_where_the_cores_came_from(shards):
     assert s["cores_from"].startswith(f"{s['cores']} core")
     assert f"affinity {share['affinity']}" in s["cores_from"]
     assert s["decode_threads"] == s["cores"]  # the auto default starts at the share
-    # report() carries the same line (its tuning settings).
+    # report() carries the same line (its tuning settings), and so does the run's page.
     for _ in ld:
         pass
     assert ld.report()["tuning"]["settings"]["cores_from"] == s["cores_from"]
+    ld.close()
+    page = write_report(tmp_path / "run.jsonl", tmp_path / "run.html").read_text()
+    assert f"Cores: {s['cores_from']}" in page
 
 
 @pytest.mark.skipif(shutil.which("taskset") is None, reason="taskset (util-linux) is not installed")

@@ -115,6 +115,8 @@ def test_throttled_storage_is_diagnosed_as_storage(imagenet):
     assert doc["default_run"]["bottleneck"] == "storage", doc["default_run"]["reason"]
     assert doc["verdict"]["step_met"] is False
     assert doc["storage"]["max_read_bytes_per_s"] == 2_000_000
+    # The cores it counts are this process's share, with where they came from (core/cpu_share.h).
+    assert doc["machine"]["cores_from"].startswith(f"{doc['machine']['cores']} core"), doc["machine"]
     # Measured throughput is held near the cap: bytes/s over sample bytes.
     cap_rate = 2e6 / doc["dataset"]["sample_bytes"]
     assert doc["verdict"]["measured_samples_per_s"] < 1.5 * cap_rate
@@ -128,7 +130,8 @@ def test_easy_step_is_met_and_text_output_leads_with_the_verdict(imagenet):
     assert "headroom" in lines[0] and "NOT met" not in lines[0]
     assert lines[1].startswith("recommend: --io-depth ") and "--decode-threads 1 " in lines[1], text
     assert lines[2].startswith("memory:") and "64.00 MB budget" in lines[2], text
-    for label in ("page cache", "storage", "decode", "index", "predicted", "run defaults", "run recommend"):
+    for label in ("page cache", "storage", "cores", "decode", "index", "predicted", "run defaults",
+                  "run recommend"):
         assert any(line.startswith(label) for line in lines), (label, text)
 
 

@@ -41,8 +41,8 @@ def shards(tmp_path_factory) -> str:
 
 
 def member(key: str) -> int:
-    """The sample number in a "shard.tar:k042" key."""
-    return int(key.rsplit(":", 1)[1][1:])
+    """The sample number in a "k042" key."""
+    return int(key[1:])
 
 
 def ranks(shards: str, world: int, batch_size: int, **kw) -> list[stoker.Loader]:
