@@ -26,6 +26,7 @@
 #include "cli/common.h"
 #include "cli/progress.h"
 #include "codecs/jpeg.h"
+#include "core/cpu_share.h"
 #include "core/file.h"
 #include "formats/npy.h"
 #include "formats/zip.h"
@@ -286,7 +287,7 @@ Status WriteLoose(const SynthOptions& opt, const std::string& dir, int base_w, i
       progress.Add(1, *made);
     }
   };
-  const int threads = std::clamp(opt.threads > 0 ? opt.threads : int(std::thread::hardware_concurrency()), 1,
+  const int threads = std::clamp(opt.threads > 0 ? opt.threads : CurrentCpuShare().cores, 1,
                                  opt.count);
   std::vector<std::thread> pool;
   for (int t = 0; t < threads; ++t) pool.emplace_back(work);
