@@ -6,7 +6,8 @@ and read-ahead grows little with the sample count; one that plans or indexes
 every sample grows with it.
 
 Each measurement runs in a fresh process: RSS (VmRSS) after `import stoker`
-and the shard list, then after the first batch; the growth is the difference.
+and the shard list, then after the first batch; the growth is the difference,
+and the peak growth is the high-water mark (VmHWM) less the same start.
 The shards are written once under --dir (4 GB for 2M samples; the tar format
 pads each member to 1 KiB) and reused; the first --samples/10,000 of them make
 each dataset.
@@ -58,9 +59,9 @@ def shards_for(root: Path, samples: int) -> list[str]:
 
 CHILD = r"""
 import json, sys
-def rss_mb():
+def rss_mb(field="VmRSS:"):
     for line in open("/proc/self/status"):
-        if line.startswith("VmRSS:"):
+        if line.startswith(field):
             return int(line.split()[1]) / 1024
 import stoker
 shards = json.loads(sys.argv[1])
@@ -72,7 +73,8 @@ loader = stoker.Loader(shards, fields={"cls": stoker.scalar("int64")}, batch_siz
 batch = next(iter(loader))
 t1 = time.monotonic()
 after = rss_mb()
-print(json.dumps({"rss_before_mb": before, "rss_growth_mb": after - before, "first_batch_s": t1 - t0}))
+print(json.dumps({"rss_before_mb": before, "rss_growth_mb": after - before, "peak_growth_mb": rss_mb("VmHWM:") - before,
+                  "first_batch_s": t1 - t0}))
 loader.close()
 """
 
@@ -104,13 +106,16 @@ def main() -> None:
     import stoker
 
     print(f"stoker {getattr(stoker, '__version__', '?')} from {os.path.dirname(stoker.__file__)}")
-    print(f"{'samples':>10} {'shards':>7} {'RSS growth MB':>14} {'per sample B':>13} {'first batch s':>14}")
+    print(f"{'samples':>10} {'shards':>7} {'RSS growth MB':>14} {'per sample B':>13} {'peak growth MB':>15} "
+          f"{'first batch s':>14}")
     for n in sizes:
         shards = shards_for(root, n)
         runs = [measure(shards) for _ in range(args.reps)]
         growth = min(r["rss_growth_mb"] for r in runs)
+        peak = min(r["peak_growth_mb"] for r in runs)
         first = min(r["first_batch_s"] for r in runs)
-        print(f"{n:>10,} {len(shards):>7} {growth:>14.1f} {growth * 2**20 / n:>13.0f} {first:>14.2f}", flush=True)
+        print(f"{n:>10,} {len(shards):>7} {growth:>14.1f} {growth * 2**20 / n:>13.0f} {peak:>15.1f} {first:>14.2f}",
+              flush=True)
 
 
 if __name__ == "__main__":
