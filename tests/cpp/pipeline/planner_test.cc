@@ -136,6 +136,31 @@ TEST(PlannerTest, RejectsImpossibleRequests) {
   EXPECT_EQ(PlanEpoch({}, Options(false, 0), 0).status().code(), StatusCode::kInvalidArgument);
 }
 
+TEST(PlannerTest, EmptyShardsAreSteppedOverInEveryOrder) {
+  // A sample's shard comes from prefix sums: a shard of no samples shares its
+  // start with the next and must never be named.
+  const std::vector<uint32_t> shards = {0, 5, 0, 0, 3, 0, 1, 0};
+  for (int buffer : {0, 4}) {
+    for (int block : {1, 2}) {
+      for (bool shuffle : {false, true}) {
+        LoaderOptions o = Options(shuffle, buffer);
+        o.shuffle_block = block;
+        o.batch_size = 1;
+        auto plan = PlanEpoch(shards, o, 2);
+        ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+        std::set<uint64_t> seen;
+        for (const SampleRef& r : Refs(*plan)) {
+          ASSERT_LT(r.sample, shards[r.shard]) << "shard " << r.shard;
+          const uint64_t first = r.shard == 1 ? 0 : r.shard == 4 ? 5 : 8;
+          ASSERT_EQ(first + r.sample, r.global);
+          seen.insert(r.global);
+        }
+        EXPECT_EQ(seen.size(), 9u);
+      }
+    }
+  }
+}
+
 // Megatron's pretraining sampler: global batches of micro * world, rank r's slice.
 TEST(PlanTokenRun, FollowsMegatronsSampler) {
   for (int rank = 0; rank < 3; ++rank) {
