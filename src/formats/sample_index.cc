@@ -198,6 +198,9 @@ Result<std::vector<SampleEntry>> GroupSamples(const std::vector<TarMember>& memb
     open->entry.end = m.data_offset + m.size;
   }
   close();
+  // The vector grew by doubling: up to half of it is spare entries (72 bytes
+  // each), kept for the loader's lifetime unless given back here.
+  samples.shrink_to_fit();
   return samples;
 }
 

@@ -32,6 +32,36 @@ namespace stoker {
 
 class ParquetFooter;  // formats/parquet_file.h
 
+// Bytes a member carries itself rather than the shard (an image folder's
+// label). Almost no member has any, so it is one pointer, null when empty,
+// not a std::string's 32 bytes: an index holds a member record per member of
+// the dataset, and every byte of it is paid per sample in every rank.
+class InlineBytes {
+ public:
+  InlineBytes() = default;
+  explicit InlineBytes(std::string_view s) { Assign(s); }
+  InlineBytes(const InlineBytes& o) { Assign(o.view()); }
+  InlineBytes(InlineBytes&&) noexcept = default;
+  InlineBytes& operator=(const InlineBytes& o) {
+    Assign(o.view());
+    return *this;
+  }
+  InlineBytes& operator=(InlineBytes&&) noexcept = default;
+  InlineBytes& operator=(std::string_view s) {
+    Assign(s);
+    return *this;
+  }
+
+  bool empty() const { return !bytes_; }
+  const char* data() const { return bytes_ ? bytes_->data() : ""; }
+  size_t size() const { return bytes_ ? bytes_->size() : 0; }
+  std::string_view view() const { return {data(), size()}; }
+
+ private:
+  void Assign(std::string_view s) { bytes_ = s.empty() ? nullptr : std::make_unique<const std::string>(s); }
+  std::unique_ptr<const std::string> bytes_;
+};
+
 struct MemberRef {
   std::string field;     // "jpg", "features.npz", "cls"
   std::string name;      // full member name, for messages
@@ -39,7 +69,7 @@ struct MemberRef {
   uint64_t size;
   // Not empty: the member's bytes, held here rather than in the shard (an
   // image folder's "cls" label); offset/size then mean nothing.
-  std::string inline_data = {};
+  InlineBytes inline_data = {};
   // A Parquet row's value (formats/parquet_file.h): offset is within the
   // row's read buffer, not the file; `name` says where it is ("row 7 (row group 0) column 'label'").
   bool row_value = false;

@@ -12,6 +12,9 @@
 // remaining samples (plus partial batches under drop_last) are dropped and
 // reported in PlanInfo, as for a fresh epoch. A resume of a resumed epoch
 // chains: each stage (W_k, n_k) is applied to the list the stage before left.
+// That list is never built: it is spans of the epoch's computed order
+// (planner.h, EpochOrder), at most two per old rank of each stage, so a
+// resume costs O(shards + ranks) as a fresh plan does.
 // Thread-safety: free functions on values.
 #pragma once
 

@@ -1,70 +1,12 @@
 #include "pipeline/planner.h"
 
 #include <algorithm>
-#include <numeric>
-
-#include "core/random.h"
 
 namespace stoker {
-
-namespace {
-
-// Fisher-Yates with our own generator: std::shuffle's output differs between
-// standard libraries, and the plan must not.
-template <typename T>
-void Shuffle(std::vector<T>& v, SplitMix64& rng) {
-  for (size_t i = v.size(); i > 1; --i) std::swap(v[i - 1], v[rng.Below(i)]);
-}
-
-// The block shuffle's order (planner.h): each shard cut into blocks of at
-// least B consecutive samples at a phase drawn per shard and epoch, the
-// blocks permuted, each block's samples kept in member order.
-std::vector<SampleRef> BlockOrder(const std::vector<uint32_t>& samples_per_shard, const std::vector<uint64_t>& first,
-                                  uint32_t block, SplitMix64& rng) {
-  struct Block {
-    uint32_t shard, begin, end;
-  };
-  std::vector<Block> blocks;
-  for (uint32_t s = 0; s < samples_per_shard.size(); ++s) {
-    const uint32_t n = samples_per_shard[s];
-    if (n == 0) continue;
-    // Cuts at phase + k * block inside (0, n); a first or last piece shorter
-    // than a block joins its neighbour. So a shard of n >= 2B samples gives
-    // blocks of B..2B-1 samples (2B..3B-1: two blocks), one of B..2B-1 is one
-    // block, and a batch of b consecutive plan positions meets at most
-    // ceil(b / B) + 1 blocks; a shard of n < B samples is one block.
-    // A shard of 2B..3B-1 samples has room for one cut: its phase is drawn
-    // where that cut exists, so it is never one whole-shard block.
-    const uint64_t span = n >= 2 * block && n < 3 * block ? n - 2 * block + 1 : block;
-    const uint32_t phase = static_cast<uint32_t>(rng.Below(span));
-    uint32_t begin = 0;
-    for (uint64_t cut = phase == 0 ? block : phase + uint64_t{block}; cut + block <= n; cut += block) {
-      blocks.push_back({s, begin, static_cast<uint32_t>(cut)});
-      begin = static_cast<uint32_t>(cut);
-    }
-    blocks.push_back({s, begin, n});
-  }
-  Shuffle(blocks, rng);
-  std::vector<SampleRef> order;
-  order.reserve(first.back());
-  for (const Block& b : blocks)
-    for (uint32_t i = b.begin; i < b.end; ++i) order.push_back(SampleRef{b.shard, i, first[b.shard] + i});
-  return order;
-}
-
-}  // namespace
 
 int AutoShuffleBlock(const LoaderOptions& options, bool remote) {
   if (options.shuffle_block != -1) return options.shuffle_block;
   return remote ? kRemoteShuffleBlock : 1;
-}
-
-uint64_t MixSeed(uint64_t a, uint64_t b, uint64_t c) {
-  // Chained, not XORed into one seed: each word is mixed into the hash of the
-  // words before it, so nearby (seed, epoch) pairs give unrelated streams.
-  const uint64_t h = SplitMix64(a).Next();
-  const uint64_t h2 = SplitMix64(h ^ b).Next();
-  return SplitMix64(h2 ^ c).Next();
 }
 
 Result<RankShare> ShareOfRank(uint64_t total, const LoaderOptions& options, int world, int rank,
@@ -101,6 +43,84 @@ Result<RankShare> ShareOfRank(uint64_t total, const LoaderOptions& options, int 
   return share;
 }
 
+SampleRef EpochPlan::At(int64_t i) const {
+  if (!strided) return order->At(OrderPosition(i));
+  const uint64_t u = static_cast<uint64_t>(i);
+  return SampleRef{0, 0, first + (u / micro) * global_batch + rank_offset + u % micro};
+}
+
+uint64_t EpochPlan::OrderPosition(int64_t i) const {
+  const uint64_t u = static_cast<uint64_t>(i);
+  size_t k = 0;
+  if (spans.size() > 2) {
+    k = static_cast<size_t>(std::upper_bound(span_start.begin(), span_start.end(), u) - span_start.begin() - 1);
+  } else if (spans.size() == 2 && u >= span_start[1]) {
+    k = 1;
+  }
+  return spans[k].first + (u - span_start[k]);
+}
+
+std::vector<OrderSpan> SliceSpans(const std::vector<OrderSpan>& spans, uint64_t total, uint64_t begin,
+                                  uint64_t count) {
+  std::vector<OrderSpan> out;
+  if (total == 0) return out;
+  // Where each span starts in the list, to find the one holding `begin`.
+  std::vector<uint64_t> start(spans.size());
+  uint64_t at = 0;
+  for (size_t k = 0; k < spans.size(); ++k) {
+    start[k] = at;
+    at += spans[k].count;
+  }
+  uint64_t pos = begin % total;
+  size_t k = static_cast<size_t>(std::upper_bound(start.begin(), start.end(), pos) - start.begin() - 1);
+  while (count > 0) {
+    while (pos - start[k] >= spans[k].count) {  // past this span (or an empty one): the next, wrapping
+      if (++k == spans.size()) k = 0, pos = 0;
+    }
+    const uint64_t off = pos - start[k];
+    const uint64_t take = std::min(count, spans[k].count - off);
+    const uint64_t first = spans[k].first + off;
+    if (!out.empty() && out.back().first + out.back().count == first) {
+      out.back().count += take;
+    } else {
+      out.push_back({first, take});
+    }
+    count -= take;
+    pos += take;
+  }
+  return out;
+}
+
+Result<EpochPlan> PlanShare(std::shared_ptr<const EpochOrder> order, const std::vector<OrderSpan>& spans,
+                            const LoaderOptions& options, const std::string& left) {
+  uint64_t total = 0;
+  for (const OrderSpan& s : spans) total += s.count;
+  STOKER_ASSIGN_OR_RETURN(RankShare share, ShareOfRank(total, options, options.world_size, options.rank, left));
+  EpochPlan plan;
+  plan.info.dataset_samples = static_cast<int64_t>(order->size());
+  plan.info.num_shards = static_cast<int64_t>(order->num_shards());
+  plan.spans = SliceSpans(spans, total, share.begin, share.count);
+  plan.span_start.reserve(plan.spans.size());
+  uint64_t at = 0;
+  for (const OrderSpan& s : plan.spans) {
+    plan.span_start.push_back(at);
+    at += s.count;
+  }
+  plan.order = std::move(order);
+  plan.info.rank_samples = static_cast<int64_t>(share.count);
+  plan.info.batches = share.batches;
+  // Samples no rank delivers: the remainder cut to equalize ranks plus each
+  // rank's partial last batch under drop_last (none when exact). Positions
+  // past the end are the pad policy's repeats.
+  const uint64_t world = static_cast<uint64_t>(options.world_size);
+  plan.info.dropped_samples = options.partition == PartitionPolicy::kExact
+                                  ? 0
+                                  : static_cast<int64_t>(total - std::min<uint64_t>(total, share.count * world));
+  const uint64_t end = share.begin + share.count;
+  plan.info.padded_samples = static_cast<int64_t>(end <= total ? 0 : std::min(share.count, end - total));
+  return plan;
+}
+
 Result<EpochPlan> PlanEpoch(const std::vector<uint32_t>& samples_per_shard, const LoaderOptions& options,
                             uint64_t epoch) {
   if (options.world_size < 1 || options.rank < 0 || options.rank >= options.world_size) {
@@ -112,68 +132,10 @@ Result<EpochPlan> PlanEpoch(const std::vector<uint32_t>& samples_per_shard, cons
     return InvalidArgument("shuffle_block must be -1 (auto), 1 (single samples) or a block size > 1, not " +
                            std::to_string(options.shuffle_block));
   }
-
-  std::vector<uint64_t> first(samples_per_shard.size() + 1, 0);
-  for (size_t s = 0; s < samples_per_shard.size(); ++s) first[s + 1] = first[s] + samples_per_shard[s];
-  const uint64_t total = first.back();
-  if (total == 0) return InvalidArgument("the dataset has no samples");
-
-  auto ref_of = [&](uint32_t shard, uint32_t sample) { return SampleRef{shard, sample, first[shard] + sample}; };
-  SplitMix64 rng(MixSeed(options.seed, epoch, 0x5EED));
-
-  std::vector<SampleRef> order;
-  // shuffle_block -1 (auto) that reaches the planner unresolved (Loader::Create
-  // resolves it from where the shards are) means single samples.
-  if (options.shuffle && options.shuffle_buffer == 0 && options.shuffle_block > 1) {
-    order = BlockOrder(samples_per_shard, first, static_cast<uint32_t>(options.shuffle_block), rng);
-  } else {
-    order.reserve(total);
-    std::vector<uint32_t> shard_order(samples_per_shard.size());
-    std::iota(shard_order.begin(), shard_order.end(), 0);
-    if (options.shuffle && options.shuffle_buffer > 0) Shuffle(shard_order, rng);
-    for (uint32_t s : shard_order)
-      for (uint32_t i = 0; i < samples_per_shard[s]; ++i) order.push_back(ref_of(s, i));
-  }
-
-  if (options.shuffle && options.shuffle_buffer == 0 && options.shuffle_block <= 1) {
-    Shuffle(order, rng);
-  } else if (options.shuffle && options.shuffle_buffer > 0) {
-    // Stream through a buffer: emit a random buffered sample for each arrival.
-    std::vector<SampleRef> buffer, out;
-    out.reserve(total);
-    const size_t cap = static_cast<size_t>(options.shuffle_buffer);
-    for (const SampleRef& r : order) {
-      if (buffer.size() < cap) {
-        buffer.push_back(r);
-        continue;
-      }
-      size_t j = rng.Below(buffer.size());
-      out.push_back(buffer[j]);
-      buffer[j] = r;
-    }
-    Shuffle(buffer, rng);
-    out.insert(out.end(), buffer.begin(), buffer.end());
-    order = std::move(out);
-  }
-
-  STOKER_ASSIGN_OR_RETURN(RankShare share, ShareOfRank(total, options, options.world_size, options.rank,
-                                                        "in the dataset"));
-  EpochPlan plan;
-  plan.info.dataset_samples = static_cast<int64_t>(total);
-  plan.info.num_shards = static_cast<int64_t>(samples_per_shard.size());
-  plan.samples.reserve(share.count);
-  for (uint64_t i = share.begin; i < share.begin + share.count; ++i) plan.samples.push_back(order[i % total]);
-  plan.info.rank_samples = static_cast<int64_t>(share.count);
-  plan.info.batches = share.batches;
-  // Samples no rank delivers this epoch: the remainder cut to equalize ranks
-  // plus each rank's partial last batch under drop_last (none when exact).
-  const uint64_t world = static_cast<uint64_t>(options.world_size);
-  plan.info.dropped_samples = options.partition == PartitionPolicy::kExact
-                                  ? 0
-                                  : static_cast<int64_t>(total - std::min<uint64_t>(total, share.count * world));
-  plan.info.padded_samples = 0;
-  for (uint64_t i = share.begin; i < share.begin + share.count; ++i) plan.info.padded_samples += i >= total;
-  return plan;
+  STOKER_ASSIGN_OR_RETURN(std::shared_ptr<const EpochOrder> order,
+                          EpochOrder::Make(samples_per_shard, options, epoch));
+  const std::vector<OrderSpan> whole = {{0, order->size()}};
+  return PlanShare(std::move(order), whole, options, "in the dataset");
 }
 
 Result<EpochPlan> PlanTokenRun(int64_t total, int64_t consumed, const LoaderOptions& options) {

@@ -5,7 +5,8 @@
 //
 //  * no shuffle: shard order, then member order;
 //  * shuffle, shuffle_buffer == 0, shuffle_block 1: one global permutation of
-//    every sample (random access by index);
+//    every sample (random access by index), a keyed bijection of [0, N)
+//    evaluated per position (index_shuffle.h), never a list of N samples;
 //  * shuffle, shuffle_buffer == 0, shuffle_block B > 1 (the block shuffle, the
 //    auto choice for remote shards): each shard is cut into blocks of B
 //    consecutive samples at a phase drawn per shard and epoch (a first or
@@ -27,43 +28,54 @@
 //    edge is py1br's idea done as a random phase per shard;
 //  * shuffle, shuffle_buffer > 0: shards permuted, then samples streamed
 //    through a buffer of that many samples (WebDataset's scheme, simulated
-//    here so it is deterministic), so reads stay mostly sequential.
+//    here so it is deterministic), so reads stay mostly sequential. This one
+//    is a list of the epoch's samples (16 bytes each).
 // None of them depends on rank, world size or batch size before the cut
 // below, so elastic resume (elastic.h) re-cuts the same global order.
-// The epoch order is then cut into world_size contiguous parts (ShareOfRank:
+// The epoch order (epoch_order.h) is then cut into world_size contiguous parts (ShareOfRank:
 // equal under the drop or pad policy, reported in PlanInfo; within one sample
 // of each other under the exact policy), and this rank's part into batches,
-// as many on every rank.
-// Thread-safety: free functions on values.
+// as many on every rank. A plan holds its part as spans of positions of
+// the shared order, so a rank's plan costs O(shards), not O(samples).
+// Thread-safety: free functions on values; a plan is immutable once made.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "pipeline/epoch_order.h"
 #include "stoker/loader.h"
 
 namespace stoker {
 
-struct SampleRef {
-  uint32_t shard;
-  uint32_t sample;   // index within the shard
-  uint64_t global;   // index within the dataset (shards concatenated)
+// One rank's part of an order, as pieces of it: positions [first, first +
+// count) of the epoch's global order (EpochOrder), each piece inside it.
+struct OrderSpan {
+  uint64_t first = 0;
+  uint64_t count = 0;
 };
 
 struct EpochPlan {
   PlanInfo info;
-  std::vector<SampleRef> samples;  // this rank's samples in delivery order (shards)
+  // Shard runs: this rank's samples in delivery order are the spans of the
+  // epoch's global order, one after another (one or two spans for a fresh
+  // epoch, the second where the pad policy wraps; a few per rank of each
+  // saved world size after elastic resume). No list of samples is kept:
+  // At(i) finds its span and asks the order.
+  std::shared_ptr<const EpochOrder> order;
+  std::vector<OrderSpan> spans;
+  std::vector<uint64_t> span_start;  // rank position of each span's first sample
   // Token runs keep no list: sample i of this rank is global sample
   // first + (i / micro) * global_batch + rank_offset + i % micro.
   bool strided = false;
   uint64_t first = 0, global_batch = 0, rank_offset = 0, micro = 1;
 
-  SampleRef At(int64_t i) const {
-    if (!strided) return samples[static_cast<size_t>(i)];
-    const uint64_t u = static_cast<uint64_t>(i);
-    return SampleRef{0, 0, first + (u / micro) * global_batch + rank_offset + u % micro};
-  }
+  // The sample at rank position i < info.rank_samples.
+  SampleRef At(int64_t i) const;
+  // This rank's position i as a position of the global order.
+  uint64_t OrderPosition(int64_t i) const;
 };
 
 // One rank's part of an order of `total` samples: positions [begin, begin +
@@ -85,6 +97,16 @@ struct RankShare {
 Result<RankShare> ShareOfRank(uint64_t total, const LoaderOptions& options, int world, int rank,
                               const std::string& left);
 
+// Positions [begin, begin + count) of a list of spans holding `total`
+// positions, taken modulo total, as spans (adjacent ones merged).
+std::vector<OrderSpan> SliceSpans(const std::vector<OrderSpan>& spans, uint64_t total, uint64_t begin,
+                                  uint64_t count);
+
+// This rank's plan over `order` (an epoch's whole order, or what is left of
+// it as spans) cut by ShareOfRank; `left` words messages.
+Result<EpochPlan> PlanShare(std::shared_ptr<const EpochOrder> order, const std::vector<OrderSpan>& spans,
+                            const LoaderOptions& options, const std::string& left);
+
 Result<EpochPlan> PlanEpoch(const std::vector<uint32_t>& samples_per_shard, const LoaderOptions& options,
                             uint64_t epoch);
 
@@ -102,9 +124,5 @@ Result<EpochPlan> PlanTokenRun(int64_t total, int64_t consumed, const LoaderOpti
 inline constexpr int kRemoteShuffleBlock = 16;
 // options.shuffle_block, or the auto choice for shards that are `remote`.
 int AutoShuffleBlock(const LoaderOptions& options, bool remote);
-
-// A 64-bit mix of its arguments (splitmix64); seeds of shuffles and of
-// per-sample augmentation derive from it.
-uint64_t MixSeed(uint64_t a, uint64_t b, uint64_t c = 0);
 
 }  // namespace stoker

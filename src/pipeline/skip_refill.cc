@@ -33,9 +33,9 @@ Status SkipRefiller::Resolve(BatchWork& work, const EpochPlan& plan) {
   // Slot order, not completion order: the refills must not depend on timing.
   std::vector<std::pair<int, Status>> failures = std::move(work.failures);
   std::sort(failures.begin(), failures.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
-  const uint64_t partition = plan.samples.size();
+  const uint64_t partition = static_cast<uint64_t>(plan.info.rank_samples);
   for (const auto& [slot, cause] : failures) {
-    NoteBad(work, slot, plan.samples[static_cast<size_t>(work.index * bs + slot)], cause);
+    NoteBad(work, slot, plan.At(work.index * bs + slot), cause);
     uint64_t tries = 0;
     while (true) {
       STOKER_RETURN_IF_ERROR(CheckBudget());
@@ -44,7 +44,7 @@ Status SkipRefiller::Resolve(BatchWork& work, const EpochPlan& plan) {
                         std::to_string(partition) + " samples to refill batch " + std::to_string(work.index) +
                         "; the last error: " + last_cause_);
       }
-      const SampleRef cand = plan.samples[reserve_cursor_ % partition];
+      const SampleRef cand = plan.At(static_cast<int64_t>(reserve_cursor_ % partition));
       ++reserve_cursor_;
       if (known_bad_.count(cand.global)) continue;
       Status st = Fill(work, slot, cand);

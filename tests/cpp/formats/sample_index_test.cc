@@ -270,5 +270,29 @@ TEST(SampleIndexTest, NonUtf8NamesCannotBeIndexed) {
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
 }
 
+// An index holds a MemberRef per member of the dataset, in every rank: its
+// inline bytes are one pointer, null for the members (nearly all) that have none.
+TEST(SampleIndex, InlineBytesCostAPointerAndCopyAsValues) {
+  static_assert(sizeof(InlineBytes) == sizeof(void*));
+  static_assert(sizeof(MemberRef) <= 96, "a member record grew: every sample of every rank pays for it");
+  MemberRef a{"cls", "x.cls", 0, 0};
+  EXPECT_TRUE(a.inline_data.empty());
+  EXPECT_EQ(a.inline_data.size(), 0u);
+  EXPECT_EQ(a.inline_data.view(), "");
+  a.inline_data = std::string("17");
+  MemberRef b = a;  // a deep copy: each owns its bytes
+  a.inline_data = "3";
+  EXPECT_EQ(b.inline_data.view(), "17");
+  EXPECT_EQ(a.inline_data.view(), "3");
+  b = a;
+  const MemberRef& same = b;
+  b = same;  // assigning itself keeps its bytes
+  EXPECT_EQ(b.inline_data.view(), "3");
+  MemberRef c = std::move(b);
+  EXPECT_EQ(c.inline_data.view(), "3");
+  c.inline_data = std::string_view();
+  EXPECT_TRUE(c.inline_data.empty());
+}
+
 }  // namespace
 }  // namespace stoker

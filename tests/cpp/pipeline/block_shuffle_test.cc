@@ -16,6 +16,13 @@
 namespace stoker {
 namespace {
 
+// A plan's samples in delivery order (plans keep no list: At computes each).
+std::vector<SampleRef> Refs(const EpochPlan& p) {
+  std::vector<SampleRef> v;
+  for (int64_t i = 0; i < p.info.rank_samples; ++i) v.push_back(p.At(i));
+  return v;
+}
+
 LoaderOptions Opts(int block, int bs = 8, int world = 1, int rank = 0) {
   LoaderOptions o;
   o.shuffle = true;
@@ -29,7 +36,7 @@ LoaderOptions Opts(int block, int bs = 8, int world = 1, int rank = 0) {
 
 std::vector<uint64_t> Globals(const EpochPlan& p) {
   std::vector<uint64_t> g;
-  for (const SampleRef& r : p.samples) g.push_back(r.global);
+  for (const SampleRef& r : Refs(p)) g.push_back(r.global);
   return g;
 }
 
@@ -40,7 +47,7 @@ std::vector<SampleRef> GlobalOrder(const std::vector<uint32_t>& counts, int bloc
   o.drop_last = false;
   auto p = PlanEpoch(counts, o, epoch);
   EXPECT_TRUE(p.ok()) << p.status().ToString();
-  return p->samples;
+  return Refs(*p);
 }
 
 // Maximal pieces of the order that are consecutive samples of one shard.
@@ -143,7 +150,7 @@ TEST(BlockShuffleTest, APureFunctionOfSeedAndEpoch) {
   auto p = PlanEpoch(counts, o, 3);
   ASSERT_TRUE(p.ok());
   const size_t per_rank = a.size() / 3;
-  for (size_t i = 0; i < p->samples.size(); ++i) ASSERT_EQ(p->samples[i].global, a[per_rank + i].global);
+  for (int64_t i = 0; i < p->info.rank_samples; ++i) ASSERT_EQ(p->At(i).global, a[per_rank + i].global);
 }
 
 TEST(BlockShuffleTest, BlocksAreContiguousInTheirShardAndTheirEdgesMove) {
@@ -240,7 +247,7 @@ TEST(BlockShuffleTest, SingleSampleBlocksAreTheGlobalPermutationAndABufferKeepsI
   unshuffled.shuffle = false;
   auto p = PlanEpoch(counts, unshuffled, 0);
   ASSERT_TRUE(p.ok());
-  for (size_t i = 0; i < p->samples.size(); ++i) ASSERT_EQ(p->samples[i].global, i);
+  for (int64_t i = 0; i < p->info.rank_samples; ++i) ASSERT_EQ(p->At(i).global, static_cast<uint64_t>(i));
   for (int bad : {0, -2}) EXPECT_FALSE(PlanEpoch(counts, Opts(bad), 0).ok()) << bad;
 }
 
@@ -284,7 +291,7 @@ TEST(BlockShuffleTest, ElasticResumeReCutsTheSameBlockOrder) {
     for (int r = 0; r < w; ++r) {
       auto p = PlanEpoch(counts, Opts(block, bs, w, r), 6);
       ASSERT_TRUE(p.ok());
-      for (size_t i = static_cast<size_t>(n * bs); i < p->samples.size(); ++i) want.insert(p->samples[i].global);
+      for (int64_t i = n * bs; i < p->info.rank_samples; ++i) want.insert(p->At(i).global);
     }
     int64_t batches = -1;
     for (int r = 0; r < w2; ++r) {

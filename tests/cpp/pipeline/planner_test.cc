@@ -8,9 +8,16 @@
 namespace stoker {
 namespace {
 
+// A plan's samples in delivery order (plans keep no list: At computes each).
+std::vector<SampleRef> Refs(const EpochPlan& p) {
+  std::vector<SampleRef> v;
+  for (int64_t i = 0; i < p.info.rank_samples; ++i) v.push_back(p.At(i));
+  return v;
+}
+
 std::vector<uint64_t> Globals(const EpochPlan& plan) {
   std::vector<uint64_t> g;
-  for (const SampleRef& r : plan.samples) g.push_back(r.global);
+  for (const SampleRef& r : Refs(plan)) g.push_back(r.global);
   return g;
 }
 
@@ -36,8 +43,8 @@ TEST(PlannerTest, UnshuffledIsShardThenMemberOrder) {
   for (uint64_t i = 0; i < 33; ++i) want[i] = i;
   EXPECT_EQ(Globals(*plan), want);
   EXPECT_EQ(plan->info.batches, 9);  // 8 full + a short one
-  EXPECT_EQ(plan->samples[10].shard, 1u);
-  EXPECT_EQ(plan->samples[10].sample, 0u);
+  EXPECT_EQ(plan->At(10).shard, 1u);
+  EXPECT_EQ(plan->At(10).sample, 0u);
 }
 
 TEST(PlannerTest, ShuffleIsAPermutationFixedBySeedAndEpoch) {
@@ -94,7 +101,7 @@ TEST(PlannerTest, RanksPartitionExactlyWithEqualBatchCounts) {
   ASSERT_TRUE(padded.ok());
   EXPECT_EQ(padded->info.batches, 12);
   EXPECT_EQ(padded->info.padded_samples, 2);
-  EXPECT_EQ(padded->samples.back().global, 1u);  // wraps to the start
+  EXPECT_EQ(padded->At(padded->info.rank_samples - 1).global, 1u);  // wraps to the start
 }
 
 TEST(PlannerTest, DropLastReportsTheCutTail) {
@@ -116,7 +123,7 @@ TEST(PlannerTest, StreamingShuffleKeepsReadsLocal) {
   auto plan = PlanEpoch(shards, o, 0);
   ASSERT_TRUE(plan.ok());
   int far = 0;
-  for (size_t i = 1; i < plan->samples.size(); ++i) far += plan->samples[i].shard != plan->samples[i - 1].shard;
+  for (int64_t i = 1; i < plan->info.rank_samples; ++i) far += plan->At(i).shard != plan->At(i - 1).shard;
   EXPECT_LT(far, 400);  // a global shuffle switches shard on ~95% of steps (~950)
 }
 
@@ -127,6 +134,31 @@ TEST(PlannerTest, RejectsImpossibleRequests) {
   o.batch_size = 100;
   EXPECT_EQ(PlanEpoch(kShards, o, 0).status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(PlanEpoch({}, Options(false, 0), 0).status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST(PlannerTest, EmptyShardsAreSteppedOverInEveryOrder) {
+  // A sample's shard comes from prefix sums: a shard of no samples shares its
+  // start with the next and must never be named.
+  const std::vector<uint32_t> shards = {0, 5, 0, 0, 3, 0, 1, 0};
+  for (int buffer : {0, 4}) {
+    for (int block : {1, 2}) {
+      for (bool shuffle : {false, true}) {
+        LoaderOptions o = Options(shuffle, buffer);
+        o.shuffle_block = block;
+        o.batch_size = 1;
+        auto plan = PlanEpoch(shards, o, 2);
+        ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+        std::set<uint64_t> seen;
+        for (const SampleRef& r : Refs(*plan)) {
+          ASSERT_LT(r.sample, shards[r.shard]) << "shard " << r.shard;
+          const uint64_t first = r.shard == 1 ? 0 : r.shard == 4 ? 5 : 8;
+          ASSERT_EQ(first + r.sample, r.global);
+          seen.insert(r.global);
+        }
+        EXPECT_EQ(seen.size(), 9u);
+      }
+    }
+  }
 }
 
 // Megatron's pretraining sampler: global batches of micro * world, rank r's slice.

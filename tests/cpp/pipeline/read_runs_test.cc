@@ -19,9 +19,15 @@ std::vector<ShardIndex> Indexes() {
   return ix;
 }
 
+// A plan whose order is the given (shard, sample) list, over Indexes()'s shards.
 EpochPlan Plan(std::vector<std::pair<uint32_t, uint32_t>> order) {
+  std::vector<SampleRef> refs;
+  for (auto [shard, sample] : order) refs.push_back({shard, sample, 0});
   EpochPlan p;
-  for (auto [shard, sample] : order) p.samples.push_back({shard, sample, 0});
+  p.info.rank_samples = static_cast<int64_t>(refs.size());
+  p.spans = {{0, refs.size()}};
+  p.span_start = {0};
+  p.order = EpochOrder::Listed({4, 2}, std::move(refs));
   return p;
 }
 
