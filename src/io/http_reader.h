@@ -23,6 +23,17 @@
 // or invalid token (ExpiredToken, InvalidToken, RequestExpired,
 // TokenRefreshRequired; for a HEAD, which has no body, any 400/403 under
 // temporary credentials) invalidates them and is tried again, twice at most.
+// Redirects (301, 302, 303, 307, 308) are followed, 5 hops at most. Open's
+// HEAD finds where the object is; its ranged GETs go there directly, the
+// location remembered (pinned with the size and ETag, for the process) until
+// it is kLocationTtlS old or answers 401/403/404/410, when the object is
+// resolved again from its own URL, once per read. A hop to another scheme,
+// host or port gets no credentials: no SigV4 signature, no session token, no
+// header of HttpTarget::headers (Authorization above all) goes beyond the
+// target's own origin (redirects are followed here, not by libcurl, so that
+// rule does not depend on libcurl's).
+// Messages name the object redacted (io/url.h): a query's values never
+// appear in an error, a log line or report().
 // A read on a thread whose Cancellation (io/cancel.h) fires stops: no further
 // attempt, the back-off cut short, a transfer in flight aborted (kCancelled).
 // Thread-safety: ReadAt from many threads at once (each uses its own handle).
@@ -48,11 +59,22 @@ struct HttpTarget {
   // With sigv4: signs each attempt instead of userpwd/token (temporary
   // credentials, refreshed).
   std::shared_ptr<CredentialProvider> credentials;
+  // "Name: value" lines sent to url's own origin only (io/hf.h's token, a
+  // loader's http_headers).
+  std::vector<std::string> headers;
 };
+
+// An unsigned target for an http(s) URL with the loader's own headers.
+HttpTarget HttpTargetFor(const std::string& url, const IoOptions& options);
+
+// How long a redirect's final location is used before the object is
+// resolved again (CDN links are signed for an hour or more).
+inline constexpr int kLocationTtlS = 600;
 
 class HttpReader : public RandomAccessReader {
  public:
   static Result<std::unique_ptr<HttpReader>> Open(HttpTarget target, const IoOptions& options);
+  ~HttpReader() override;
 
   Result<size_t> ReadAt(uint64_t offset, std::span<uint8_t> out) const override;
   uint64_t Size() const override { return size_; }
@@ -62,14 +84,20 @@ class HttpReader : public RandomAccessReader {
   const std::string& etag() const { return etag_; }
 
  private:
-  HttpReader(HttpTarget target, const IoOptions& options) : target_(std::move(target)), options_(options) {}
+  struct Location;
+  HttpReader(HttpTarget target, const IoOptions& options);
+  // Where reads go now ("" : target_.url), resolved again when it has expired.
+  std::string Where() const;
+  void Moved(const std::string& from, const std::string& to) const;  // a read found it elsewhere
   HttpTarget target_;
   IoOptions options_;
   uint64_t size_ = 0;
   std::string etag_;
+  std::unique_ptr<Location> location_;  // its own mutex: reads run on many threads
 };
 
-// A whole object by GET with the same retries (index sidecars, listings).
-Result<std::string> HttpGetWhole(const HttpTarget& target, const IoOptions& options);
+// A whole object by GET with the same retries (index sidecars, listings);
+// link: the answer's Link header (a listing's next page), when asked for.
+Result<std::string> HttpGetWhole(const HttpTarget& target, const IoOptions& options, std::string* link = nullptr);
 
 }  // namespace stoker
