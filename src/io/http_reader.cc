@@ -464,43 +464,48 @@ HttpTarget HttpTargetFor(const std::string& url, const IoOptions& options) {
   return t;
 }
 
-// A redirect's final location and when it was found (steady clock).
-struct HttpReader::Location {
-  std::mutex mu;
-  std::string url;  // guarded by mu; "" : the target's own URL
-  Clock::time_point found;  // guarded by mu
-};
-
 HttpReader::HttpReader(HttpTarget target, const IoOptions& options)
-    : target_(std::move(target)), options_(options), location_(std::make_unique<Location>()) {
+    : target_(std::move(target)), options_(options) {
   target_.name = RedactUrl(target_.name);
 }
 
-HttpReader::~HttpReader() = default;
-
-std::string HttpReader::Where() const {
-  std::lock_guard lock(location_->mu);
-  if (!location_->url.empty() && Clock::now() - location_->found > std::chrono::seconds(kLocationTtlS)) {
-    location_->url.clear();  // expired: the next read resolves it again
-  }
-  return location_->url;
-}
-
-void HttpReader::Moved(const std::string& from, const std::string& to) const {
-  std::lock_guard lock(location_->mu);
-  if (location_->url != from && !location_->url.empty()) return;  // another read moved it already
-  location_->url = to == target_.url ? "" : to;
-  location_->found = Clock::now();
-}
-
-// The version of each object first seen in this process: url -> size, ETag.
+// The version of each object first seen in this process, and where it was
+// found last (a redirect's final location): every reader of the URL, a
+// re-opened one too, reads there.
+struct Pin {
+  uint64_t size = 0;
+  std::string etag;
+  std::string location;  // "" : the URL itself
+  Clock::time_point found;
+};
 static std::mutex& PinsMu() {
   static std::mutex mu;
   return mu;
 }
-static std::map<std::string, std::pair<uint64_t, std::string>>& Pins() {  // guarded by PinsMu()
-  static std::map<std::string, std::pair<uint64_t, std::string>> pins;
+static std::map<std::string, Pin>& Pins() {  // guarded by PinsMu()
+  static std::map<std::string, Pin> pins;
   return pins;
+}
+
+std::string HttpReader::Where() const {
+  std::lock_guard lock(PinsMu());
+  auto it = Pins().find(target_.url);
+  if (it == Pins().end()) return "";
+  Pin& pin = it->second;
+  if (!pin.location.empty() && Clock::now() - pin.found > std::chrono::seconds(kLocationTtlS)) {
+    pin.location.clear();  // expired: the next read resolves it again
+  }
+  return pin.location;
+}
+
+void HttpReader::Moved(const std::string& from, const std::string& to) const {
+  std::lock_guard lock(PinsMu());
+  auto it = Pins().find(target_.url);
+  if (it == Pins().end()) return;
+  Pin& pin = it->second;
+  if (pin.location != from && !pin.location.empty()) return;  // another read moved it already
+  pin.location = to == target_.url ? "" : to;
+  pin.found = Clock::now();
 }
 
 Result<std::unique_ptr<HttpReader>> HttpReader::Open(HttpTarget target, const IoOptions& options) {
@@ -513,15 +518,14 @@ Result<std::unique_ptr<HttpReader>> HttpReader::Open(HttpTarget target, const Io
     std::lock_guard lock(PinsMu());
     auto it = Pins().find(r->target_.url);
     if (it != Pins().end()) {
-      r->size_ = it->second.first;
-      r->etag_ = it->second.second;
+      r->size_ = it->second.size;
+      r->etag_ = it->second.etag;
       return r;
     }
   }
   Request head;
   head.head = true;
   STOKER_RETURN_IF_ERROR(Send(r->target_, r->options_, head));
-  r->Moved("", head.location);
   if (head.length == UINT64_MAX) return IoError(r->target_.name + ": HEAD gave no Content-Length");
   r->size_ = head.length;
   r->etag_ = head.etag;
@@ -530,11 +534,15 @@ Result<std::unique_ptr<HttpReader>> HttpReader::Open(HttpTarget target, const Io
   // later (evicted from ShardFiles, or opened by the loader after its index
   // was built) must be the object the index describes.
   std::lock_guard lock(PinsMu());
-  auto [it, fresh] = Pins().try_emplace(r->target_.url, r->size_, r->etag_);
-  if (!fresh && (it->second.first != r->size_ || it->second.second != r->etag_)) {
+  auto [it, fresh] = Pins().try_emplace(r->target_.url, Pin{r->size_, r->etag_, "", Clock::now()});
+  if (!fresh && (it->second.size != r->size_ || it->second.etag != r->etag_)) {
     return DataLoss(r->target_.name + ": the object changed since this process first opened it (size " +
-                    std::to_string(it->second.first) + " -> " + std::to_string(r->size_) + ", ETag " +
-                    it->second.second + " -> " + r->etag_ + "); not mixing two versions");
+                    std::to_string(it->second.size) + " -> " + std::to_string(r->size_) + ", ETag " +
+                    it->second.etag + " -> " + r->etag_ + "); not mixing two versions");
+  }
+  if (fresh || it->second.location.empty()) {
+    it->second.location = head.location == r->target_.url ? "" : head.location;
+    it->second.found = Clock::now();
   }
   return r;
 }

@@ -25,7 +25,7 @@
 // temporary credentials) invalidates them and is tried again, twice at most.
 // Redirects (301, 302, 303, 307, 308) are followed, 5 hops at most. Open's
 // HEAD finds where the object is; its ranged GETs go there directly, the
-// location remembered (pinned with the size and ETag, for the process) until
+// location remembered (with the pinned size and ETag, for the process) until
 // it is kLocationTtlS old or answers 401/403/404/410, when the object is
 // resolved again from its own URL, once per read. A hop to another scheme,
 // host or port gets no credentials: no SigV4 signature, no session token, no
@@ -74,7 +74,6 @@ inline constexpr int kLocationTtlS = 600;
 class HttpReader : public RandomAccessReader {
  public:
   static Result<std::unique_ptr<HttpReader>> Open(HttpTarget target, const IoOptions& options);
-  ~HttpReader() override;
 
   Result<size_t> ReadAt(uint64_t offset, std::span<uint8_t> out) const override;
   uint64_t Size() const override { return size_; }
@@ -84,7 +83,6 @@ class HttpReader : public RandomAccessReader {
   const std::string& etag() const { return etag_; }
 
  private:
-  struct Location;
   HttpReader(HttpTarget target, const IoOptions& options);
   // Where reads go now ("" : target_.url), resolved again when it has expired.
   std::string Where() const;
@@ -93,7 +91,6 @@ class HttpReader : public RandomAccessReader {
   IoOptions options_;
   uint64_t size_ = 0;
   std::string etag_;
-  std::unique_ptr<Location> location_;  // its own mutex: reads run on many threads
 };
 
 // A whole object by GET with the same retries (index sidecars, listings);

@@ -3,7 +3,6 @@
 // servers in tests/python/test_urls.py).
 #include <gtest/gtest.h>
 
-#include "formats/sample_index.h"
 #include "io/hf.h"
 #include "io/reader.h"
 #include "io/url.h"
@@ -27,9 +26,9 @@ TEST(UrlTest, SplitsAnHttpUrlAtItsQuery) {
 }
 
 TEST(UrlTest, SidecarsAreNamedFromThePathWithTheQueryKept) {
-  EXPECT_EQ(IndexPathFor("https://h/a.tar?token=x"), "https://h/a.tar.idx?token=x");
-  EXPECT_EQ(IndexPathFor("https://h/a.tar"), "https://h/a.tar.idx");
-  EXPECT_EQ(IndexPathFor("/d/a.tar"), "/d/a.tar.idx");
+  EXPECT_EQ(WithSuffix("https://h/a.tar?token=x", ".idx"), "https://h/a.tar.idx?token=x");
+  EXPECT_EQ(WithSuffix("https://h/a.tar", ".idx"), "https://h/a.tar.idx");
+  EXPECT_EQ(WithSuffix("/d/a?.tar", ".idx"), "/d/a?.tar.idx");
   EXPECT_EQ(WithSuffix("http://h/p/data?sig=1", ".bin"), "http://h/p/data.bin?sig=1");
   EXPECT_TRUE(PathEndsWith("https://h/a.tar.gz?X-Amz-Signature=ab.gz", ".gz"));
   EXPECT_FALSE(PathEndsWith("https://h/a.tar?name=b.gz", ".gz"));
@@ -83,6 +82,7 @@ TEST(UrlTest, UnknownSchemesNameTheOnesRead) {
   auto r = OpenReader("gs://b/a.tar");
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(ReadWholeObject("ftp://h/a.tar.idx").status().code(), StatusCode::kInvalidArgument);
 }
 
 TEST(HfTest, ParsesRepositoryRevisionAndPath) {
