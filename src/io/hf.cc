@@ -61,7 +61,7 @@ std::string NextLink(const std::string& link) {
 
 Result<HfUrl> ParseHfUrl(const std::string& url) {
   if (!url.starts_with("hf://")) return InvalidArgument("not an hf:// URL: '" + RedactUrl(url) + "'");
-  const std::string rest = SplitQuery(url).path.substr(5);
+  const std::string rest = url.substr(5);
   std::vector<std::string> parts;
   for (size_t start = 0;;) {
     const size_t slash = rest.find('/', start);
@@ -125,7 +125,7 @@ Result<HttpTarget> HfTarget(const std::string& hf_url, const IoOptions& o) {
   if (u.path.empty()) return InvalidArgument("'" + RedactUrl(hf_url) + "' names a repository, not a file in it");
   const std::string kind = u.kind == "models" ? "" : "/" + u.kind;
   std::string url = Endpoint(o) + kind + "/" + u.repo + "/resolve/" + UriEscape(u.revision, false) + "/" +
-                    UriEscape(u.path, true) + SplitQuery(hf_url).suffix;
+                    UriEscape(u.path, true);
   return HubTarget(url, hf_url, o);
 }
 

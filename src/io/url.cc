@@ -7,9 +7,9 @@ namespace stoker {
 
 namespace {
 
-bool HasQueryScheme(std::string_view url) {
-  return url.starts_with("http://") || url.starts_with("https://") || url.starts_with("hf://");
-}
+// hf:// is stoker's own name for a Hub file (io/hf.h), with no query: a '?'
+// in it is a glob wildcard, as in HfFileSystem.
+bool HasQueryScheme(std::string_view url) { return url.starts_with("http://") || url.starts_with("https://"); }
 
 // Where a URL inside a text ends: at white space, a quote or an angle
 // bracket; punctuation that ends a sentence or a clause ("URL: cause",

@@ -1,12 +1,12 @@
 // io/url.h — URLs as users have them: a query string taken literally, the
 // schemes stoker reads, and URLs put into text with their secrets left out.
 //
-// An http(s):// or hf:// URL is its path plus, from the first '?' or '#', a
+// An http(s):// URL is its path plus, from the first '?' or '#', a
 // suffix that is the server's business: brace ranges, globs, the sidecar
 // name (".idx") and a name's extension (".gz", ".parquet") apply to the path
 // only, and the suffix is kept as written ("shard.tar?token=x" has the sidecar
-// "shard.tar.idx?token=x"). A local path or an s3:// key has no query: '?' in
-// it is a glob wildcard or a literal character.
+// "shard.tar.idx?token=x"). A local path, an s3:// key or an hf:// path has no
+// query: '?' in it is a glob wildcard or a literal character.
 // A query often carries a credential (a presigned X-Amz-Signature, a CDN's
 // token=...), as does "user:password@" in a URL: RedactUrl shows a URL with
 // every query value and any password replaced by "…"; RedactUrls does that to
@@ -30,7 +30,7 @@ struct UrlParts {
   std::string path;    // through the character before the query
   std::string suffix;  // "?query" and/or "#fragment" as written, or ""
 };
-// Splits an http(s):// or hf:// URL at its query; anything else is all path.
+// Splits an http(s):// URL at its query; anything else is all path.
 UrlParts SplitQuery(const std::string& url);
 
 // The path's name plus `ext`, the query kept: "a.tar?t=1" + ".idx" ->

@@ -10,7 +10,7 @@
 // the prefix before its first wildcard once (ListObjectsV2) and matches the
 // keys with fnmatch; an hf:// glob lists the directory above its first
 // wildcard once (the Hub's tree API, io/hf.h); HTTP has no listing, so an
-// HTTP glob is an error. An http(s):// or hf:// URL's query is taken
+// HTTP glob is an error. An http(s):// URL's query is taken
 // literally (io/url.h): braces and globs apply to its path, and each shard
 // keeps the query ("a-{0..1}.tar?t=x" -> "a-0.tar?t=x", "a-1.tar?t=x"). A
 // scheme stoker does not read ("gs://") is an error that says which it does.

@@ -8,11 +8,9 @@ report. Each stream is compared with the same shards read from local files."""
 from __future__ import annotations
 
 import logging
-import os
 import subprocess
 import sys
 import textwrap
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -20,7 +18,7 @@ import pytest
 import stoker
 from stoker import _stoker
 
-from conftest import ROOT, stoker_bin, stoker_env, write_vision_shards
+from conftest import stoker_bin, stoker_env, write_vision_shards
 from url_server import UrlServer
 
 SHARDS = "shard-{000000..000002}.tar"
@@ -291,7 +289,7 @@ def hub(data, monkeypatch):
             yield server, cdn
 
 
-@pytest.mark.parametrize("pattern", ["data/" + SHARDS, "data/*.tar"])
+@pytest.mark.parametrize("pattern", ["data/" + SHARDS, "data/*.tar", "data/shard-00000?.tar"])
 def test_hf_datasets_are_read_through_the_hub(hub, pattern, local):
     server, cdn = hub
     got = stream(f"hf://datasets/org/name/{pattern}")
@@ -299,7 +297,7 @@ def test_hf_datasets_are_read_through_the_hub(hub, pattern, local):
     assert {r["path"] for r in shard_gets(cdn, ".idx")} == {f"/data/{n}.idx" for n in NAMES}
     assert all("authorization" not in r["headers"] for r in cdn.received()), "HF_TOKEN sent to the CDN"
     assert all(r["headers"].get("authorization") == f"Bearer {HF_TOKEN}" for r in server.received())
-    if "*" in pattern:  # listed through the tree API, page after page
+    if "*" in pattern or "?" in pattern:  # listed through the tree API, page after page
         assert len([r for r in server.received() if r["path"].startswith("/api/")]) >= 3
 
 
@@ -331,6 +329,9 @@ def test_unread_schemes_say_which_are_read(url, tmp_path):
 
 
 def test_a_script_ending_with_a_remote_loader_open_exits_quietly(data, signed):
+    """Two shards over HTTP, one batch, no close(): the interpreter's exit
+    frees every native object, so nothing is printed (nanobind names any
+    instance left alive: "leaked N instances")."""
     script = textwrap.dedent(f"""
         import stoker
         loader = stoker.Loader("{signed.url}/shard-{{000000..000001}}.tar?token={TOKEN}",
@@ -338,8 +339,7 @@ def test_a_script_ending_with_a_remote_loader_open_exits_quietly(data, signed):
         batch = next(iter(loader))
         assert len(batch["__key__"]) == 4
     """)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT / "tests" / "python"),
-                                                                     os.environ.get("PYTHONPATH")])))
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, env=env)
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                          env=stoker_env())
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr == "", proc.stderr

@@ -19,8 +19,8 @@ TEST(UrlTest, SplitsAnHttpUrlAtItsQuery) {
   p = SplitQuery("http://h/a.tar#frag");
   EXPECT_EQ(p.path, "http://h/a.tar");
   EXPECT_EQ(p.suffix, "#frag");
-  EXPECT_EQ(SplitQuery("hf://datasets/o/n/a.tar?download=true").path, "hf://datasets/o/n/a.tar");
-  // A local path or an S3 key has no query: '?' is a character of its name.
+  // A local path, an S3 key or an hf:// path has no query: '?' is a character or a wildcard.
+  EXPECT_EQ(SplitQuery("hf://datasets/o/n/a-?.tar").path, "hf://datasets/o/n/a-?.tar");
   EXPECT_EQ(SplitQuery("/data/a?.tar").path, "/data/a?.tar");
   EXPECT_EQ(SplitQuery("s3://b/k?x").path, "s3://b/k?x");
 }
