@@ -151,6 +151,32 @@ def test_redirects_are_followed_and_credentials_stay_with_their_host(data, local
     assert len(ranged) > len([r for r in resolves if r["path"].endswith(NAMES[1]) or r["path"].endswith(NAMES[2])])
 
 
+def test_an_expired_location_is_resolved_again(data, local):
+    """The CDN's signed link stops working mid-epoch (403): each object is
+    resolved again from its own URL, once, and the epoch goes on."""
+    sig = {"now": "v1"}
+    with UrlServer(data, token="v1") as cdn:
+        def redirect(path, query):
+            return f"{cdn.url}{path.replace('/resolve', '')}?token={sig['now']}" if path.startswith("/resolve/") else None
+
+        with UrlServer(data, redirect=redirect) as hub:
+            loader = stoker.Loader(f"{hub.url}/resolve/{SHARDS}", FIELDS(), output="numpy", batch_size=6,
+                                   shuffle=False, drop_last=False, io_depth=1, decode_threads=1, prefetch=1,
+                                   read_ahead_batches=0, coalesce_bytes=0)
+            it = iter(loader)
+            first = [next(it)["__key__"]]
+            resolves_before = len([r for r in hub.received() if r["path"].startswith("/resolve/")])
+            cdn.token = sig["now"] = "v2"  # the old links are refused from here on
+            rest = [b["__key__"] for b in it]
+            loader.close()
+            refused = [r for r in cdn.received() if r["status"] == 403]
+            resolves_after = len([r for r in hub.received() if r["path"].startswith("/resolve/")])
+    keys = [k.rsplit(":", 1)[-1].rsplit("/", 1)[-1] for batch in first + rest for k in batch]
+    assert keys == [k for batch_keys, _ in local for k in batch_keys]
+    assert refused and resolves_after > resolves_before
+    assert any(r["query"] == "token=v2" for r in cdn.received())
+
+
 def test_a_redirect_loop_is_an_error_not_a_hang(data):
     with UrlServer(data, redirect=lambda path, q: path + "x") as server:
         with pytest.raises(stoker.StokerError, match="more than 5 redirects"):

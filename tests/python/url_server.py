@@ -14,7 +14,7 @@ URLs point at do, for tests/python/test_urls.py:
   page named in a Link header;
 - `fail_next(n, code)`: the next n file GETs answer `code` (an outage).
 
-Every request is recorded (method, path, query, headers) so a test can check
+Every request is recorded (method, path, query, headers, status) so a test can check
 what each server received, the Authorization header above all. Threads: one
 per connection (ThreadingHTTPServer); the records and the fault counter are
 under a lock.
@@ -87,6 +87,7 @@ class UrlServer:
 
     @staticmethod
     def _send(h, code: int, body: bytes = b"", headers=(), head: bool = False) -> None:
+        h.record["status"] = code
         h.send_response(code)
         for k, v in headers:
             h.send_header(k, v)
@@ -98,9 +99,10 @@ class UrlServer:
     def _handle(self, h, head: bool) -> None:
         parsed = urllib.parse.urlsplit(h.path)
         path, query = urllib.parse.unquote(parsed.path), urllib.parse.parse_qs(parsed.query)
+        h.record = {"method": h.command, "path": path, "query": parsed.query,
+                    "headers": {k.lower(): v for k, v in h.headers.items()}, "status": None}
         with self.lock:
-            self.requests.append({"method": h.command, "path": path, "query": parsed.query,
-                                  "headers": {k.lower(): v for k, v in h.headers.items()}})
+            self.requests.append(h.record)
         if self.bearer is not None and path.startswith(self.bearer_prefix):
             if h.headers.get("Authorization") != f"Bearer {self.bearer}":
                 return self._send(h, 401, b"Invalid credentials\n", head=head)
