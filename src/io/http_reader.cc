@@ -58,6 +58,7 @@ struct Request {
   std::string start;                // where to send it first ("" : the target's URL)
   std::string location;             // where the answer came from (after redirects)
   long code = 0;                    // the last HTTP status
+  int hops = 0;                     // redirects followed
   std::string* link = nullptr;      // the answer's Link header, when asked for
 };
 
@@ -394,6 +395,9 @@ Status Send(const HttpTarget& t, const IoOptions& o, Request& req) {
           }
           last = "short body: " + std::to_string(req.got) + " of " + std::to_string(a.length) + " bytes";
         } else if (req.got == want) {
+          req.etag = a.etag;
+          req.length = a.length;
+          req.total = a.total;
           NoteSuccess();
           return Status::Ok();
         } else {
@@ -411,7 +415,8 @@ Status Send(const HttpTarget& t, const IoOptions& o, Request& req) {
           return IoError(label() + ": HTTP " + std::to_string(code) + (req.head ? " on HEAD" : " on GET") +
                          " without a Location (not retried)");
         }
-        if (++hops > kMaxRedirects) {
+        req.hops = ++hops;
+        if (hops > kMaxRedirects) {
           return IoError(label() + ": more than " + std::to_string(kMaxRedirects) + " redirects (the last to " +
                          RedactUrl(to) + ")");
         }
@@ -525,7 +530,19 @@ Result<std::unique_ptr<HttpReader>> HttpReader::Open(HttpTarget target, const Io
   }
   Request head;
   head.head = true;
-  STOKER_RETURN_IF_ERROR(Send(r->target_, r->options_, head));
+  Status found = Send(r->target_, r->options_, head);
+  if (!found.ok() && head.hops > 0 && (head.code == 403 || head.code == 405)) {
+    // A redirect's target signed for GET only (an S3 presigned URL, as a
+    // CDN hands out) refuses a HEAD: one byte by ranged GET says as much.
+    uint8_t byte = 0;
+    Request probe;
+    probe.out = {&byte, 1};
+    found = Send(r->target_, r->options_, probe);
+    head.etag = probe.etag;
+    head.location = probe.location;
+    head.length = probe.total != UINT64_MAX ? probe.total : probe.length;  // a 200: the whole length
+  }
+  STOKER_RETURN_IF_ERROR(found);
   if (head.length == UINT64_MAX) return IoError(r->target_.name + ": HEAD gave no Content-Length");
   r->size_ = head.length;
   r->etag_ = head.etag;

@@ -31,7 +31,9 @@
 // host or port gets no credentials: no SigV4 signature, no session token, no
 // header of HttpTarget::headers (Authorization above all) goes beyond the
 // target's own origin (redirects are followed here, not by libcurl, so that
-// rule does not depend on libcurl's).
+// rule does not depend on libcurl's). A redirect's target that refuses the
+// HEAD (403/405: a presigned link signed for GET only) is asked for its first
+// byte by ranged GET instead, whose Content-Range gives the size.
 // Messages name the object redacted (io/url.h): a query's values never
 // appear in an error, a log line or report().
 // A read on a thread whose Cancellation (io/cancel.h) fires stops: no further

@@ -299,8 +299,9 @@ def test_http_headers_reach_the_shards_host(data, local):
 @pytest.fixture()
 def hub(data, monkeypatch):
     """The Hub's resolve paths on one port (token required), redirecting to
-    its CDN on another; the tree API lists the repository, two entries a page."""
-    with UrlServer(data) as cdn:
+    its CDN on another, whose links are signed for GET only (no HEAD); the
+    tree API lists the repository, two entries a page."""
+    with UrlServer(data, get_only=True) as cdn:
         def redirect(path, query):
             prefix = "/datasets/org/name/resolve/main/"
             if path.startswith(prefix):
@@ -322,6 +323,10 @@ def test_hf_datasets_are_read_through_the_hub(hub, pattern, local):
     assert_same(got, local)
     assert {r["path"] for r in shard_gets(cdn, ".idx")} == {f"/data/{n}.idx" for n in NAMES}
     assert all("authorization" not in r["headers"] for r in cdn.received()), "HF_TOKEN sent to the CDN"
+    # Its links refuse a HEAD: each object's size came from a one-byte ranged GET.
+    assert {r["path"] for r in cdn.received("HEAD") if r["status"] == 403} == {f"/data/{n}" for n in NAMES}
+    assert {r["path"] for r in cdn.received("GET") if r["headers"].get("range") == "bytes=0-0"} == \
+        {f"/data/{n}" for n in NAMES}
     assert all(r["headers"].get("authorization") == f"Bearer {HF_TOKEN}" for r in server.received())
     if "*" in pattern or "?" in pattern:  # listed through the tree API, page after page
         assert len([r for r in server.received() if r["path"].startswith("/api/")]) >= 3

@@ -12,7 +12,8 @@ URLs point at do, for tests/python/test_urls.py:
 - the Hub's tree API: GET /api/datasets/ORG/NAME/tree/REV[/DIR]?recursive=true
   lists `root`'s files under DIR as JSON, `page_size` entries a page, the next
   page named in a Link header;
-- `fail_next(n, code)`: the next n file GETs answer `code` (an outage).
+- `fail_next(n, code)`: the next n file GETs answer `code` (an outage);
+- `get_only`: a HEAD is refused (403), as by a link presigned for GET.
 
 Every request is recorded (method, path, query, headers, status) so a test can check
 what each server received, the Authorization header above all. Threads: one
@@ -31,8 +32,9 @@ from pathlib import Path
 
 class UrlServer:
     def __init__(self, root: Path, token: str | None = None, redirect=None, bearer: str | None = None,
-                 bearer_prefix: str = "/", page_size: int = 1000):
+                 bearer_prefix: str = "/", page_size: int = 1000, get_only: bool = False):
         self.root = Path(root)
+        self.get_only = get_only
         self.token = token
         self.redirect = redirect
         self.bearer = bearer
@@ -112,6 +114,8 @@ class UrlServer:
             to = self.redirect(path, parsed.query)
             if to is not None:
                 return self._send(h, 302, b"Found\n", [("Location", to)], head=head)
+        if self.get_only and head:  # a link signed for GET (an S3 presigned URL)
+            return self._send(h, 403, b"<Error><Code>SignatureDoesNotMatch</Code></Error>", head=head)
         if self.token is not None and query.get("token") != [self.token]:
             return self._send(h, 403, b"<Error><Code>AccessDenied</Code></Error>", head=head)
         file = (self.root / path.lstrip("/")).resolve()
