@@ -49,6 +49,9 @@ struct Request {
   std::span<uint8_t> out;           // ranged: where the bytes go; empty: whole
   std::string* whole = nullptr;     // whole GET
   const std::string* pin_etag = nullptr;
+  // The object lives elsewhere (its URL answers with a redirect): If-Match
+  // goes to the location only (the redirect's own answer has other validators).
+  bool moved = false;
   uint64_t pin_size = UINT64_MAX;
   // Filled in:
   uint64_t got = 0;                 // bytes delivered so far (across attempts)
@@ -307,7 +310,7 @@ Status Send(const HttpTarget& t, const IoOptions& o, Request& req) {
       headers = curl_slist_append(headers, range.c_str());
     }
     std::string if_match;
-    if (req.pin_etag && !req.pin_etag->empty()) {
+    if (req.pin_etag && !req.pin_etag->empty() && !(req.moved && at == t.url)) {
       if_match = "If-Match: " + *req.pin_etag;
       headers = curl_slist_append(headers, if_match.c_str());
     }
@@ -482,6 +485,7 @@ struct Pin {
   std::string etag;
   std::string location;  // "" : the URL itself
   Clock::time_point found;
+  bool moved = false;  // the URL answered with a redirect
 };
 static std::mutex& PinsMu() {
   static std::mutex mu;
@@ -492,7 +496,7 @@ static std::map<std::string, Pin>& Pins() {  // guarded by PinsMu()
   return pins;
 }
 
-std::string HttpReader::Where() const {
+std::string HttpReader::Where(bool* moved) const {
   std::lock_guard lock(PinsMu());
   auto it = Pins().find(target_.url);
   if (it == Pins().end()) return "";
@@ -500,6 +504,7 @@ std::string HttpReader::Where() const {
   if (!pin.location.empty() && Clock::now() - pin.found > std::chrono::seconds(kLocationTtlS)) {
     pin.location.clear();  // expired: the next read resolves it again
   }
+  *moved = pin.moved;
   return pin.location;
 }
 
@@ -511,6 +516,7 @@ void HttpReader::Moved(const std::string& from, const std::string& to) const {
   if (pin.location != from && !pin.location.empty()) return;  // another read moved it already
   pin.location = to == target_.url ? "" : to;
   pin.found = Clock::now();
+  pin.moved = pin.moved || !pin.location.empty();
 }
 
 Result<std::unique_ptr<HttpReader>> HttpReader::Open(HttpTarget target, const IoOptions& options) {
@@ -560,6 +566,7 @@ Result<std::unique_ptr<HttpReader>> HttpReader::Open(HttpTarget target, const Io
   if (fresh || it->second.location.empty()) {
     it->second.location = head.location == r->target_.url ? "" : head.location;
     it->second.found = Clock::now();
+    it->second.moved = it->second.moved || !it->second.location.empty();
   }
   return r;
 }
@@ -567,7 +574,8 @@ Result<std::unique_ptr<HttpReader>> HttpReader::Open(HttpTarget target, const Io
 Result<size_t> HttpReader::ReadAt(uint64_t offset, std::span<uint8_t> out) const {
   if (offset >= size_ || out.empty()) return size_t{0};
   const size_t n = static_cast<size_t>(std::min<uint64_t>(out.size(), size_ - offset));
-  const std::string where = Where();
+  bool moved = false;
+  const std::string where = Where(&moved);
   auto read = [&](const std::string& start) {
     Request req;
     req.offset = offset;
@@ -575,6 +583,7 @@ Result<size_t> HttpReader::ReadAt(uint64_t offset, std::span<uint8_t> out) const
     req.pin_etag = &etag_;
     req.pin_size = size_;
     req.start = start;
+    req.moved = moved;
     Status st = Send(target_, options_, req);
     return std::make_pair(std::move(st), std::move(req));
   };

@@ -5,7 +5,8 @@
 // Open sends a HEAD and pins the object's size and ETag; the first version a
 // process opens stays pinned for the process (a later Open of the same URL
 // that finds another size or ETag is DataLoss). Every read is one
-// ranged GET sent with If-Match: <etag>; a response whose ETag or
+// ranged GET sent with If-Match: <etag> (to where the object is: not to a URL
+// that answers with a redirect, whose own validators differ); a response whose ETag or
 // Content-Range total differs from the pinned ones is DataLoss (the object
 // changed: never mix bytes of two versions). Transient faults (resets,
 // timeouts, a connection that delivers nothing for stall_ms, 408/429/5xx,
@@ -86,8 +87,9 @@ class HttpReader : public RandomAccessReader {
 
  private:
   HttpReader(HttpTarget target, const IoOptions& options);
-  // Where reads go now ("" : target_.url), resolved again when it has expired.
-  std::string Where() const;
+  // Where reads go now ("" : target_.url), resolved again when it has
+  // expired; moved: the URL answered with a redirect.
+  std::string Where(bool* moved) const;
   void Moved(const std::string& from, const std::string& to) const;  // a read found it elsewhere
   HttpTarget target_;
   IoOptions options_;

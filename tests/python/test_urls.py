@@ -171,10 +171,14 @@ def test_an_expired_location_is_resolved_again(data, local):
             loader.close()
             refused = [r for r in cdn.received() if r["status"] == 403]
             resolves_after = len([r for r in hub.received() if r["path"].startswith("/resolve/")])
+            hub_if_match = [r for r in hub.received() if "if-match" in r["headers"]]
+            cdn_reqs = cdn.received()
     keys = [k.rsplit(":", 1)[-1].rsplit("/", 1)[-1] for batch in first + rest for k in batch]
     assert keys == [k for batch_keys, _ in local for k in batch_keys]
     assert refused and resolves_after > resolves_before
-    assert any(r["query"] == "token=v2" for r in cdn.received())
+    # If-Match goes where the object is, never to the URL that redirects.
+    assert hub_if_match == [] and any("if-match" in r["headers"] for r in cdn_reqs)
+    assert any(r["query"] == "token=v2" for r in cdn_reqs)
 
 
 def test_a_redirect_loop_is_an_error_not_a_hang(data):
