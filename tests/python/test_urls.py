@@ -151,6 +151,27 @@ def test_redirects_are_followed_and_credentials_stay_with_their_host(data, local
     assert len(ranged) > len([r for r in resolves if r["path"].endswith(NAMES[1]) or r["path"].endswith(NAMES[2])])
 
 
+def test_s3_signing_stays_with_the_endpoint_a_redirect_leaves(data, local, monkeypatch):
+    """An S3-compatible endpoint that redirects its objects to another port:
+    the endpoint gets SigV4-signed requests with the session token, the
+    other port neither a signature nor the token."""
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "s3cr3tkey")
+    monkeypatch.setenv("AWS_SESSION_TOKEN", "sessi0n-t0ken")
+    monkeypatch.setenv("AWS_REGION", "us-east-1")
+    with UrlServer(data) as other:
+        redirect = lambda path, q: f"{other.url}/{path.rsplit('/', 1)[1]}" if path.startswith("/bkt/") else None  # noqa: E731
+        with UrlServer(data, redirect=redirect) as endpoint:
+            got = stream(f"s3://bkt/{SHARDS}", s3_endpoint=endpoint.url)
+            signed_reqs, other_reqs = endpoint.received(), other.received()
+    assert_same(got, local)
+    assert signed_reqs and all(r["headers"].get("authorization", "").startswith("AWS4-HMAC-SHA256")
+                               and r["headers"].get("x-amz-security-token") == "sessi0n-t0ken" for r in signed_reqs)
+    assert other_reqs
+    for r in other_reqs:
+        assert not any(h in r["headers"] for h in ("authorization", "x-amz-security-token", "x-amz-date")), r
+
+
 def test_an_expired_location_is_resolved_again(data, local):
     """The CDN's signed link stops working mid-epoch (403): each object is
     resolved again from its own URL, once, and the epoch goes on."""
