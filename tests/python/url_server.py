@@ -18,12 +18,13 @@ URLs point at do, for tests/python/test_urls.py:
 Every request is recorded (method, path, query, headers, status) so a test can check
 what each server received, the Authorization header above all. Threads: one
 per connection (ThreadingHTTPServer); the records and the fault counter are
-under a lock.
+under a lock; close() ends every connection and joins its thread.
 """
 from __future__ import annotations
 
 import json
 import os
+import socket
 import threading
 import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -40,8 +41,10 @@ class UrlServer:
         self.bearer = bearer
         self.bearer_prefix = bearer_prefix
         self.page_size = page_size
-        self.lock = threading.Lock()  # guards requests and _fail
+        self.lock = threading.Lock()  # guards requests, _fail and _connections
         self.requests: list[dict] = []
+        self._connections: set = set()  # open client sockets: closed by close()
+        self._closing = False
         self._fail = (0, 503)
         server = self
 
@@ -51,6 +54,18 @@ class UrlServer:
             def log_message(self, *args):  # quiet
                 pass
 
+            def setup(self):
+                super().setup()
+                with server.lock:
+                    server._connections.add(self.connection)
+                    if server._closing:  # accepted as close() began: cut at once
+                        self.connection.shutdown(socket.SHUT_RDWR)
+
+            def finish(self):
+                with server.lock:
+                    server._connections.discard(self.connection)
+                super().finish()
+
             def do_HEAD(self):
                 server._handle(self, head=True)
 
@@ -58,7 +73,10 @@ class UrlServer:
                 server._handle(self, head=False)
 
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._httpd.daemon_threads = True
+        # A client keeps its connections open (libcurl's cache): close() cuts
+        # them, then joins each connection's thread, so none outlives the server.
+        self._httpd.daemon_threads = False
+        self._httpd.block_on_close = True
         self.port = self._httpd.server_address[1]
         self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
         self._thread.start()
@@ -77,7 +95,16 @@ class UrlServer:
 
     def close(self) -> None:
         self._httpd.shutdown()
+        with self.lock:
+            self._closing = True
+            connections = list(self._connections)
+        for conn in connections:
+            try:
+                conn.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
         self._httpd.server_close()
+        self._thread.join()
 
     def __enter__(self):
         return self
