@@ -305,6 +305,22 @@ def test_a_corrupt_member_is_reported_without_the_token(data, caplog, capfd):
     token_free(e.value, caplog.text, out, err, report)
 
 
+def test_the_command_indexes_a_signed_url_and_keeps_its_token_to_itself(data, signed, tmp_path):
+    out = tmp_path / "idx"
+    out.mkdir()
+    cmd = [stoker_bin(), "index", "-q", "-o", str(out)]
+    proc = subprocess.run(cmd + [f"{signed.url}/{NAMES[0]}?token={TOKEN}"], capture_output=True, text=True,
+                          env=stoker_env())
+    assert proc.returncode == 0, proc.stderr
+    assert [p.name for p in out.iterdir()] == [NAMES[0] + ".idx"]  # named from the path, not the query
+    assert (out / (NAMES[0] + ".idx")).read_bytes() == (data / (NAMES[0] + ".idx")).read_bytes()
+    wrong = TOKEN[::-1]
+    proc = subprocess.run(cmd + ["--io-attempts", "1", f"{signed.url}/{NAMES[1]}?token={wrong}"],
+                          capture_output=True, text=True, env=stoker_env())
+    assert proc.returncode == 1 and "HTTP 403" in proc.stderr, proc.stderr
+    assert wrong not in proc.stdout + proc.stderr
+
+
 # --- a loader's own headers ---------------------------------------------------
 
 
