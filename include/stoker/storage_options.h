@@ -16,10 +16,15 @@
 //   STOKER_IO_BACKOFF_MAX_MS (5000)
 //   STOKER_CACHE_DIR, STOKER_CACHE_BYTES (64 GiB): the local cache of remote
 //     objects (io/cache_reader.h); no directory, no cache.
+//   HF_ENDPOINT (https://huggingface.co), HF_TOKEN (else the token file
+//     huggingface_hub writes: HF_TOKEN_PATH, $HF_HOME/token,
+//     ~/.cache/huggingface/token): where hf:// URLs go (io/hf.h) and the
+//     bearer token sent to that host only.
 // Thread-safety: a value type.
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 
 namespace stoker {
@@ -40,6 +45,12 @@ struct StorageOptions {
   int backoff_max_ms = 5000;
   std::string cache_dir;    // "" : no cache
   uint64_t cache_bytes = 64ull << 30;
+  // Headers sent with every request for an http(s):// or hf:// object, to
+  // that URL's own scheme, host and port only: never on to a host a redirect
+  // names (io/http_reader.h). S3 requests are signed instead.
+  std::map<std::string, std::string> http_headers;
+  std::string hf_endpoint = "https://huggingface.co";
+  std::string hf_token;  // "" : hf:// requests carry no Authorization
 };
 
 // The environment's settings now (read at each call: a loader made after

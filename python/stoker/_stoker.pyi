@@ -1,6 +1,6 @@
 """stoker's native engine; use the `stoker` package, not this module."""
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 import enum
 from typing import Annotated, overload
 
@@ -698,6 +698,26 @@ class StorageOptions:
 
     @cache_bytes.setter
     def cache_bytes(self, arg: int, /) -> None: ...
+
+    @property
+    def http_headers(self) -> dict[str, str]: ...
+
+    @http_headers.setter
+    def http_headers(self, arg: Mapping[str, str], /) -> None: ...
+
+    @property
+    def hf_endpoint(self) -> str: ...
+
+    @hf_endpoint.setter
+    def hf_endpoint(self, arg: str, /) -> None: ...
+
+    @property
+    def hf_token(self) -> str: ...
+
+    @hf_token.setter
+    def hf_token(self, arg: str, /) -> None: ...
+
+def redact_urls(text: str) -> str: ...
 
 def default_storage_options() -> StorageOptions: ...
 

@@ -34,11 +34,20 @@ def _strings(data, lengths, parse_json: bool) -> list:
 
 
 def storage_options(*, s3_endpoint=None, profile=None, region=None, retry_deadline_s=None, cache_dir=None,
-                    cache_bytes=None) -> "_stoker.StorageOptions":
+                    cache_bytes=None, http_headers=None) -> "_stoker.StorageOptions":
     """A loader's own storage options: the environment's now (STOKER_* /
-    AWS_*, or what ``set_io_options`` set for the process), overridden by the
-    keywords given. Each loader keeps its own, so two loaders read two stores."""
+    AWS_* / HF_*, or what ``set_io_options`` set for the process), overridden
+    by the keywords given. Each loader keeps its own, so two loaders read two
+    stores. ``http_headers`` go with every request for an http(s):// or
+    hf:// shard, to the shard's own host only (never on through a redirect)."""
     o = _stoker.default_storage_options()
+    if http_headers is not None:
+        headers = dict(http_headers)
+        for name, value in headers.items():
+            if not isinstance(name, str) or not isinstance(value, str) or not name or any(
+                    c in name + value for c in "\r\n") or ":" in name:
+                raise ValueError(f"http_headers: {name!r} is not a header name with a one-line string value")
+        o.http_headers = headers
     if s3_endpoint is not None:
         o.s3_endpoint = str(s3_endpoint)
     if profile is not None:
@@ -162,7 +171,7 @@ class Loader:
     about 5 ranged GETs instead of 64 (README, "Shuffle quality").
     ``shuffle_block=N`` sets the block; ``shuffle_buffer=N`` streams instead.
 
-    Remote shards (``http://``, ``https://``, ``s3://``): ``io_depth`` reads
+    Remote shards (``http://``, ``https://``, ``s3://``, ``hf://``): ``io_depth`` reads
     (default: 4 local; remote, the reads of 8 batches: 8 unshuffled, 40 for
     blocks of 16 in batches of 64, at most 64) run at once apart from
     decode; a batch's neighbouring samples in one shard are one ranged GET of
@@ -176,7 +185,12 @@ class Loader:
     environment, profiles, web identity, container, instance metadata),
     ``retry_deadline_s`` (how long one request retries transient faults,
     default 120 s, so an outage of a minute costs a minute, not the run),
-    ``cache_dir`` and ``cache_bytes`` (a local LRU cache of remote objects).
+    ``cache_dir`` and ``cache_bytes`` (a local LRU cache of remote objects),
+    ``http_headers`` (sent to an http(s):// or hf:// shard's own host only,
+    e.g. ``{"Authorization": "Bearer ..."}``). A URL's query is taken
+    literally (braces and globs apply to its path) and never shown: errors,
+    logs and ``report()`` print its values as ``…``. ``hf://datasets/ORG/NAME/PATH``
+    reads a Hugging Face Hub dataset (HF_ENDPOINT, HF_TOKEN).
 
     Under DDP (``rank``/``world_size``, default: torch.distributed's, else
     torchrun's environment) every rank runs the same number of batches.
@@ -250,6 +264,7 @@ class Loader:
         retry_deadline_s: float | None = None,
         cache_dir: str | os.PathLike | None = None,
         cache_bytes: int | None = None,
+        http_headers: Mapping[str, str] | None = None,
         max_read_bytes_per_s: int = 0,
         prefetch: int | None = None,
         autotune: bool = True,
@@ -295,7 +310,8 @@ class Loader:
 
         opt = _stoker.LoaderOptions()
         opt.storage = storage_options(s3_endpoint=s3_endpoint, profile=profile, region=region,
-                                      retry_deadline_s=retry_deadline_s, cache_dir=cache_dir, cache_bytes=cache_bytes)
+                                      retry_deadline_s=retry_deadline_s, cache_dir=cache_dir, cache_bytes=cache_bytes,
+                                      http_headers=http_headers)
         single = isinstance(sources, (str, os.PathLike))
         opt.sources = [str(sources)] if single else [str(s) for s in sources]
         # A directory of class sub-directories: an image folder (C++ lists it

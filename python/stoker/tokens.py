@@ -93,6 +93,7 @@ class TokenLoader(Loader):
         profile: str | None = None,
         region: str | None = None,
         retry_deadline_s: float | None = None,
+        http_headers: Mapping[str, str] | None = None,
         prefetch: int | None = None,
         autotune: bool = True,
         timeout: float | None = None,
@@ -142,7 +143,7 @@ class TokenLoader(Loader):
         opt.drop_last = partition != "exact"
         opt.io_depth = -1 if io_depth is None else io_depth  # auto: one per core (at most 4) local, 16 for a URL
         opt.storage = storage_options(s3_endpoint=s3_endpoint, profile=profile, region=region,
-                                      retry_deadline_s=retry_deadline_s)
+                                      retry_deadline_s=retry_deadline_s, http_headers=http_headers)
         opt.prefetch_batches = -1 if prefetch is None else int(prefetch)  # auto: 8, then tuned
         opt.autotune = bool(autotune)
         opt.timeout_ms = 0 if timeout is None else max(1, int(timeout * 1000))

@@ -13,13 +13,14 @@
 #include "formats/sample_index.h"
 #include "formats/tar.h"
 #include "io/reader.h"
+#include "io/url.h"
 
 namespace stoker::cli {
 namespace {
 
 Status IndexShard(const std::string& path, const std::string& rule_name, const std::string& out_dir, bool quiet) {
   if (IsRemoteUrl(path) && out_dir.empty()) {
-    return InvalidArgument(path + ": a URL's sidecar cannot be written beside it: pass --out-dir DIR, then upload "
+    return InvalidArgument(RedactUrl(path) + ": a URL's sidecar cannot be written beside it: pass --out-dir DIR, then upload "
                                   "DIR/*.idx next to the shards");
   }
   STOKER_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessReader> reader, OpenReader(path, DefaultIoOptions()));
@@ -30,7 +31,9 @@ Status IndexShard(const std::string& path, const std::string& rule_name, const s
   index.shard_size = reader->Size();
   const std::string target =
       out_dir.empty() ? IndexPathFor(path)
-                      : (std::filesystem::path(out_dir) / std::filesystem::path(IndexPathFor(path)).filename()).string();
+                      : (std::filesystem::path(out_dir) /  // a URL's query is not part of the file's name
+                         std::filesystem::path(SplitQuery(IndexPathFor(path)).path).filename())
+                            .string();
   STOKER_RETURN_IF_ERROR(WriteIndexAtomically(index, target));
   if (!quiet) {
     std::printf("%s: %zu samples, key rule %s\n", target.c_str(), index.samples.size(), KeyRuleName(index.key_rule));

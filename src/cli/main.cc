@@ -8,6 +8,7 @@
 #include <exception>
 
 #include "cli/commands.h"
+#include "io/url.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"stoker: pack, inspect and benchmark sharded datasets for deep learning"};
@@ -32,7 +33,7 @@ int main(int argc, char** argv) {
   }
   if (!status.ok()) {
     std::fprintf(stderr, "stoker %s: %s\n", app.get_subcommands().front()->get_name().c_str(),
-                 status.ToString().c_str());
+                 stoker::RedactUrls(status.ToString()).c_str());  // a query may hold a credential
     return 1;
   }
   return 0;

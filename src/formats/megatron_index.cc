@@ -9,6 +9,8 @@
 #include <cstring>
 #include <limits>
 
+#include "io/url.h"
+
 namespace stoker {
 
 namespace {
@@ -115,8 +117,8 @@ MegatronDataset::~MegatronDataset() {
 }
 
 Result<std::unique_ptr<MegatronDataset>> MegatronDataset::Open(const std::string& prefix, const IoOptions& io) {
-  const std::string idx_path = prefix + ".idx";
-  const std::string bin_path = prefix + ".bin";
+  const std::string idx_path = WithSuffix(prefix, ".idx");  // a URL's query kept after the name
+  const std::string bin_path = WithSuffix(prefix, ".bin");
   const bool remote = IsRemoteUrl(prefix);
   Result<std::string> idx_text = remote ? ReadWholeObject(idx_path, io) : ReadWholeFile(idx_path);
   if (!idx_text.ok()) return idx_text.status();

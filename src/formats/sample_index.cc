@@ -10,6 +10,8 @@
 
 #include <unordered_set>
 
+#include "io/url.h"
+
 namespace stoker {
 
 namespace {
@@ -204,7 +206,7 @@ Result<std::vector<SampleEntry>> GroupSamples(const std::vector<TarMember>& memb
   return samples;
 }
 
-std::string IndexPathFor(const std::string& shard_path) { return shard_path + ".idx"; }
+std::string IndexPathFor(const std::string& shard_path) { return WithSuffix(shard_path, ".idx"); }
 
 Status WriteShardIndex(const ShardIndex& index, const std::string& index_path) {
   json samples = json::array();
@@ -279,8 +281,9 @@ Result<ShardIndex> ReadShardIndex(const std::string& index_path, const IoOptions
     }
     index.samples.push_back(std::move(s));
   }
-  std::string_view p(index_path);
-  if (p.ends_with(".idx")) index.shard_path = std::string(p.substr(0, p.size() - 4));
+  if (UrlParts p = SplitQuery(index_path); p.path.ends_with(".idx")) {
+    index.shard_path = p.path.substr(0, p.path.size() - 4) + p.suffix;
+  }
   return index;
 }
 

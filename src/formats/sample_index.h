@@ -103,7 +103,8 @@ struct ShardIndex {
 Result<std::vector<SampleEntry>> GroupSamples(const std::vector<TarMember>& members, KeyRule rule,
                                               const std::string& shard_path);
 
-// The sidecar path for a shard: "<shard>.idx".
+// The sidecar path for a shard: "<shard>.idx"; a URL's query is kept after it
+// ("a.tar?token=t" -> "a.tar.idx?token=t", io/url.h).
 std::string IndexPathFor(const std::string& shard_path);
 
 Status WriteShardIndex(const ShardIndex& index, const std::string& index_path);

@@ -9,11 +9,14 @@
 #include <mutex>
 #include <random>
 #include <thread>
+#include <tuple>
+#include <utility>
 
 #include "io/aws_credentials.h"
 #include "io/backoff.h"
 #include "io/cancel.h"
 #include "io/outage.h"
+#include "io/url.h"
 
 namespace stoker {
 
@@ -46,13 +49,25 @@ struct Request {
   std::span<uint8_t> out;           // ranged: where the bytes go; empty: whole
   std::string* whole = nullptr;     // whole GET
   const std::string* pin_etag = nullptr;
+  // The object lives elsewhere (its URL answers with a redirect): If-Match
+  // goes to the location only (the redirect's own answer has other validators).
+  bool moved = false;
   uint64_t pin_size = UINT64_MAX;
   // Filled in:
   uint64_t got = 0;                 // bytes delivered so far (across attempts)
   std::string etag;
   uint64_t length = UINT64_MAX;     // Content-Length of the last response
   uint64_t total = UINT64_MAX;      // from Content-Range
+  std::string start;                // where to send it first ("" : the target's URL)
+  std::string location;             // where the answer came from (after redirects)
+  long code = 0;                    // the last HTTP status
+  int hops = 0;                     // redirects followed
+  std::string* link = nullptr;      // the answer's Link header, when asked for
 };
+
+constexpr int kMaxRedirects = 5;
+
+bool IsRedirect(long code) { return code == 301 || code == 302 || code == 303 || code == 307 || code == 308; }
 
 struct Attempt {
   Request* req;
@@ -64,6 +79,7 @@ struct Attempt {
   bool first_body = true;
   CURL* h = nullptr;
   std::string error_body;  // the first bytes of a non-2xx body (the store's error code)
+  std::string link;        // the Link header
 };
 
 size_t OnHeader(char* buf, size_t size, size_t n, void* user) {
@@ -79,6 +95,8 @@ size_t OnHeader(char* buf, size_t size, size_t n, void* user) {
   if (line.starts_with("HTTP/")) {  // a new response (100-continue, ...): forget earlier headers
     a->etag.clear();
     a->length = a->total = UINT64_MAX;
+  } else if (auto v = value("link:")) {
+    a->link = std::string(*v);
   } else if (auto v = value("etag:")) {
     a->etag = std::string(*v);
   } else if (auto v = value("content-length:")) {
@@ -190,7 +208,14 @@ Status Send(const HttpTarget& t, const IoOptions& o, Request& req) {
   const auto start = Clock::now();
   const bool ranged = !req.head && !req.whole;
   const uint64_t want = ranged ? req.out.size() : 0;
-  const std::string origin = UrlOrigin(t.url);
+  // Where the request goes now: a redirect moves it; credentials and the
+  // target's headers go to the target's own origin only.
+  std::string at = req.start.empty() ? t.url : req.start;
+  const std::string home = UrlOrigin(t.url);
+  int hops = 0;
+  std::string origin = UrlOrigin(at);
+  const std::string name = RedactUrl(t.name);
+  auto label = [&] { return at == t.url ? name : name + " (at " + RedactUrl(at) + ")"; };
   std::string last;  // the last fault, for the error message
   long last_code = 0;
   thread_local std::mt19937_64 rng(std::random_device{}());
@@ -212,7 +237,7 @@ Status Send(const HttpTarget& t, const IoOptions& o, Request& req) {
   // back-off that ends at it, a transfer aborted by it.
   Cancellation* cancel = CurrentCancellation();
   auto cancelled = [&](int attempt) {
-    return Cancelled(t.name + ": read cancelled after " + std::to_string(attempt - 1) +
+    return Cancelled(label() + ": read cancelled after " + std::to_string(attempt - 1) +
                      " attempts (the loader dropped the work it was for)");
   };
   auto give_up = [&](int attempt, const std::string& why) {
@@ -220,7 +245,7 @@ Status Send(const HttpTarget& t, const IoOptions& o, Request& req) {
     const double secs = std::chrono::duration<double>(Clock::now() - start).count();
     char el[32];
     std::snprintf(el, sizeof el, "%.2f s", secs);
-    return IoError(t.name + ": " + Describe(req, ranged, want) + " failed after " + std::to_string(attempt) +
+    return IoError(label() + ": " + Describe(req, ranged, want) + " failed after " + std::to_string(attempt) +
                    " attempts in " + el + "; last status " +
                    (last_code ? "HTTP " + std::to_string(last_code) : "none") + ": " + last +
                    (ranged ? "; " + std::to_string(req.got) + " of " + std::to_string(want) + " bytes received" : "") +
@@ -239,6 +264,7 @@ Status Send(const HttpTarget& t, const IoOptions& o, Request& req) {
   bool refreshed = false;  // the last attempt was refused for its token: no back-off
   for (int attempt = 1;; ++attempt) {
     if (cancel && cancel->cancelled()) return cancelled(attempt);
+    origin = UrlOrigin(at);
     const auto deadline = deadline_of(!EverReached(origin));
     if (attempt > 1 && !refreshed) {
       std::uniform_real_distribution<double> unit(0.0, 1.0);
@@ -260,11 +286,13 @@ Status Send(const HttpTarget& t, const IoOptions& o, Request& req) {
         1000, std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count());
     const long attempt_ms = std::min<long>(o.timeout_ms, left_ms);
     refreshed = false;
+    const bool own = origin == home;  // a redirect elsewhere gets no credentials
+    const bool sign = own && !t.sigv4.empty();
     AwsCredentials creds;
     std::string userpwd = t.userpwd, session_token = t.token;
-    if (t.credentials) {
+    if (sign && t.credentials) {
       auto c = t.credentials->Get();
-      if (!c.ok()) return c.status().WithContext(t.name + ": AWS credentials");
+      if (!c.ok()) return c.status().WithContext(name + ": AWS credentials");
       creds = std::move(c).value();
       userpwd = creds.key + ":" + creds.secret;
       session_token = creds.token;
@@ -282,12 +310,12 @@ Status Send(const HttpTarget& t, const IoOptions& o, Request& req) {
       headers = curl_slist_append(headers, range.c_str());
     }
     std::string if_match;
-    if (req.pin_etag && !req.pin_etag->empty()) {
+    if (req.pin_etag && !req.pin_etag->empty() && !(req.moved && at == t.url)) {
       if_match = "If-Match: " + *req.pin_etag;
       headers = curl_slist_append(headers, if_match.c_str());
     }
     std::string token;
-    if (!t.sigv4.empty()) {
+    if (sign) {
       // The SHA-256 of an empty payload: curl signs with it (GET/HEAD have no body).
       headers = curl_slist_append(
           headers, "x-amz-content-sha256: e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
@@ -296,7 +324,10 @@ Status Send(const HttpTarget& t, const IoOptions& o, Request& req) {
         headers = curl_slist_append(headers, token.c_str());
       }
     }
-    curl_easy_setopt(h, CURLOPT_URL, t.url.c_str());
+    if (own) {
+      for (const std::string& line : t.headers) headers = curl_slist_append(headers, line.c_str());
+    }
+    curl_easy_setopt(h, CURLOPT_URL, at.c_str());
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, attempt_ms);
     curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, std::min<long>(attempt_ms, 10000));
@@ -308,7 +339,7 @@ Status Send(const HttpTarget& t, const IoOptions& o, Request& req) {
     curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
     if (req.head) curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
     if (headers) curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers);
-    if (!t.sigv4.empty()) {
+    if (sign) {
       curl_easy_setopt(h, CURLOPT_AWS_SIGV4, t.sigv4.c_str());
       curl_easy_setopt(h, CURLOPT_USERPWD, userpwd.c_str());
     }
@@ -330,6 +361,7 @@ Status Send(const HttpTarget& t, const IoOptions& o, Request& req) {
     if (rc == CURLE_ABORTED_BY_CALLBACK) return cancelled(attempt + 1);
     long code = 0;
     curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
+    req.code = code;
     if (code != 0) {
       last_code = code;
       MarkReached(origin);
@@ -337,20 +369,21 @@ Status Send(const HttpTarget& t, const IoOptions& o, Request& req) {
 
     const bool ok_code = code == 200 || code == 206;
     if (ok_code && !a.etag.empty() && req.pin_etag && !req.pin_etag->empty() && a.etag != *req.pin_etag) {
-      return DataLoss(t.name + ": the object changed while being read (ETag " + a.etag + ", opened as " +
+      return DataLoss(label() + ": the object changed while being read (ETag " + a.etag + ", opened as " +
                       *req.pin_etag + "); not mixing two versions");
     }
     if (ok_code && a.total != UINT64_MAX && req.pin_size != UINT64_MAX && a.total != req.pin_size) {
-      return DataLoss(t.name + ": the object changed while being read (size " + std::to_string(a.total) +
+      return DataLoss(label() + ": the object changed while being read (size " + std::to_string(a.total) +
                       ", opened as " + std::to_string(req.pin_size) + " bytes)");
     }
-    if (code == 404) return NotFound(t.name + ": not found (HTTP 404)");
+    if (code == 404) return NotFound(label() + ": not found (HTTP 404)");
     if (code == 412) {
-      return DataLoss(t.name + ": the object changed since it was opened (HTTP 412 on If-Match " +
+      return DataLoss(label() + ": the object changed since it was opened (HTTP 412 on If-Match " +
                       (req.pin_etag ? *req.pin_etag : "") + ")");
     }
     if (rc == CURLE_OK || (rc == CURLE_WRITE_ERROR && a.overflow)) {
       if (ok_code) {
+        req.location = at;
         if (req.head) {
           req.etag = a.etag;
           req.length = a.length;
@@ -359,11 +392,15 @@ Status Send(const HttpTarget& t, const IoOptions& o, Request& req) {
         }
         if (req.whole) {
           if (a.length == UINT64_MAX || req.got == a.length) {
+            if (req.link) *req.link = a.link;
             NoteSuccess();
             return Status::Ok();
           }
           last = "short body: " + std::to_string(req.got) + " of " + std::to_string(a.length) + " bytes";
         } else if (req.got == want) {
+          req.etag = a.etag;
+          req.length = a.length;
+          req.total = a.total;
           NoteSuccess();
           return Status::Ok();
         } else {
@@ -374,7 +411,23 @@ Status Send(const HttpTarget& t, const IoOptions& o, Request& req) {
         last = "HTTP " + std::to_string(code) + " (throttled)";
       } else if (Retryable(code)) {
         last = "HTTP " + std::to_string(code);
-      } else if (t.credentials && token_retries < 2 && TokenRefused(code, a, req.head, creds)) {
+      } else if (IsRedirect(code)) {
+        char* to = nullptr;
+        curl_easy_getinfo(h, CURLINFO_REDIRECT_URL, &to);
+        if (!to || !*to) {
+          return IoError(label() + ": HTTP " + std::to_string(code) + (req.head ? " on HEAD" : " on GET") +
+                         " without a Location (not retried)");
+        }
+        req.hops = ++hops;
+        if (hops > kMaxRedirects) {
+          return IoError(label() + ": more than " + std::to_string(kMaxRedirects) + " redirects (the last to " +
+                         RedactUrl(to) + ")");
+        }
+        at = to;
+        refreshed = true;  // the next request goes at once
+        --attempt;         // a redirect is not a fault: the retry budget stays
+        continue;
+      } else if (sign && t.credentials && token_retries < 2 && TokenRefused(code, a, req.head, creds)) {
         t.credentials->Invalidate(creds);
         ++token_retries;
         refreshed = true;
@@ -387,11 +440,11 @@ Status Send(const HttpTarget& t, const IoOptions& o, Request& req) {
           size_t e = a.error_body.find("</Code>", p);
           if (e != std::string::npos) why = " " + a.error_body.substr(p + 6, e - p - 6);
         }
-        return IoError(t.name + ": HTTP " + std::to_string(code) + why + (req.head ? " on HEAD" : " on GET") +
-                       " (not retried)" + (t.credentials ? "; signed with " + creds.source : ""));
+        return IoError(label() + ": HTTP " + std::to_string(code) + why + (req.head ? " on HEAD" : " on GET") +
+                       " (not retried)" + (sign && t.credentials ? "; signed with " + creds.source : ""));
       }
     } else if (PermanentCurlError(rc)) {
-      return IoError(t.name + ": " + Describe(req, ranged, want) + ": " + curl_easy_strerror(rc) + " (not retried)");
+      return IoError(label() + ": " + Describe(req, ranged, want) + ": " + curl_easy_strerror(rc) + " (not retried)");
     } else {
       last = std::string(curl_easy_strerror(rc)) +
              (rc == CURLE_OPERATION_TIMEDOUT ? " (attempt limit " + std::to_string(attempt_ms) + " ms, or no byte for " +
@@ -399,7 +452,7 @@ Status Send(const HttpTarget& t, const IoOptions& o, Request& req) {
                                              : "");
       if (NoAnswer(rc) && !EverReached(origin)) last += "; this host has not answered this process yet";
     }
-    NoteFault(last + " on " + Describe(req, ranged, want) + " " + t.name, !faulted,
+    NoteFault(last + " on " + Describe(req, ranged, want) + " " + label(), !faulted,
               std::chrono::duration<double>(deadline_of(!EverReached(origin)) - start).count());
     faulted = true;
     if (o.attempts > 0 && attempt >= o.attempts) {
@@ -411,14 +464,59 @@ Status Send(const HttpTarget& t, const IoOptions& o, Request& req) {
 
 }  // namespace
 
-// The version of each object first seen in this process: url -> size, ETag.
+HttpTarget HttpTargetFor(const std::string& url, const IoOptions& options) {
+  HttpTarget t;
+  t.url = url;
+  t.name = url;
+  for (const auto& [key, value] : options.http_headers) t.headers.push_back(key + ": " + value);
+  return t;
+}
+
+HttpReader::HttpReader(HttpTarget target, const IoOptions& options)
+    : target_(std::move(target)), options_(options) {
+  target_.name = RedactUrl(target_.name);
+}
+
+// The version of each object first seen in this process, and where it was
+// found last (a redirect's final location): every reader of the URL, a
+// re-opened one too, reads there.
+struct Pin {
+  uint64_t size = 0;
+  std::string etag;
+  std::string location;  // "" : the URL itself
+  Clock::time_point found;
+  bool moved = false;  // the URL answered with a redirect
+};
 static std::mutex& PinsMu() {
   static std::mutex mu;
   return mu;
 }
-static std::map<std::string, std::pair<uint64_t, std::string>>& Pins() {  // guarded by PinsMu()
-  static std::map<std::string, std::pair<uint64_t, std::string>> pins;
+static std::map<std::string, Pin>& Pins() {  // guarded by PinsMu()
+  static std::map<std::string, Pin> pins;
   return pins;
+}
+
+std::string HttpReader::Where(bool* moved) const {
+  std::lock_guard lock(PinsMu());
+  auto it = Pins().find(target_.url);
+  if (it == Pins().end()) return "";
+  Pin& pin = it->second;
+  if (!pin.location.empty() && Clock::now() - pin.found > std::chrono::seconds(kLocationTtlS)) {
+    pin.location.clear();  // expired: the next read resolves it again
+  }
+  *moved = pin.moved;
+  return pin.location;
+}
+
+void HttpReader::Moved(const std::string& from, const std::string& to) const {
+  std::lock_guard lock(PinsMu());
+  auto it = Pins().find(target_.url);
+  if (it == Pins().end()) return;
+  Pin& pin = it->second;
+  if (pin.location != from && !pin.location.empty()) return;  // another read moved it already
+  pin.location = to == target_.url ? "" : to;
+  pin.found = Clock::now();
+  pin.moved = pin.moved || !pin.location.empty();
 }
 
 Result<std::unique_ptr<HttpReader>> HttpReader::Open(HttpTarget target, const IoOptions& options) {
@@ -431,14 +529,26 @@ Result<std::unique_ptr<HttpReader>> HttpReader::Open(HttpTarget target, const Io
     std::lock_guard lock(PinsMu());
     auto it = Pins().find(r->target_.url);
     if (it != Pins().end()) {
-      r->size_ = it->second.first;
-      r->etag_ = it->second.second;
+      r->size_ = it->second.size;
+      r->etag_ = it->second.etag;
       return r;
     }
   }
   Request head;
   head.head = true;
-  STOKER_RETURN_IF_ERROR(Send(r->target_, r->options_, head));
+  Status found = Send(r->target_, r->options_, head);
+  if (!found.ok() && head.hops > 0 && (head.code == 403 || head.code == 405)) {
+    // A redirect's target signed for GET only (an S3 presigned URL, as a
+    // CDN hands out) refuses a HEAD: one byte by ranged GET says as much.
+    uint8_t byte = 0;
+    Request probe;
+    probe.out = {&byte, 1};
+    found = Send(r->target_, r->options_, probe);
+    head.etag = probe.etag;
+    head.location = probe.location;
+    head.length = probe.total != UINT64_MAX ? probe.total : probe.length;  // a 200: the whole length
+  }
+  STOKER_RETURN_IF_ERROR(found);
   if (head.length == UINT64_MAX) return IoError(r->target_.name + ": HEAD gave no Content-Length");
   r->size_ = head.length;
   r->etag_ = head.etag;
@@ -447,11 +557,16 @@ Result<std::unique_ptr<HttpReader>> HttpReader::Open(HttpTarget target, const Io
   // later (evicted from ShardFiles, or opened by the loader after its index
   // was built) must be the object the index describes.
   std::lock_guard lock(PinsMu());
-  auto [it, fresh] = Pins().try_emplace(r->target_.url, r->size_, r->etag_);
-  if (!fresh && (it->second.first != r->size_ || it->second.second != r->etag_)) {
+  auto [it, fresh] = Pins().try_emplace(r->target_.url, Pin{r->size_, r->etag_, "", Clock::now()});
+  if (!fresh && (it->second.size != r->size_ || it->second.etag != r->etag_)) {
     return DataLoss(r->target_.name + ": the object changed since this process first opened it (size " +
-                    std::to_string(it->second.first) + " -> " + std::to_string(r->size_) + ", ETag " +
-                    it->second.second + " -> " + r->etag_ + "); not mixing two versions");
+                    std::to_string(it->second.size) + " -> " + std::to_string(r->size_) + ", ETag " +
+                    it->second.etag + " -> " + r->etag_ + "); not mixing two versions");
+  }
+  if (fresh || it->second.location.empty()) {
+    it->second.location = head.location == r->target_.url ? "" : head.location;
+    it->second.found = Clock::now();
+    it->second.moved = it->second.moved || !it->second.location.empty();
   }
   return r;
 }
@@ -459,19 +574,36 @@ Result<std::unique_ptr<HttpReader>> HttpReader::Open(HttpTarget target, const Io
 Result<size_t> HttpReader::ReadAt(uint64_t offset, std::span<uint8_t> out) const {
   if (offset >= size_ || out.empty()) return size_t{0};
   const size_t n = static_cast<size_t>(std::min<uint64_t>(out.size(), size_ - offset));
-  Request req;
-  req.offset = offset;
-  req.out = out.subspan(0, n);
-  req.pin_etag = &etag_;
-  req.pin_size = size_;
-  STOKER_RETURN_IF_ERROR(Send(target_, options_, req));
+  bool moved = false;
+  const std::string where = Where(&moved);
+  auto read = [&](const std::string& start) {
+    Request req;
+    req.offset = offset;
+    req.out = out.subspan(0, n);
+    req.pin_etag = &etag_;
+    req.pin_size = size_;
+    req.start = start;
+    req.moved = moved;
+    Status st = Send(target_, options_, req);
+    return std::make_pair(std::move(st), std::move(req));
+  };
+  auto [st, req] = read(where);
+  // A remembered location that refuses (a signed link expired, a CDN node
+  // gone): resolved again from the object's own URL, once.
+  if (!st.ok() && !where.empty() &&
+      (req.code == 401 || req.code == 403 || req.code == 404 || req.code == 410)) {
+    std::tie(st, req) = read("");
+  }
+  STOKER_RETURN_IF_ERROR(st);
+  if (req.location != (where.empty() ? target_.url : where)) Moved(where, req.location);
   return n;
 }
 
-Result<std::string> HttpGetWhole(const HttpTarget& target, const IoOptions& options) {
+Result<std::string> HttpGetWhole(const HttpTarget& target, const IoOptions& options, std::string* link) {
   std::string body;
   Request req;
   req.whole = &body;
+  req.link = link;
   STOKER_RETURN_IF_ERROR(Send(target, options, req));
   return body;
 }

@@ -5,7 +5,8 @@
 // Open sends a HEAD and pins the object's size and ETag; the first version a
 // process opens stays pinned for the process (a later Open of the same URL
 // that finds another size or ETag is DataLoss). Every read is one
-// ranged GET sent with If-Match: <etag>; a response whose ETag or
+// ranged GET sent with If-Match: <etag> (to where the object is: not to a URL
+// that answers with a redirect, whose own validators differ); a response whose ETag or
 // Content-Range total differs from the pinned ones is DataLoss (the object
 // changed: never mix bytes of two versions). Transient faults (resets,
 // timeouts, a connection that delivers nothing for stall_ms, 408/429/5xx,
@@ -23,6 +24,19 @@
 // or invalid token (ExpiredToken, InvalidToken, RequestExpired,
 // TokenRefreshRequired; for a HEAD, which has no body, any 400/403 under
 // temporary credentials) invalidates them and is tried again, twice at most.
+// Redirects (301, 302, 303, 307, 308) are followed, 5 hops at most. Open's
+// HEAD finds where the object is; its ranged GETs go there directly, the
+// location remembered (with the pinned size and ETag, for the process) until
+// it is kLocationTtlS old or answers 401/403/404/410, when the object is
+// resolved again from its own URL, once per read. A hop to another scheme,
+// host or port gets no credentials: no SigV4 signature, no session token, no
+// header of HttpTarget::headers (Authorization above all) goes beyond the
+// target's own origin (redirects are followed here, not by libcurl, so that
+// rule does not depend on libcurl's). A redirect's target that refuses the
+// HEAD (403/405: a presigned link signed for GET only) is asked for its first
+// byte by ranged GET instead, whose Content-Range gives the size.
+// Messages name the object redacted (io/url.h): a query's values never
+// appear in an error, a log line or report().
 // A read on a thread whose Cancellation (io/cancel.h) fires stops: no further
 // attempt, the back-off cut short, a transfer in flight aborted (kCancelled).
 // Thread-safety: ReadAt from many threads at once (each uses its own handle).
@@ -48,7 +62,17 @@ struct HttpTarget {
   // With sigv4: signs each attempt instead of userpwd/token (temporary
   // credentials, refreshed).
   std::shared_ptr<CredentialProvider> credentials;
+  // "Name: value" lines sent to url's own origin only (io/hf.h's token, a
+  // loader's http_headers).
+  std::vector<std::string> headers;
 };
+
+// An unsigned target for an http(s) URL with the loader's own headers.
+HttpTarget HttpTargetFor(const std::string& url, const IoOptions& options);
+
+// How long a redirect's final location is used before the object is
+// resolved again (CDN links are signed for an hour or more).
+inline constexpr int kLocationTtlS = 600;
 
 class HttpReader : public RandomAccessReader {
  public:
@@ -62,14 +86,19 @@ class HttpReader : public RandomAccessReader {
   const std::string& etag() const { return etag_; }
 
  private:
-  HttpReader(HttpTarget target, const IoOptions& options) : target_(std::move(target)), options_(options) {}
+  HttpReader(HttpTarget target, const IoOptions& options);
+  // Where reads go now ("" : target_.url), resolved again when it has
+  // expired; moved: the URL answered with a redirect.
+  std::string Where(bool* moved) const;
+  void Moved(const std::string& from, const std::string& to) const;  // a read found it elsewhere
   HttpTarget target_;
   IoOptions options_;
   uint64_t size_ = 0;
   std::string etag_;
 };
 
-// A whole object by GET with the same retries (index sidecars, listings).
-Result<std::string> HttpGetWhole(const HttpTarget& target, const IoOptions& options);
+// A whole object by GET with the same retries (index sidecars, listings);
+// link: the answer's Link header (a listing's next page), when asked for.
+Result<std::string> HttpGetWhole(const HttpTarget& target, const IoOptions& options, std::string* link = nullptr);
 
 }  // namespace stoker

@@ -11,10 +11,12 @@
 #include "core/file.h"
 #include "io/cache_reader.h"
 #include "io/gzip_reader.h"
+#include "io/hf.h"
 #include "io/zstd_reader.h"
 #include "io/http_reader.h"
 #include "io/posix_reader.h"
 #include "io/s3.h"
+#include "io/url.h"
 
 namespace stoker {
 
@@ -40,6 +42,8 @@ StorageOptions StorageOptionsFromEnvironment() {
   }
   if (const char* v = std::getenv("STOKER_CACHE_DIR")) o.cache_dir = v;
   if (const char* v = std::getenv("STOKER_CACHE_BYTES"); v && *v) o.cache_bytes = std::strtoull(v, nullptr, 10);
+  if (const char* v = std::getenv("HF_ENDPOINT"); v && *v) o.hf_endpoint = v;
+  o.hf_token = HfTokenFromEnvironment();
   for (const char* name : {"STOKER_S3_ENDPOINT", "AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL"}) {
     const char* v = std::getenv(name);
     if (v && *v) {
@@ -132,14 +136,28 @@ IoCounters& GlobalIoCounters() {
 }
 
 bool IsRemoteUrl(const std::string& url) {
-  return url.starts_with("http://") || url.starts_with("https://") || url.starts_with("s3://");
+  return url.starts_with("http://") || url.starts_with("https://") || url.starts_with("s3://") ||
+         url.starts_with("hf://");
 }
 
 std::string ResolveFrom(const std::string& base, const std::string& path) {
-  if (path.starts_with("/") || IsRemoteUrl(path)) return path;
-  const size_t slash = base.rfind('/');
-  return (slash == std::string::npos ? std::string() : base.substr(0, slash + 1)) + path;
+  if (path.starts_with("/") || IsRemoteUrl(path) || !CheckScheme(path).ok()) return path;
+  const std::string dir = SplitQuery(base).path;  // a query's '/' is not a directory's
+  const size_t slash = dir.rfind('/');
+  return (slash == std::string::npos ? std::string() : dir.substr(0, slash + 1)) + path;
 }
+
+namespace {
+
+// The request target of a remote object: S3 signed, hf:// resolved on the
+// Hub, http(s) with the loader's headers.
+Result<HttpTarget> RemoteTarget(const std::string& url, const IoOptions& o) {
+  if (url.starts_with("s3://")) return S3Target(url, o);
+  if (url.starts_with("hf://")) return HfTarget(url, o);
+  return HttpTargetFor(url, o);
+}
+
+}  // namespace
 
 Result<std::unique_ptr<RandomAccessReader>> OpenReader(const std::string& url, const IoOptions& o) {
   std::unique_ptr<RandomAccessReader> r;
@@ -150,7 +168,7 @@ Result<std::unique_ptr<RandomAccessReader>> OpenReader(const std::string& url, c
   }
   // By content for a local file (one pread); a remote object only when its
   // name says so, since the check would cost a round trip per open.
-  const bool maybe = !r->remote() || url.ends_with(".gz") || url.ends_with(".tgz") || url.ends_with(".zst");
+  const bool maybe = !r->remote() || PathEndsWith(url, ".gz") || PathEndsWith(url, ".tgz") || PathEndsWith(url, ".zst");
   uint8_t magic[4] = {};
   if (maybe && r->Size() >= 4) {
     STOKER_RETURN_IF_ERROR(r->PRead(0, magic));
@@ -161,15 +179,12 @@ Result<std::unique_ptr<RandomAccessReader>> OpenReader(const std::string& url, c
 }
 
 Result<std::unique_ptr<RandomAccessReader>> OpenRemoteUncached(const std::string& url, const IoOptions& o) {
-  if (url.starts_with("s3://")) {
-    STOKER_ASSIGN_OR_RETURN(HttpTarget t, S3Target(url, o));
+  if (IsRemoteUrl(url)) {
+    STOKER_ASSIGN_OR_RETURN(HttpTarget t, RemoteTarget(url, o));
     STOKER_ASSIGN_OR_RETURN(auto r, HttpReader::Open(std::move(t), o));
     return std::unique_ptr<RandomAccessReader>(std::move(r));
   }
-  if (IsRemoteUrl(url)) {
-    STOKER_ASSIGN_OR_RETURN(auto r, HttpReader::Open(HttpTarget{url, url, "", "", "", {}}, o));
-    return std::unique_ptr<RandomAccessReader>(std::move(r));
-  }
+  STOKER_RETURN_IF_ERROR(CheckScheme(url));
   STOKER_ASSIGN_OR_RETURN(auto r, PosixReader::Open(url));
   return std::unique_ptr<RandomAccessReader>(std::move(r));
 }
@@ -181,11 +196,11 @@ Result<std::string> ReadWholeObject(const std::string& url, const IoOptions& o) 
     STOKER_RETURN_IF_ERROR(r->PRead(0, {reinterpret_cast<uint8_t*>(text.data()), text.size()}));
     return text;
   }
-  if (url.starts_with("s3://")) {
-    STOKER_ASSIGN_OR_RETURN(HttpTarget t, S3Target(url, o));
+  if (IsRemoteUrl(url)) {
+    STOKER_ASSIGN_OR_RETURN(HttpTarget t, RemoteTarget(url, o));
     return HttpGetWhole(t, o);
   }
-  if (IsRemoteUrl(url)) return HttpGetWhole(HttpTarget{url, url, "", "", "", {}}, o);
+  STOKER_RETURN_IF_ERROR(CheckScheme(url));
   return ReadWholeFile(url);
 }
 

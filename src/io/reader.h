@@ -5,7 +5,10 @@
 //
 // OpenReader picks the implementation from the URL: "http://", "https://" ->
 // HttpReader; "s3://bucket/key" -> HttpReader signed with AWS SigV4 (io/s3.h);
-// anything else is a local path -> PosixReader.
+// "hf://datasets/ORG/NAME/PATH" -> HttpReader on the Hub's resolve URL
+// (io/hf.h); another "scheme://" is InvalidArgument naming those read
+// (io/url.h); anything else is a local path -> PosixReader. A URL's query is
+// taken literally; names (".gz", ".idx") are read from its path (io/url.h).
 // IoOptions (stoker/storage_options.h) say where a store is and how long a
 // request retries; each loader carries its own. DefaultIoOptions is what a
 // caller without a loader uses (the CLI, index loads): the environment now,

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "io/url.h"
 #include "pipeline/sample_keys.h"
 
 namespace stoker {
@@ -164,7 +165,7 @@ std::string DatasetFingerprint(const Dataset& data) {
     for (size_t i = 0; i < n; ++i) h = (h ^ b[i]) * 1099511628211ull;
   };
   for (const ShardIndex& index : data.indexes) {
-    const std::string& path = index.shard_path;
+    const std::string path = SplitQuery(index.shard_path).path;  // a signed URL's query changes; the shard does not
     const size_t slash = path.find_last_of('/');
     const std::string base = slash == std::string::npos ? path : path.substr(slash + 1);
     mix(base.data(), base.size() + 1);

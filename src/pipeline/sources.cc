@@ -8,8 +8,13 @@
 // Remote sources (io/reader.h): "s3://b/p/x-{0..9}.tar" and "http(s)://..."
 // brace-expand locally without listing; an s3 glob ("s3://b/p/*.tar") lists
 // the prefix before its first wildcard once (ListObjectsV2) and matches the
-// keys with fnmatch; HTTP has no listing, so an HTTP glob is an error. A
-// remote shard's existence is checked when it is opened (its index built).
+// keys with fnmatch; an hf:// glob lists the directory above its first
+// wildcard once (the Hub's tree API, io/hf.h); HTTP has no listing, so an
+// HTTP glob is an error. An http(s):// URL's query is taken
+// literally (io/url.h): braces and globs apply to its path, and each shard
+// keeps the query ("a-{0..1}.tar?t=x" -> "a-0.tar?t=x", "a-1.tar?t=x"). A
+// scheme stoker does not read ("gs://") is an error that says which it does.
+// A remote shard's existence is checked when it is opened (its index built).
 #include <fnmatch.h>
 #include <glob.h>
 #include <sys/stat.h>
@@ -18,7 +23,9 @@
 #include <fstream>
 
 #include "io/reader.h"
+#include "io/hf.h"
 #include "io/s3.h"
+#include "io/url.h"
 #include "stoker/loader.h"
 
 namespace stoker {
@@ -82,11 +89,29 @@ Result<std::vector<std::string>> ExpandOne(const std::string& source, const IoOp
     }
     return out;
   }
-  STOKER_ASSIGN_OR_RETURN(std::vector<std::string> braced, ExpandBraces(source));
+  STOKER_RETURN_IF_ERROR(CheckScheme(source));
+  const UrlParts parts = SplitQuery(source);  // the query is taken literally
+  STOKER_ASSIGN_OR_RETURN(std::vector<std::string> braced, ExpandBraces(parts.path));
   std::vector<std::string> out;
   for (const auto& pattern : braced) {
     if (pattern.find_first_of("*?[") == std::string::npos) {
-      out.push_back(pattern);
+      out.push_back(pattern + parts.suffix);
+      continue;
+    }
+    if (pattern.starts_with("hf://")) {
+      STOKER_ASSIGN_OR_RETURN(HfUrl u, ParseHfUrl(pattern));
+      const size_t wild = u.path.find_first_of("*?[");
+      const size_t slash = u.path.rfind('/', wild);
+      const std::string dir = slash == std::string::npos ? "" : u.path.substr(0, slash);
+      STOKER_ASSIGN_OR_RETURN(std::vector<std::string> files, HfListFiles(u, dir, io));
+      size_t n = 0;
+      for (const auto& file : files) {
+        if (::fnmatch(u.path.c_str(), file.c_str(), FNM_PATHNAME) == 0) {
+          out.push_back(u.prefix + file + parts.suffix);
+          ++n;
+        }
+      }
+      if (n == 0) return NotFound("pattern '" + RedactUrl(pattern) + "' matches no file of the repository");
       continue;
     }
     if (pattern.starts_with("s3://")) {
@@ -103,7 +128,11 @@ Result<std::vector<std::string>> ExpandOne(const std::string& source, const IoOp
       if (n == 0) return NotFound("pattern '" + pattern + "' matches no object");
       continue;
     }
-    if (IsRemoteUrl(pattern)) return InvalidArgument("'" + pattern + "': HTTP has no listing; use a brace range {000..099}");
+    if (IsRemoteUrl(pattern)) {
+      return InvalidArgument("'" + RedactUrl(source) +
+                             "': HTTP has no listing; use a brace range {000..099} (a query after '?' is taken "
+                             "literally, so its '?' is no wildcard)");
+    }
     glob_t g{};
     int rc = ::glob(pattern.c_str(), 0, nullptr, &g);
     if (rc != 0) {
@@ -129,6 +158,7 @@ Result<std::vector<std::string>> ExpandSources(const std::vector<std::string>& s
   for (const auto& source : sources) {
     STOKER_ASSIGN_OR_RETURN(std::vector<std::string> expanded, ExpandOne(source, io));
     for (auto& path : expanded) {
+      STOKER_RETURN_IF_ERROR(CheckScheme(path));  // a list's entries too
       if (!IsRemoteUrl(path) && !Exists(path)) return NotFound("shard '" + path + "' does not exist (from source '" + source + "')");
       shards.push_back(std::move(path));
     }

@@ -2,6 +2,7 @@
 #include "pipeline/token_source.h"
 
 #include "io/reader.h"
+#include "io/url.h"
 
 #include <sys/stat.h>
 
@@ -77,7 +78,7 @@ bool Deserialize(const std::string& in, const std::string& key, GptIndices* g) {
 Result<GptIndices> LoadOrBuild(const MegatronDataset& data, const TokenOptions& o, const GptIndexOptions& g,
                                int64_t begin, int64_t end, std::string* origin, const std::string& remote_cache_dir) {
   struct stat st {};
-  const std::string idx_path = data.prefix() + ".idx";
+  const std::string idx_path = WithSuffix(data.prefix(), ".idx");
   const bool remote = IsRemoteUrl(data.prefix());
   std::error_code ec;
   // A remote prefix has no mtime: its version is its sizes (the .bin's is
@@ -85,7 +86,7 @@ Result<GptIndices> LoadOrBuild(const MegatronDataset& data, const TokenOptions& 
   // cache directory, if any, never in a local path made from the URL.
   std::string version;
   if (remote) {
-    version = "url=" + data.prefix() + " sequences=" + std::to_string(data.num_sequences()) +
+    version = "url=" + SplitQuery(data.prefix()).path + " sequences=" + std::to_string(data.num_sequences()) +
               " documents=" + std::to_string(data.document_indices().size()) +
               " bin_bytes=" + std::to_string(data.bin_bytes());
   } else {

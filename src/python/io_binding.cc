@@ -5,10 +5,12 @@
 // the outage gauges included.
 // Thread-safety: as io/reader.h (options under a mutex, relaxed counters).
 #include <nanobind/nanobind.h>
+#include <nanobind/stl/map.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 
 #include "io/reader.h"
+#include "io/url.h"
 
 namespace nb = nanobind;
 
@@ -27,7 +29,12 @@ void RegisterIo(nb::module_& m) {
       .def_rw("backoff_ms", &StorageOptions::backoff_ms)
       .def_rw("backoff_max_ms", &StorageOptions::backoff_max_ms)
       .def_rw("cache_dir", &StorageOptions::cache_dir)
-      .def_rw("cache_bytes", &StorageOptions::cache_bytes);
+      .def_rw("cache_bytes", &StorageOptions::cache_bytes)
+      .def_rw("http_headers", &StorageOptions::http_headers)
+      .def_rw("hf_endpoint", &StorageOptions::hf_endpoint)
+      .def_rw("hf_token", &StorageOptions::hf_token);
+  // A URL as it may be shown: query values and passwords replaced by "…" (io/url.h).
+  m.def("redact_urls", [](const std::string& text) { return RedactUrls(text); }, nb::arg("text"));
   // The defaults a loader starts from: the environment now, unless
   // set_io_options overrode them for the process.
   m.def("default_storage_options", [] { return DefaultIoOptions(); });

@@ -13,6 +13,7 @@
 
 #include "device/cuda_runtime.h"
 #include "python/array_binding.h"
+#include "io/url.h"
 #include "python/status_binding.h"
 #include "stoker/loader.h"
 
@@ -314,8 +315,8 @@ void RegisterLoader(nb::module_& m) {
                d["batch"] = r.batch;
                d["slot"] = r.slot;
                d["sample"] = r.sample;
-               d["key"] = r.key;
-               d["cause"] = r.cause;
+               d["key"] = RedactUrls(r.key);
+               d["cause"] = RedactUrls(r.cause);
                out.append(d);
              }
              return out;

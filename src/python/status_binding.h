@@ -1,7 +1,8 @@
 // python/status_binding.h — the one place a stoker::Status becomes a Python
 // exception. InvalidArgument -> ValueError; every other code -> stoker.StokerError
 // (a RuntimeError) whose message names shard, member, offset and cause, and
-// whose `code` attribute is the StatusCode name.
+// whose `code` attribute is the StatusCode name. URLs in the message are
+// redacted (io/url.h): a query's values are credentials as often as not.
 #pragma once
 
 #include <nanobind/nanobind.h>

@@ -151,6 +151,9 @@ TEST(SampleIndexTest, KeyRuleNamesRoundTrip) {
   }
   EXPECT_EQ(ParseKeyRule("nope").status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(IndexPathFor("/d/shard.tar"), "/d/shard.tar.idx");
+  // A URL's query stays after the name (io/url.h): a signed link's sidecar is signed alike.
+  EXPECT_EQ(IndexPathFor("https://h/a.tar?token=x"), "https://h/a.tar.idx?token=x");
+  EXPECT_EQ(IndexPathFor("/d/odd?.tar"), "/d/odd?.tar.idx");  // a local name's '?' is a character
 }
 
 std::string WriteShard(const std::string& name) {
