@@ -168,7 +168,7 @@ std::string MemberView::name() const {
 size_t MemberList::size() const { return entry_ ? entry_->members.size() : count_; }
 
 MemberView MemberList::operator[](size_t i) const {
-  if (table_) return table_->MemberAt(first_ + static_cast<uint32_t>(i), key_);
+  if (table_) return table_->MemberAt(first_ + static_cast<uint32_t>(i), key_, begin_);
   const MemberRef& m = entry_->members[i];
   MemberView v;
   v.field = m.field;
@@ -182,11 +182,11 @@ MemberView MemberList::operator[](size_t i) const {
 
 namespace {
 
-constexpr uint64_t kLow48 = (uint64_t{1} << 48) - 1;
-// Flags, above a member's 48-bit size.
-constexpr uint64_t kIrregular = 1;
-constexpr uint64_t kJoinDot = 2;
-constexpr uint64_t kJoinUnderscore = 4;
+constexpr uint64_t kMax32 = UINT32_MAX;
+// A member's flags.
+constexpr uint16_t kIrregular = 1;
+constexpr uint16_t kJoinDot = 2;
+constexpr uint16_t kJoinUnderscore = 4;
 
 }  // namespace
 
@@ -210,8 +210,24 @@ SampleTable::Span SampleTable::Text(std::string_view s) {
 }
 
 void SampleTable::push_back(const SampleEntry& sample) {
-  samples_.push_back({sample.begin, sample.end, static_cast<uint32_t>(keys_.size()),
-                      static_cast<uint32_t>(members_.size())});
+  const size_t n = samples_.size();
+  if (n == 0) {
+    key_len_ = sample.key.size();
+    members_per_ = sample.members.size();
+  }
+  // A key of another length, or another member count: from here on, where
+  // each starts is kept rather than computed.
+  if (key_at_.empty() && sample.key.size() != key_len_) {
+    key_at_.reserve(samples_.capacity());
+    for (size_t i = 0; i < n; ++i) key_at_.push_back(static_cast<uint32_t>(i * key_len_));
+  }
+  if (!key_at_.empty()) key_at_.push_back(static_cast<uint32_t>(keys_.size()));
+  if (first_member_.empty() && sample.members.size() != members_per_) {
+    first_member_.reserve(samples_.capacity());
+    for (size_t i = 0; i < n; ++i) first_member_.push_back(static_cast<uint32_t>(i * members_per_));
+  }
+  if (!first_member_.empty()) first_member_.push_back(static_cast<uint32_t>(members_.size()));
+  samples_.push_back({sample.begin, sample.end});
   keys_.append(sample.key);
   const std::string_view key = sample.key;
   for (const MemberRef& m : sample.members) {
@@ -219,8 +235,9 @@ void SampleTable::push_back(const SampleEntry& sample) {
     // The name is key, '.' or '_', field: the usual tar member.
     const bool composed = name.size() == key.size() + 1 + field.size() && name.starts_with(key) &&
                           name.ends_with(field) && (name[key.size()] == '.' || name[key.size()] == '_');
-    bool regular = composed && m.inline_data.empty() && !m.row_value && m.offset <= kLow48 && m.size <= kLow48;
-    uint64_t id = 0;
+    bool regular = composed && m.inline_data.empty() && !m.row_value && m.offset >= sample.begin &&
+                   m.offset - sample.begin <= kMax32 && m.size <= kMax32;
+    size_t id = 0;
     if (regular) {
       while (id < fields_.size() && TextAt(fields_[id].at, fields_[id].len) != field) ++id;
       if (id == fields_.size()) {
@@ -232,21 +249,22 @@ void SampleTable::push_back(const SampleEntry& sample) {
       }
     }
     if (regular) {
-      const uint64_t join = name[key.size()] == '.' ? kJoinDot : kJoinUnderscore;
-      members_.push_back({m.offset | id << 48, m.size | join << 48});
+      const uint16_t join = name[key.size()] == '.' ? kJoinDot : kJoinUnderscore;
+      members_.push_back({static_cast<uint32_t>(m.offset - sample.begin), static_cast<uint32_t>(m.size),
+                          static_cast<uint16_t>(id), join});
       continue;
     }
     Irregular ir{};
     ir.member = static_cast<uint32_t>(members_.size());
-    Span f = Text(field), n = Text(name), in = Text(m.inline_data.view());
+    Span f = Text(field), nm = Text(name), in = Text(m.inline_data.view());
     ir.field_at = f.at, ir.field_len = f.len;
-    ir.name_at = n.at, ir.name_len = n.len;
+    ir.name_at = nm.at, ir.name_len = nm.len;
     ir.inline_at = in.at, ir.inline_len = in.len;
     ir.row_value = m.row_value;
     ir.offset = m.offset;
     ir.size = m.size;
     irregular_.push_back(ir);
-    members_.push_back({0, kIrregular << 48});
+    members_.push_back({0, 0, 0, kIrregular});
   }
 }
 
@@ -257,28 +275,31 @@ void SampleTable::shrink_to_fit() {
   members_.shrink_to_fit();
   fields_.shrink_to_fit();
   irregular_.shrink_to_fit();
+  key_at_.shrink_to_fit();
+  first_member_.shrink_to_fit();
 }
 
 size_t SampleTable::MemoryBytes() const {
   return keys_.capacity() + text_.capacity() + samples_.capacity() * sizeof(Sample) +
          members_.capacity() * sizeof(Member) + fields_.capacity() * sizeof(Span) +
-         irregular_.capacity() * sizeof(Irregular);
+         irregular_.capacity() * sizeof(Irregular) + (key_at_.capacity() + first_member_.capacity()) * sizeof(uint32_t);
 }
 
 SampleView SampleTable::operator[](size_t i) const {
   const Sample& s = samples_[i];
   const bool last = i + 1 == samples_.size();
-  const uint32_t key_end = last ? static_cast<uint32_t>(keys_.size()) : samples_[i + 1].key_at;
-  const uint32_t members_end = last ? static_cast<uint32_t>(members_.size()) : samples_[i + 1].first_member;
-  const std::string_view key = std::string_view(keys_).substr(s.key_at, key_end - s.key_at);
-  return {key, s.begin, s.end, MemberList(this, key, s.first_member, members_end - s.first_member)};
+  const uint32_t key_at = KeyAt(i);
+  const uint32_t key_end = last ? static_cast<uint32_t>(keys_.size()) : KeyAt(i + 1);
+  const uint32_t first = FirstMember(i);
+  const uint32_t members_end = last ? static_cast<uint32_t>(members_.size()) : FirstMember(i + 1);
+  const std::string_view key = std::string_view(keys_).substr(key_at, key_end - key_at);
+  return {key, s.begin, s.end, MemberList(this, key, s.begin, first, members_end - first)};
 }
 
-MemberView SampleTable::MemberAt(uint32_t i, std::string_view key) const {
+MemberView SampleTable::MemberAt(uint32_t i, std::string_view key, uint64_t begin) const {
   const Member& m = members_[i];
-  const uint64_t flags = m.size_flags >> 48;
   MemberView v;
-  if (flags & kIrregular) {
+  if (m.flags & kIrregular) {
     auto it = std::lower_bound(irregular_.begin(), irregular_.end(), i,
                                [](const Irregular& ir, uint32_t member) { return ir.member < member; });
     v.field = TextAt(it->field_at, it->field_len);
@@ -289,12 +310,12 @@ MemberView SampleTable::MemberAt(uint32_t i, std::string_view key) const {
     v.size = it->size;
     return v;
   }
-  const Span& field = fields_[m.offset_field >> 48];
+  const Span& field = fields_[m.field];
   v.field = TextAt(field.at, field.len);
-  v.offset = m.offset_field & kLow48;
-  v.size = m.size_flags & kLow48;
+  v.offset = begin + m.offset;
+  v.size = m.size;
   v.name_base = key;
-  v.name_join = (flags & kJoinDot) ? '.' : '_';
+  v.name_join = (m.flags & kJoinDot) ? '.' : '_';
   return v;
 }
 

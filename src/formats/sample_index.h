@@ -102,8 +102,8 @@ class MemberList {
  public:
   MemberList() = default;
   MemberList(const SampleEntry* entry) : entry_(entry) {}
-  MemberList(const SampleTable* table, std::string_view key, uint32_t first, uint32_t count)
-      : table_(table), key_(key), first_(first), count_(count) {}
+  MemberList(const SampleTable* table, std::string_view key, uint64_t begin, uint32_t first, uint32_t count)
+      : table_(table), key_(key), begin_(begin), first_(first), count_(count) {}
   size_t size() const;
   bool empty() const { return size() == 0; }
   MemberView operator[](size_t i) const;
@@ -137,6 +137,7 @@ class MemberList {
   const SampleEntry* entry_ = nullptr;
   const SampleTable* table_ = nullptr;
   std::string_view key_;
+  uint64_t begin_ = 0;
   uint32_t first_ = 0;
   uint32_t count_ = 0;
 };
@@ -175,14 +176,18 @@ struct SampleEntry {
 
 // A shard's samples, stored compactly: every rank holds the index of every
 // shard, so its bytes per sample bound how large a dataset a node can load
-// (issue 31). Keys lie end to end in one string; a member is 16 bytes
-// ({offset, size} in 48 bits each, its field as an id into the shard's few
-// interned field names, and how its name follows from key and field); a
-// sample is 24 bytes ({begin, end, where its key and members start}). A
-// 2-member sample with an 11-byte key takes 67 bytes, where a vector of
-// SampleEntry took ~280. A member that does not fit that form (a name not
-// made of key and field, inline bytes, an offset past 2^48, a shard with
-// more than kInternedFields fields) keeps its whole record on the side.
+// (issue 31). A sample is {begin, end}: 16 bytes. Keys lie end to end in one
+// string; where each starts is computed while all keys of the shard have one
+// length (zero-padded numbers, hashes), else kept, 4 bytes a sample; the same
+// for where a sample's members start, while every sample has as many. A
+// member is 12 bytes: its offset from the sample's begin and its size in 32
+// bits each, its field as an id into the shard's few interned field names,
+// and how its name follows from key and field. A 2-member sample with an
+// 11-byte key takes 51 bytes, where a vector of SampleEntry took ~280. A
+// member that does not fit that form (a name not made of key and field,
+// inline bytes, a sample or member of 4 GiB or more, a shard with more than
+// kInternedFields fields) keeps its whole record on the side. A shard's keys
+// and strings are under 4 GiB.
 // Read-only once built: concurrent readers are safe.
 class SampleTable {
  public:
@@ -228,13 +233,12 @@ class SampleTable {
   struct Sample {
     uint64_t begin;
     uint64_t end;
-    uint32_t key_at;        // in keys_; the key runs to the next sample's
-    uint32_t first_member;  // in members_; its members run to the next sample's
   };
-  // offset | field id << 48; size | flags << 48.
   struct Member {
-    uint64_t offset_field;
-    uint64_t size_flags;
+    uint32_t offset;  // from the sample's begin
+    uint32_t size;
+    uint16_t field;   // in fields_
+    uint16_t flags;
   };
   // A member kept whole (see the class comment).
   struct Irregular {
@@ -248,7 +252,11 @@ class SampleTable {
   struct Span {
     uint32_t at, len;
   };
-  MemberView MemberAt(uint32_t i, std::string_view key) const;
+  MemberView MemberAt(uint32_t i, std::string_view key, uint64_t begin) const;
+  uint32_t KeyAt(size_t i) const { return key_at_.empty() ? static_cast<uint32_t>(i * key_len_) : key_at_[i]; }
+  uint32_t FirstMember(size_t i) const {
+    return first_member_.empty() ? static_cast<uint32_t>(i * members_per_) : first_member_[i];
+  }
   Span Text(std::string_view s);
   std::string_view TextAt(uint32_t at, uint32_t len) const { return std::string_view(text_).substr(at, len); }
 
@@ -256,6 +264,12 @@ class SampleTable {
   std::string text_;  // interned fields, and the irregular members' strings
   std::vector<Sample> samples_;
   std::vector<Member> members_;
+  // Empty while every key has key_len_ bytes; else where each starts in keys_.
+  std::vector<uint32_t> key_at_;
+  size_t key_len_ = 0;
+  // Empty while every sample has members_per_ members; else each one's first.
+  std::vector<uint32_t> first_member_;
+  size_t members_per_ = 0;
   std::vector<Span> fields_;           // interned field names, in text_
   std::vector<Irregular> irregular_;  // in member order
 };
