@@ -65,8 +65,8 @@ Status RunBench(const BenchOptions& opt) {
   std::unordered_map<std::string, uint64_t> sample_bytes;
   uint64_t dataset_bytes = 0;
   for (size_t i = 0; i < indexes.size(); ++i) {
-    for (const SampleEntry& s : indexes[i].samples) {
-      sample_bytes[shards[i] + ":" + s.key] = s.end - s.begin;
+    for (SampleView s : indexes[i].samples) {
+      sample_bytes[shards[i] + ":" + std::string(s.key)] = s.end - s.begin;
       dataset_bytes += s.end - s.begin;
     }
   }

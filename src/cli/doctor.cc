@@ -304,7 +304,7 @@ Status RunDoctor(const DoctorOptions& opt) {
                             parquet ? LoadParquetIndex(shard) : LoadOrBuildShardIndex(shard, base.key_rule));
     load_s += Seconds(Clock::now() - t);
     samples += index.samples.size();
-    for (const SampleEntry& s : index.samples) sample_bytes_total += s.end - s.begin;
+    for (SampleView s : index.samples) sample_bytes_total += s.end - s.begin;
   }
   if (samples == 0) return NotFound("the shards hold no samples");
   const double sample_bytes = double(sample_bytes_total) / samples;

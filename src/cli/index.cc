@@ -27,7 +27,8 @@ Status IndexShard(const std::string& path, const std::string& rule_name, const s
   STOKER_ASSIGN_OR_RETURN(std::vector<TarMember> members, ScanTar(*reader, reader->Size()));
   ShardIndex index;
   index.shard_path = path;
-  STOKER_ASSIGN_OR_RETURN(index.samples, GroupWithRule(members, rule_name, path, &index.key_rule));
+  STOKER_ASSIGN_OR_RETURN(std::vector<SampleEntry> samples, GroupWithRule(members, rule_name, path, &index.key_rule));
+  index.samples = SampleTable(samples);
   index.shard_size = reader->Size();
   const std::string target =
       out_dir.empty() ? IndexPathFor(path)

@@ -29,7 +29,7 @@ bool IsInteger(const std::vector<uint8_t>& b) {
 Result<std::vector<std::string>> InferFields(const std::string& shard, KeyRule rule) {
   STOKER_ASSIGN_OR_RETURN(ShardIndex index, LoadOrBuildShardIndex(shard, rule));
   if (index.samples.empty()) return InvalidArgument(shard + " holds no samples to infer fields from");
-  const SampleEntry& s = index.samples.front();
+  const SampleEntry s = index.samples.front().ToEntry();
   // Through the reader: member offsets of a .tar.gz are in its uncompressed bytes.
   STOKER_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessReader> file, OpenReader(shard, DefaultIoOptions()));
   std::vector<std::string> out;

@@ -74,7 +74,8 @@ Status ShardWriter::CloseShard() {
   index.shard_path = final_path_;
   index.shard_size = size;
   index.key_rule = key_rule_;
-  STOKER_ASSIGN_OR_RETURN(index.samples, GroupSamples(members_, key_rule_, final_path_));
+  STOKER_ASSIGN_OR_RETURN(std::vector<SampleEntry> samples, GroupSamples(members_, key_rule_, final_path_));
+  index.samples = SampleTable(samples);
   STOKER_RETURN_IF_ERROR(WriteIndexAtomically(index));
   shard_paths_.push_back(final_path_);
   bytes_ += size;

@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cctype>
 #include <future>
 
@@ -129,6 +130,197 @@ const MemberRef* SampleEntry::Find(std::string_view field) const {
   return nullptr;
 }
 
+std::optional<MemberView> SampleView::FindExact(std::string_view field) const {
+  for (MemberView m : members) {
+    if (m.field == field) return m;
+  }
+  return std::nullopt;
+}
+
+std::optional<MemberView> SampleView::Find(std::string_view field) const {
+  if (std::optional<MemberView> m = FindExact(field)) return m;
+  const std::string want = MatchForm(field);
+  for (MemberView m : members) {
+    if (MatchForm(m.field) == want) return m;
+  }
+  return std::nullopt;
+}
+
+SampleEntry SampleView::ToEntry() const {
+  SampleEntry e{std::string(key), {}, begin, end};
+  e.members.reserve(members.size());
+  for (MemberView m : members) {
+    MemberRef r{std::string(m.field), m.name(), m.offset, m.size};
+    r.inline_data = m.inline_data;
+    r.row_value = m.row_value;
+    e.members.push_back(std::move(r));
+  }
+  return e;
+}
+
+std::string MemberView::name() const {
+  std::string n(name_base);
+  if (name_join != 0) {
+    n.push_back(name_join);
+    n.append(field);
+  }
+  return n;
+}
+
+size_t MemberList::size() const { return entry_ ? entry_->members.size() : count_; }
+
+MemberView MemberList::operator[](size_t i) const {
+  if (table_) return table_->MemberAt(first_ + static_cast<uint32_t>(i), key_, begin_);
+  const MemberRef& m = entry_->members[i];
+  MemberView v;
+  v.field = m.field;
+  v.offset = m.offset;
+  v.size = m.size;
+  v.inline_data = m.inline_data.view();
+  v.row_value = m.row_value;
+  v.name_base = m.name;
+  return v;
+}
+
+namespace {
+
+constexpr uint64_t kMax32 = UINT32_MAX;
+// A member's flags.
+constexpr uint16_t kIrregular = 1;
+constexpr uint16_t kJoinDot = 2;
+constexpr uint16_t kJoinUnderscore = 4;
+
+}  // namespace
+
+SampleTable::SampleTable(const std::vector<SampleEntry>& samples) {
+  size_t members = 0;
+  for (const SampleEntry& s : samples) members += s.members.size();
+  reserve(samples.size(), members);
+  for (const SampleEntry& s : samples) push_back(s);
+  shrink_to_fit();
+}
+
+void SampleTable::reserve(size_t samples, size_t members) {
+  samples_.reserve(samples);
+  members_.reserve(members);
+}
+
+SampleTable::Span SampleTable::Text(std::string_view s) {
+  Span span{static_cast<uint32_t>(text_.size()), static_cast<uint32_t>(s.size())};
+  text_.append(s);
+  return span;
+}
+
+void SampleTable::push_back(const SampleEntry& sample) {
+  const size_t n = samples_.size();
+  if (n == 0) {
+    key_len_ = sample.key.size();
+    members_per_ = sample.members.size();
+  }
+  // A key of another length, or another member count: from here on, where
+  // each starts is kept rather than computed.
+  if (key_at_.empty() && sample.key.size() != key_len_) {
+    key_at_.reserve(samples_.capacity());
+    for (size_t i = 0; i < n; ++i) key_at_.push_back(static_cast<uint32_t>(i * key_len_));
+  }
+  if (!key_at_.empty()) key_at_.push_back(static_cast<uint32_t>(keys_.size()));
+  if (first_member_.empty() && sample.members.size() != members_per_) {
+    first_member_.reserve(samples_.capacity());
+    for (size_t i = 0; i < n; ++i) first_member_.push_back(static_cast<uint32_t>(i * members_per_));
+  }
+  if (!first_member_.empty()) first_member_.push_back(static_cast<uint32_t>(members_.size()));
+  samples_.push_back({sample.begin, sample.end});
+  keys_.append(sample.key);
+  const std::string_view key = sample.key;
+  for (const MemberRef& m : sample.members) {
+    const std::string_view name = m.name, field = m.field;
+    // The name is key, '.' or '_', field: the usual tar member.
+    const bool composed = name.size() == key.size() + 1 + field.size() && name.starts_with(key) &&
+                          name.ends_with(field) && (name[key.size()] == '.' || name[key.size()] == '_');
+    bool regular = composed && m.inline_data.empty() && !m.row_value && m.offset >= sample.begin &&
+                   m.offset - sample.begin <= kMax32 && m.size <= kMax32;
+    size_t id = 0;
+    if (regular) {
+      while (id < fields_.size() && TextAt(fields_[id].at, fields_[id].len) != field) ++id;
+      if (id == fields_.size()) {
+        if (fields_.size() < kInternedFields) {
+          fields_.push_back(Text(field));
+        } else {
+          regular = false;
+        }
+      }
+    }
+    if (regular) {
+      const uint16_t join = name[key.size()] == '.' ? kJoinDot : kJoinUnderscore;
+      members_.push_back({static_cast<uint32_t>(m.offset - sample.begin), static_cast<uint32_t>(m.size),
+                          static_cast<uint16_t>(id), join});
+      continue;
+    }
+    Irregular ir{};
+    ir.member = static_cast<uint32_t>(members_.size());
+    Span f = Text(field), nm = Text(name), in = Text(m.inline_data.view());
+    ir.field_at = f.at, ir.field_len = f.len;
+    ir.name_at = nm.at, ir.name_len = nm.len;
+    ir.inline_at = in.at, ir.inline_len = in.len;
+    ir.row_value = m.row_value;
+    ir.offset = m.offset;
+    ir.size = m.size;
+    irregular_.push_back(ir);
+    members_.push_back({0, 0, 0, kIrregular});
+  }
+}
+
+void SampleTable::shrink_to_fit() {
+  keys_.shrink_to_fit();
+  text_.shrink_to_fit();
+  samples_.shrink_to_fit();
+  members_.shrink_to_fit();
+  fields_.shrink_to_fit();
+  irregular_.shrink_to_fit();
+  key_at_.shrink_to_fit();
+  first_member_.shrink_to_fit();
+}
+
+size_t SampleTable::MemoryBytes() const {
+  return keys_.capacity() + text_.capacity() + samples_.capacity() * sizeof(Sample) +
+         members_.capacity() * sizeof(Member) + fields_.capacity() * sizeof(Span) +
+         irregular_.capacity() * sizeof(Irregular) + (key_at_.capacity() + first_member_.capacity()) * sizeof(uint32_t);
+}
+
+SampleView SampleTable::operator[](size_t i) const {
+  const Sample& s = samples_[i];
+  const bool last = i + 1 == samples_.size();
+  const uint32_t key_at = KeyAt(i);
+  const uint32_t key_end = last ? static_cast<uint32_t>(keys_.size()) : KeyAt(i + 1);
+  const uint32_t first = FirstMember(i);
+  const uint32_t members_end = last ? static_cast<uint32_t>(members_.size()) : FirstMember(i + 1);
+  const std::string_view key = std::string_view(keys_).substr(key_at, key_end - key_at);
+  return {key, s.begin, s.end, MemberList(this, key, s.begin, first, members_end - first)};
+}
+
+MemberView SampleTable::MemberAt(uint32_t i, std::string_view key, uint64_t begin) const {
+  const Member& m = members_[i];
+  MemberView v;
+  if (m.flags & kIrregular) {
+    auto it = std::lower_bound(irregular_.begin(), irregular_.end(), i,
+                               [](const Irregular& ir, uint32_t member) { return ir.member < member; });
+    v.field = TextAt(it->field_at, it->field_len);
+    v.name_base = TextAt(it->name_at, it->name_len);
+    v.inline_data = TextAt(it->inline_at, it->inline_len);
+    v.row_value = it->row_value;
+    v.offset = it->offset;
+    v.size = it->size;
+    return v;
+  }
+  const Span& field = fields_[m.field];
+  v.field = TextAt(field.at, field.len);
+  v.offset = begin + m.offset;
+  v.size = m.size;
+  v.name_base = key;
+  v.name_join = (m.flags & kJoinDot) ? '.' : '_';
+  return v;
+}
+
 Result<std::vector<SampleEntry>> GroupSamples(const std::vector<TarMember>& members, KeyRule rule,
                                               const std::string& shard_path) {
   std::vector<SampleEntry> samples;
@@ -210,16 +402,17 @@ std::string IndexPathFor(const std::string& shard_path) { return WithSuffix(shar
 
 Status WriteShardIndex(const ShardIndex& index, const std::string& index_path) {
   json samples = json::array();
-  for (const SampleEntry& s : index.samples) {
+  for (SampleView s : index.samples) {
     json members = json::array();
-    for (const MemberRef& m : s.members) {
-      if (!IsUtf8(m.name)) {
-        return InvalidArgument(index_path + ": member '" + m.name + "' of " + index.shard_path +
+    for (MemberView m : s.members) {
+      const std::string name = m.name();
+      if (!IsUtf8(name)) {
+        return InvalidArgument(index_path + ": member '" + name + "' of " + index.shard_path +
                                " is not UTF-8 and cannot be stored in a JSON index");
       }
-      members.push_back({m.field, m.name, m.offset, m.size});
+      members.push_back({std::string(m.field), name, m.offset, m.size});
     }
-    samples.push_back({s.key, s.begin, s.end, std::move(members)});
+    samples.push_back({std::string(s.key), s.begin, s.end, std::move(members)});
   }
   json doc = {{"format", "stoker-index"},
               {"version", kIndexVersion},
@@ -264,8 +457,9 @@ Result<ShardIndex> ReadShardIndex(const std::string& index_path, const IoOptions
 
   const uint64_t shard_size = index.shard_size;
   index.samples.reserve(doc["samples"].size());
+  SampleEntry s;  // reused: the table copies it
   for (const json& js : doc["samples"]) {
-    SampleEntry s;
+    s.members.clear();
     if (!js.is_array() || js.size() != 4 || !str(js[0], &s.key) || !u64(js[1], &s.begin) || !u64(js[2], &s.end) ||
         !js[3].is_array() || s.begin > s.end || s.end > shard_size) {
       return bad("sample #" + std::to_string(index.samples.size()));
@@ -279,8 +473,9 @@ Result<ShardIndex> ReadShardIndex(const std::string& index_path, const IoOptions
       }
       s.members.push_back(std::move(m));
     }
-    index.samples.push_back(std::move(s));
+    index.samples.push_back(s);
   }
+  index.samples.shrink_to_fit();
   if (UrlParts p = SplitQuery(index_path); p.path.ends_with(".idx")) {
     index.shard_path = p.path.substr(0, p.path.size() - 4) + p.suffix;
   }
@@ -330,7 +525,8 @@ Result<ShardIndex> LoadOrBuildShardIndex(const std::string& shard_path, KeyRule 
   index.shard_size = size;
   index.key_rule = rule;
   STOKER_ASSIGN_OR_RETURN(std::vector<TarMember> members, ScanTar(*file, size));
-  STOKER_ASSIGN_OR_RETURN(index.samples, GroupSamples(members, rule, shard_path));
+  STOKER_ASSIGN_OR_RETURN(std::vector<SampleEntry> samples, GroupSamples(members, rule, shard_path));
+  index.samples = SampleTable(samples);
   return index;
 }
 

@@ -19,7 +19,9 @@
 #pragma once
 
 #include <cstdint>
+#include <cstddef>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -34,8 +36,7 @@ class ParquetFooter;  // formats/parquet_file.h
 
 // Bytes a member carries itself rather than the shard (an image folder's
 // label). Almost no member has any, so it is one pointer, null when empty,
-// not a std::string's 32 bytes: an index holds a member record per member of
-// the dataset, and every byte of it is paid per sample in every rank.
+// not a std::string's 32 bytes.
 class InlineBytes {
  public:
   InlineBytes() = default;
@@ -62,6 +63,7 @@ class InlineBytes {
   std::unique_ptr<const std::string> bytes_;
 };
 
+// A member with its own strings, as a SampleEntry holds it.
 struct MemberRef {
   std::string field;     // "jpg", "features.npz", "cls"
   std::string name;      // full member name, for messages
@@ -75,26 +77,208 @@ struct MemberRef {
   bool row_value = false;
 };
 
+// One member as the readers of an index see it: a view into a SampleTable or
+// a SampleEntry, valid while that lives. Cheap to make and copy.
+struct MemberView {
+  std::string_view field;
+  uint64_t offset = 0;
+  uint64_t size = 0;
+  std::string_view inline_data;  // as MemberRef's
+  bool row_value = false;        // as MemberRef's
+  // The full member name, for messages. A tar member's name is its sample's
+  // key, a '.' (or '_' for an underscore-rule suffix) and its field: the table
+  // keeps only the rule, so the name is made when asked for.
+  std::string name() const;
+
+  std::string_view name_base;  // the whole name, or the key when name_join is set
+  char name_join = 0;          // 0, '.' or '_'
+};
+
+class SampleTable;
+struct SampleEntry;
+
+// A sample's members, by position; yields MemberView values.
+class MemberList {
+ public:
+  MemberList() = default;
+  MemberList(const SampleEntry* entry) : entry_(entry) {}
+  MemberList(const SampleTable* table, std::string_view key, uint64_t begin, uint32_t first, uint32_t count)
+      : table_(table), key_(key), begin_(begin), first_(first), count_(count) {}
+  size_t size() const;
+  bool empty() const { return size() == 0; }
+  MemberView operator[](size_t i) const;
+
+  class iterator {
+   public:
+    using value_type = MemberView;
+    using difference_type = std::ptrdiff_t;
+    iterator() = default;
+    iterator(const MemberList* list, size_t i) : list_(list), i_(i) {}
+    MemberView operator*() const { return (*list_)[i_]; }
+    iterator& operator++() {
+      ++i_;
+      return *this;
+    }
+    iterator operator++(int) {
+      iterator old = *this;
+      ++i_;
+      return old;
+    }
+    bool operator==(const iterator& o) const { return i_ == o.i_; }
+
+   private:
+    const MemberList* list_ = nullptr;
+    size_t i_ = 0;
+  };
+  iterator begin() const { return {this, 0}; }
+  iterator end() const { return {this, size()}; }
+
+ private:
+  const SampleEntry* entry_ = nullptr;
+  const SampleTable* table_ = nullptr;
+  std::string_view key_;
+  uint64_t begin_ = 0;
+  uint32_t first_ = 0;
+  uint32_t count_ = 0;
+};
+
+// One sample as the readers of an index see it (see MemberView).
+struct SampleView {
+  std::string_view key;
+  uint64_t begin = 0;  // first header byte of the sample's first member
+  uint64_t end = 0;    // one past its last data byte
+  MemberList members;
+  // The member a field name asks for, by WebDataset's rule: the member whose
+  // field is `field` exactly; else, as webdataset lowercases suffixes and
+  // decodes "jpg" and "jpeg" alike, the first whose field equals it ignoring
+  // ASCII case with a final "jpeg" read as "jpg" (field "jpg" reads member
+  // "JPEG", "png" reads "PNG"). Empty if none.
+  std::optional<MemberView> Find(std::string_view field) const;
+  // The member whose field is exactly `field`.
+  std::optional<MemberView> FindExact(std::string_view field) const;
+  // An owning copy.
+  SampleEntry ToEntry() const;
+};
+
+// A sample with its own strings: what GroupSamples and a Parquet row read
+// build, and what a SampleTable is filled from.
 struct SampleEntry {
   std::string key;
   std::vector<MemberRef> members;
   uint64_t begin;  // first header byte of the sample's first member
   uint64_t end;    // one past its last data byte
-  // The member a field name asks for, by WebDataset's rule: the member whose
-  // field is `field` exactly; else, as webdataset lowercases suffixes and
-  // decodes "jpg" and "jpeg" alike, the first whose field equals it ignoring
-  // ASCII case with a final "jpeg" read as "jpg" (field "jpg" reads member
-  // "JPEG", "png" reads "PNG"). nullptr if none.
+  // As SampleView's.
   const MemberRef* Find(std::string_view field) const;
-  // The member whose field is exactly `field` (a sample's duplicate check).
   const MemberRef* FindExact(std::string_view field) const;
+  SampleView view() const { return {key, begin, end, MemberList(this)}; }
+  operator SampleView() const { return view(); }
+};
+
+// A shard's samples, stored compactly: every rank holds the index of every
+// shard, so its bytes per sample bound how large a dataset a node can load
+// (issue 31). A sample is {begin, end}: 16 bytes. Keys lie end to end in one
+// string; where each starts is computed while all keys of the shard have one
+// length (zero-padded numbers, hashes), else kept, 4 bytes a sample; the same
+// for where a sample's members start, while every sample has as many. A
+// member is 12 bytes: its offset from the sample's begin and its size in 32
+// bits each, its field as an id into the shard's few interned field names,
+// and how its name follows from key and field. A 2-member sample with an
+// 11-byte key takes 51 bytes, where a vector of SampleEntry took ~280. A
+// member that does not fit that form (a name not made of key and field,
+// inline bytes, a sample or member of 4 GiB or more, a shard with more than
+// kInternedFields fields) keeps its whole record on the side. A shard's keys
+// and strings are under 4 GiB.
+// Read-only once built: concurrent readers are safe.
+class SampleTable {
+ public:
+  static constexpr size_t kInternedFields = 255;
+
+  SampleTable() = default;
+  explicit SampleTable(const std::vector<SampleEntry>& samples);
+
+  size_t size() const { return samples_.size(); }
+  bool empty() const { return samples_.empty(); }
+  SampleView operator[](size_t i) const;
+  SampleView front() const { return (*this)[0]; }
+
+  void reserve(size_t samples, size_t members = 0);
+  void push_back(const SampleEntry& sample);
+  // Gives back what growth left spare; call once the table is filled.
+  void shrink_to_fit();
+  // Heap bytes held (the compactness test, bench notes).
+  size_t MemoryBytes() const;
+
+  class iterator {
+   public:
+    using value_type = SampleView;
+    using difference_type = std::ptrdiff_t;
+    iterator() = default;
+    iterator(const SampleTable* t, size_t i) : t_(t), i_(i) {}
+    SampleView operator*() const { return (*t_)[i_]; }
+    iterator& operator++() {
+      ++i_;
+      return *this;
+    }
+    bool operator==(const iterator& o) const { return i_ == o.i_; }
+
+   private:
+    const SampleTable* t_ = nullptr;
+    size_t i_ = 0;
+  };
+  iterator begin() const { return {this, 0}; }
+  iterator end() const { return {this, size()}; }
+
+ private:
+  friend class MemberList;
+  struct Sample {
+    uint64_t begin;
+    uint64_t end;
+  };
+  struct Member {
+    uint32_t offset;  // from the sample's begin
+    uint32_t size;
+    uint16_t field;   // in fields_
+    uint16_t flags;
+  };
+  // A member kept whole (see the class comment).
+  struct Irregular {
+    uint32_t member;
+    uint32_t field_at, field_len;
+    uint32_t name_at, name_len;
+    uint32_t inline_at, inline_len;
+    bool row_value;
+    uint64_t offset, size;
+  };
+  struct Span {
+    uint32_t at, len;
+  };
+  MemberView MemberAt(uint32_t i, std::string_view key, uint64_t begin) const;
+  uint32_t KeyAt(size_t i) const { return key_at_.empty() ? static_cast<uint32_t>(i * key_len_) : key_at_[i]; }
+  uint32_t FirstMember(size_t i) const {
+    return first_member_.empty() ? static_cast<uint32_t>(i * members_per_) : first_member_[i];
+  }
+  Span Text(std::string_view s);
+  std::string_view TextAt(uint32_t at, uint32_t len) const { return std::string_view(text_).substr(at, len); }
+
+  std::string keys_;
+  std::string text_;  // interned fields, and the irregular members' strings
+  std::vector<Sample> samples_;
+  std::vector<Member> members_;
+  // Empty while every key has key_len_ bytes; else where each starts in keys_.
+  std::vector<uint32_t> key_at_;
+  size_t key_len_ = 0;
+  // Empty while every sample has members_per_ members; else each one's first.
+  std::vector<uint32_t> first_member_;
+  size_t members_per_ = 0;
+  std::vector<Span> fields_;           // interned field names, in text_
+  std::vector<Irregular> irregular_;  // in member order
 };
 
 struct ShardIndex {
   std::string shard_path;
   uint64_t shard_size = 0;
   KeyRule key_rule = KeyRule::kWebDataset;
-  std::vector<SampleEntry> samples;
+  SampleTable samples;
   // Set for a Parquet file (formats/parquet_file.h): its samples are rows,
   // whose bytes come from decoded column chunks, not from [begin, end).
   std::shared_ptr<const ParquetFooter> parquet;

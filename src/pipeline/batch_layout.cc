@@ -53,7 +53,7 @@ BatchLayout MakeTokenLayout(int sample_tokens, int batch_size) {
   return layout;
 }
 
-Result<BatchLayout> MakeBatchLayout(const std::vector<FieldSpec>& fields, int batch_size, const SampleEntry& entry,
+Result<BatchLayout> MakeBatchLayout(const std::vector<FieldSpec>& fields, int batch_size, SampleView entry,
                                     std::span<const uint8_t> probe, const std::string& where) {
   if (fields.empty()) return InvalidArgument("no fields requested");
   BatchLayout layout;
@@ -61,14 +61,14 @@ Result<BatchLayout> MakeBatchLayout(const std::vector<FieldSpec>& fields, int ba
   for (const FieldSpec& spec : fields) {
     FieldLayout field;
     field.spec = spec;
-    const MemberRef* member = entry.Find(spec.field);
+    std::optional<MemberView> member = entry.Find(spec.field);
     auto member_bytes = [&]() -> Result<std::span<const uint8_t>> {
-      if (member == nullptr) {
-        return NotFound(where + ": sample '" + entry.key + "' has no member for field '" + spec.field + "'");
+      if (!member) {
+        return NotFound(where + ": sample '" + std::string(entry.key) + "' has no member for field '" + spec.field + "'");
       }
       return probe.subspan(member->offset - entry.begin, member->size);
     };
-    std::string member_where = member ? where + ": member '" + member->name + "' at offset " +
+    std::string member_where = member ? where + ": member '" + member->name() + "' at offset " +
                                             std::to_string(member->offset)
                                       : where;
     switch (spec.kind) {

@@ -52,7 +52,7 @@ struct BatchLayout {
 
 // `probe` is the bytes of one sample ([begin, end) of `entry`) used to learn
 // array shapes; `where` names it in messages.
-Result<BatchLayout> MakeBatchLayout(const std::vector<FieldSpec>& fields, int batch_size, const SampleEntry& entry,
+Result<BatchLayout> MakeBatchLayout(const std::vector<FieldSpec>& fields, int batch_size, SampleView entry,
                                     std::span<const uint8_t> probe, const std::string& where);
 
 // A token batch: "tokens" int64 [batch_size, sample_tokens] (then "__index__").

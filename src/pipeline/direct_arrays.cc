@@ -24,14 +24,14 @@ bool PlainAt(const ArrayInfo& info, const ArraySlot& slot, uint64_t data_offset,
 
 }  // namespace
 
-void PredictDirect(const BatchLayout& layout, const SampleEntry& entry, std::vector<DirectRange>* out) {
+void PredictDirect(const BatchLayout& layout, SampleView entry, std::vector<DirectRange>* out) {
   out->clear();
   for (size_t f = 0; f < layout.fields.size(); ++f) {
     const FieldLayout& field = layout.fields[f];
     const FieldKind kind = field.spec.kind;
     if (kind != FieldKind::kNpy && kind != FieldKind::kNpz) continue;
-    const MemberRef* member = entry.Find(field.spec.field);
-    if (member == nullptr || !member->inline_data.empty() || member->offset < entry.begin ||
+    std::optional<MemberView> member = entry.Find(field.spec.field);
+    if (!member || !member->inline_data.empty() || member->offset < entry.begin ||
         member->offset + member->size > entry.end) {
       continue;
     }

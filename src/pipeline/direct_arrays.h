@@ -34,7 +34,7 @@ struct DirectRange {
 };
 
 // Replaces *out with the predicted ranges of `entry`, in ascending offset.
-void PredictDirect(const BatchLayout& layout, const SampleEntry& entry, std::vector<DirectRange>* out);
+void PredictDirect(const BatchLayout& layout, SampleView entry, std::vector<DirectRange>* out);
 
 // True when the field's predicted ranges hold exactly what the ordinary decode
 // would write into its slots. `member` is the field's bytes in the staging

@@ -395,7 +395,7 @@ void EpochRun::ReadLoop(uint32_t thread) {
     // their whole byte range (pipeline/read_runs.h).
     const EpochPlan& plan = *task->batch->plan;
     const int64_t first = task->batch->index * data_->options.batch_size + task->slot;
-    const std::vector<SampleEntry>& samples = data_->indexes[task->ref.shard].samples;
+    const SampleTable& samples = data_->indexes[task->ref.shard].samples;
     const uint64_t run_begin = samples[task->ref.sample].begin;
     const uint64_t run_end = samples[plan.At(first + task->count - 1).sample].end;
     Bytes buf = TakeBuffer();
@@ -435,7 +435,7 @@ void EpochRun::ReadLoop(uint32_t thread) {
       for (int k = 0; k < task->count; ++k) {
         const SampleRef ref = plan.At(first + k);
         Finish(ReadTask{task->batch, task->slot + k, ref, 1},
-               st.WithContext("sample '" + samples[ref.sample].key + "'"));
+               st.WithContext("sample '" + std::string(samples[ref.sample].key) + "'"));
       }
       GiveBuffer(std::move(buf));
       continue;
@@ -445,7 +445,7 @@ void EpochRun::ReadLoop(uint32_t thread) {
     decodes.reserve(static_cast<size_t>(task->count));
     for (int k = 0; k < task->count; ++k) {
       const SampleRef ref = plan.At(first + k);
-      const SampleEntry& entry = samples[ref.sample];
+      const SampleView entry = samples[ref.sample];
       std::span<uint8_t> part(run->bytes.data() + (entry.begin - run_begin), entry.end - entry.begin);
       decodes.push_back(DecodeTask{ReadTask{task->batch, task->slot + k, ref, 1}, run, part});
     }
@@ -494,7 +494,7 @@ bool EpochRun::ReadParquetRows(const ReadTask& task, uint32_t thread) {
                           : file.status();
     if (!st.ok()) {
       failed[k] = true;
-      Finish(ReadTask{task.batch, task.slot + k, ref, 1}, st.WithContext("sample '" + index.samples[ref.sample].key + "'"));
+      Finish(ReadTask{task.batch, task.slot + k, ref, 1}, st.WithContext("sample '" + std::string(index.samples[ref.sample].key) + "'"));
     }
   }
   if (rec_) {
@@ -533,7 +533,7 @@ void EpochRun::DecodeOne(SampleDecoder& decoder, DecodeTask& task, uint32_t thre
   const SampleRef& ref = task.read.ref;
   BatchWork* batch = task.read.batch;
   const int slot = task.read.slot;
-  const SampleEntry& entry = task.entry ? *task.entry : data_->indexes[ref.shard].samples[ref.sample];
+  const SampleView entry = task.entry ? task.entry->view() : data_->indexes[ref.shard].samples[ref.sample];
   uint8_t* base = batch->lease->data();
   const uint64_t seed = MixSeed(data_->options.seed, batch->epoch, ref.global);
   const uint64_t begin = NowNs();

@@ -574,7 +574,7 @@ Result<std::unique_ptr<Loader>> Loader::Create(LoaderOptions options) {
                            "' names a Parquet column, but the sources are not Parquet files (" + data.shards[0] + ")");
   }
   const bool remote = std::any_of(data.shards.begin(), data.shards.end(), IsRemoteUrl);
-  SampleEntry probe_entry = first->samples[0];
+  SampleEntry probe_entry = first->samples[0].ToEntry();
   STOKER_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessReader> file, OpenReader(first->shard_path, io));
   std::vector<uint8_t> probe;
   if (parquet) {

@@ -27,7 +27,7 @@ std::string MemoryNeed::ToString() const {
 MemoryNeed EstimateMemory(const LoaderOptions& o, const BatchLayout& layout, const std::vector<ShardIndex>& indexes) {
   uint64_t max_sample = 0;
   for (const ShardIndex& index : indexes)
-    for (const SampleEntry& s : index.samples) max_sample = std::max<uint64_t>(max_sample, s.end - s.begin);
+    for (SampleView s : index.samples) max_sample = std::max<uint64_t>(max_sample, s.end - s.begin);
   const uint64_t readers = static_cast<uint64_t>(std::max(1, o.io_depth));
   // Auto decode threads start at this process's CPU share (core/cpu_share.h).
   const uint64_t decoders = o.decode_threads > 0 ? static_cast<uint64_t>(o.decode_threads)

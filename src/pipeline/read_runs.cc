@@ -36,14 +36,14 @@ int RemoteIoDepth(const LoaderOptions& options) {
 int RunLength(const EpochPlan& plan, const std::vector<ShardIndex>& indexes, int64_t first, int n, uint64_t limit) {
   if (n <= 1 || limit == 0 || plan.strided) return 1;
   const SampleRef head = plan.At(first);
-  const std::vector<SampleEntry>& samples = indexes[head.shard].samples;
+  const SampleTable& samples = indexes[head.shard].samples;
   const uint64_t begin = samples[head.sample].begin;
   uint64_t end = samples[head.sample].end;
   int count = 1;
   while (count < n) {
     const SampleRef next = plan.At(first + count);
     if (next.shard != head.shard) break;
-    const SampleEntry& e = samples[next.sample];
+    const SampleView e = samples[next.sample];
     if (e.begin < end || e.begin - end > kMaxCoalesceGap || e.end - begin > limit) break;
     end = e.end;
     ++count;

@@ -69,16 +69,16 @@ uint8_t* SampleDecoder::SlotOf(uint8_t* batch_buffer, size_t array, int slot) co
   return batch_buffer + a.offset + a.sample_bytes * static_cast<size_t>(slot);
 }
 
-Status SampleDecoder::Decode(const std::string& shard, const SampleEntry& entry, std::span<uint8_t> bytes,
+Status SampleDecoder::Decode(const std::string& shard, SampleView entry, std::span<uint8_t> bytes,
                              uint8_t* batch_buffer, int slot, uint64_t sample_seed,
                              std::span<const DirectRange> direct) {
   for (size_t f = 0; f < layout_->fields.size(); ++f) {
     const FieldLayout& field = layout_->fields[f];
-    const MemberRef* member = entry.Find(field.spec.field);
-    if (member == nullptr) {
+    std::optional<MemberView> member = entry.Find(field.spec.field);
+    if (!member) {
       std::string have;
-      for (const MemberRef& m : entry.members) have += (have.empty() ? "" : ", ") + m.field;
-      return NotFound(shard + ": sample '" + entry.key + "' at offset " + std::to_string(entry.begin) +
+      for (MemberView m : entry.members) (have += have.empty() ? "" : ", ") += m.field;
+      return NotFound(shard + ": sample '" + std::string(entry.key) + "' at offset " + std::to_string(entry.begin) +
                       " has no member for field '" + field.spec.field + "' (it has: " + have + ")");
     }
     std::span<const uint8_t> data =
@@ -98,14 +98,14 @@ Status SampleDecoder::Decode(const std::string& shard, const SampleEntry& entry,
     }
     Status st = DecodeField(field, *member, data, batch_buffer, slot, MixSeed(sample_seed, f));
     if (!st.ok()) {
-      if (member->row_value) return st.WithContext(shard + ": " + member->name);
-      return st.WithContext(shard + ": member '" + member->name + "' at offset " + std::to_string(member->offset));
+      if (member->row_value) return st.WithContext(shard + ": " + member->name());
+      return st.WithContext(shard + ": member '" + member->name() + "' at offset " + std::to_string(member->offset));
     }
   }
   return Status::Ok();
 }
 
-Status SampleDecoder::DecodeField(const FieldLayout& field, const MemberRef& member, std::span<const uint8_t> data,
+Status SampleDecoder::DecodeField(const FieldLayout& field, const MemberView& member, std::span<const uint8_t> data,
                                   uint8_t* batch_buffer, int slot, uint64_t seed) {
   const ArraySlot& first = layout_->arrays[field.arrays[0]];
   std::span<uint8_t> out(SlotOf(batch_buffer, field.arrays[0], slot), first.sample_bytes);

@@ -26,11 +26,11 @@ class SampleDecoder {
   // except `direct`: ranges the reader placed in their slots instead (see
   // direct_arrays.h). A field whose ranges verify needs no decode; one whose
   // do not gets its bytes back into `bytes` and decodes as usual.
-  Status Decode(const std::string& shard, const SampleEntry& entry, std::span<uint8_t> bytes,
+  Status Decode(const std::string& shard, SampleView entry, std::span<uint8_t> bytes,
                 uint8_t* batch_buffer, int slot, uint64_t sample_seed, std::span<const DirectRange> direct = {});
 
  private:
-  Status DecodeField(const FieldLayout& field, const MemberRef& member, std::span<const uint8_t> data,
+  Status DecodeField(const FieldLayout& field, const MemberView& member, std::span<const uint8_t> data,
                      uint8_t* batch_buffer, int slot, uint64_t seed);
   Status DecodeNpz(const FieldLayout& field, std::span<const uint8_t> data, uint8_t* batch_buffer, int slot);
   uint8_t* SlotOf(uint8_t* batch_buffer, size_t array, int slot) const;

@@ -5,17 +5,17 @@
 
 namespace stoker {
 
-std::string InternalKey(const std::string& shard, const SampleEntry& entry) { return shard + ":" + entry.key; }
+std::string InternalKey(const std::string& shard, SampleView entry) { return shard + ":" + std::string(entry.key); }
 
-Result<std::string> UserKey(const LoaderOptions& options, const std::string& shard, const SampleEntry& entry,
+Result<std::string> UserKey(const LoaderOptions& options, const std::string& shard, SampleView entry,
                             std::span<const uint8_t> bytes) {
-  if (!IsParquetPath(shard)) return entry.key;
+  if (!IsParquetPath(shard)) return std::string(entry.key);
   if (options.key_column.empty()) return InternalKey(shard, entry);
-  const MemberRef* member = entry.FindExact(options.key_column);
-  if (member == nullptr) {
-    return NotFound(shard + ": row " + entry.key + " has no key column '" + options.key_column + "'");
+  std::optional<MemberView> member = entry.FindExact(options.key_column);
+  if (!member) {
+    return NotFound(shard + ": row " + std::string(entry.key) + " has no key column '" + options.key_column + "'");
   }
-  if (!member->inline_data.empty()) return member->inline_data;
+  if (!member->inline_data.empty()) return std::string(member->inline_data);
   const std::span<const uint8_t> value = bytes.subspan(member->offset - entry.begin, member->size);
   return std::string(reinterpret_cast<const char*>(value.data()), value.size());
 }

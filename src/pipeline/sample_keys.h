@@ -27,12 +27,12 @@
 namespace stoker {
 
 // "shard:key", unique within a loader's dataset.
-std::string InternalKey(const std::string& shard, const SampleEntry& entry);
+std::string InternalKey(const std::string& shard, SampleView entry);
 
 // The key a batch's `keys()` holds for a sample. `entry` is the one the
 // decoder read (a Parquet row's own, whose members point into `bytes`).
 // Fails only when key_column names a column the row lacks.
-Result<std::string> UserKey(const LoaderOptions& options, const std::string& shard, const SampleEntry& entry,
+Result<std::string> UserKey(const LoaderOptions& options, const std::string& shard, SampleView entry,
                             std::span<const uint8_t> bytes);
 
 }  // namespace stoker

@@ -6,6 +6,10 @@
 #include <optional>
 #include <thread>
 
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
+
 #include "core/cpu_share.h"
 #include "formats/parquet_file.h"
 #include "io/reader.h"
@@ -46,6 +50,13 @@ Result<std::vector<ShardIndex>> LoadShardIndexes(const std::vector<std::string>&
     if (!r->ok()) return r->status();
     out.push_back(std::move(r->value()));
   }
+#if defined(__GLIBC__)
+  // A scan's scratch (the tar's members, its samples before they are packed
+  // into the table: ~5 MB for 10,000 samples) is freed, but its pages stay
+  // with the arena of the thread that scanned: ~10 MB of RSS over 20 shards
+  // or more, held for the loader's life. Give them back.
+  malloc_trim(0);
+#endif
   return out;
 }
 

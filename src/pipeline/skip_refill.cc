@@ -63,7 +63,7 @@ Status SkipRefiller::Resolve(BatchWork& work, const EpochPlan& plan) {
 
 Status SkipRefiller::Fill(BatchWork& work, int slot, const SampleRef& ref) {
   const ShardIndex& shard_index = data_->indexes[ref.shard];
-  const SampleEntry* entry = &shard_index.samples[ref.sample];
+  SampleView entry = shard_index.samples[ref.sample];
   const std::string& shard = data_->shards[ref.shard];
   Result<std::shared_ptr<const RandomAccessReader>> file = files_->Get(ref.shard);
   std::span<uint8_t> bytes;
@@ -71,24 +71,24 @@ Status SkipRefiller::Fill(BatchWork& work, int slot, const SampleRef& ref) {
   if (file.ok() && shard_index.parquet) {  // a row's values, laid out as members (formats/parquet_file.h)
     row_bytes_.clear();
     st = data_->parquet_rows->Read(shard_index, **file, ref.sample, &row_bytes_, &row_entry_);
-    if (st.ok()) entry = &row_entry_;  // else the index's entry names the row
+    if (st.ok()) entry = row_entry_;  // else the index's entry names the row
     bytes = row_bytes_;
   } else if (file.ok()) {
-    bytes_.resize(entry->end - entry->begin);
-    st = (*file)->PRead(entry->begin, bytes_);
+    bytes_.resize(entry.end - entry.begin);
+    st = (*file)->PRead(entry.begin, bytes_);
     bytes = bytes_;
   }
-  if (!st.ok()) return st.WithContext("sample '" + entry->key + "'");
+  if (!st.ok()) return st.WithContext("sample '" + std::string(entry.key) + "'");
   if (!decoder_) decoder_ = std::make_unique<SampleDecoder>(&data_->layout);
   uint8_t* base = work.lease->data();
   STOKER_RETURN_IF_ERROR(
-      decoder_->Decode(shard, *entry, bytes, base, slot, MixSeed(data_->options.seed, epoch_, ref.global)));
+      decoder_->Decode(shard, entry, bytes, base, slot, MixSeed(data_->options.seed, epoch_, ref.global)));
   const BatchLayout& layout = data_->layout;
   const ArraySlot& index = layout.arrays[layout.index_array];
   const int64_t global = static_cast<int64_t>(ref.global);
   std::memcpy(base + index.offset + index.sample_bytes * static_cast<size_t>(slot), &global, sizeof(global));
   if (!work.keys.empty()) {
-    STOKER_ASSIGN_OR_RETURN(work.keys[static_cast<size_t>(slot)], UserKey(data_->options, shard, *entry, bytes));
+    STOKER_ASSIGN_OR_RETURN(work.keys[static_cast<size_t>(slot)], UserKey(data_->options, shard, entry, bytes));
     work.urls[static_cast<size_t>(slot)] = shard;
   }
   return Status::Ok();

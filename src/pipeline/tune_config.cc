@@ -14,7 +14,7 @@ namespace {
 uint64_t BatchBytes(const LoaderOptions& o, const std::vector<ShardIndex>& indexes) {
   uint64_t bytes = 0, samples = 0;
   for (const ShardIndex& index : indexes) {
-    for (const SampleEntry& e : index.samples) bytes += e.end - e.begin;
+    for (SampleView e : index.samples) bytes += e.end - e.begin;
     samples += index.samples.size();
   }
   return samples ? bytes / samples * static_cast<uint64_t>(std::max(1, o.batch_size)) : 0;

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
+
 #include <nlohmann/json.hpp>
 
 #include "formats/tar_bytes.h"
@@ -180,8 +182,8 @@ TEST(SampleIndexTest, SidecarRoundTripsAndFollowsTheSchema) {
   EXPECT_EQ(built->shard_path, shard);
   EXPECT_EQ(built->shard_size, testing::ReadFileBytes(shard).size());
   std::string bytes = testing::ReadFileBytes(shard);
-  const MemberRef* f = built->samples[1].Find("features.npz");
-  ASSERT_NE(f, nullptr);
+  std::optional<MemberView> f = built->samples[1].Find("features.npz");
+  ASSERT_TRUE(f.has_value());
   EXPECT_EQ(bytes.substr(f->offset, f->size), "npz-2");
 
   std::string idx = IndexPathFor(shard);
@@ -207,14 +209,14 @@ TEST(SampleIndexTest, SidecarRoundTripsAndFollowsTheSchema) {
   EXPECT_EQ(back->key_rule, KeyRule::kUnderscoreSuffix);
   ASSERT_EQ(back->samples.size(), built->samples.size());
   for (size_t i = 0; i < back->samples.size(); ++i) {
-    const SampleEntry &a = back->samples[i], &b = built->samples[i];
+    const SampleView a = back->samples[i], b = built->samples[i];
     EXPECT_EQ(a.key, b.key);
     EXPECT_EQ(a.begin, b.begin);
     EXPECT_EQ(a.end, b.end);
     ASSERT_EQ(a.members.size(), b.members.size());
     for (size_t k = 0; k < a.members.size(); ++k) {
       EXPECT_EQ(a.members[k].field, b.members[k].field);
-      EXPECT_EQ(a.members[k].name, b.members[k].name);
+      EXPECT_EQ(a.members[k].name(), b.members[k].name());
       EXPECT_EQ(a.members[k].offset, b.members[k].offset);
       EXPECT_EQ(a.members[k].size, b.members[k].size);
     }
@@ -227,7 +229,10 @@ TEST(SampleIndexTest, LoadUsesAMatchingSidecarAndScansOtherwise) {
   ASSERT_TRUE(built.ok());
   // Mark the sidecar so that its use is visible.
   ShardIndex marked = *built;
-  marked.samples[0].key = "from-sidecar";
+  std::vector<SampleEntry> entries;
+  for (SampleView s : marked.samples) entries.push_back(s.ToEntry());
+  entries[0].key = "from-sidecar";
+  marked.samples = SampleTable(entries);
   ASSERT_TRUE(WriteShardIndex(marked, IndexPathFor(shard)).ok());
 
   auto loaded = LoadOrBuildShardIndex(shard, KeyRule::kUnderscoreSuffix);
@@ -273,8 +278,8 @@ TEST(SampleIndexTest, NonUtf8NamesCannotBeIndexed) {
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
 }
 
-// An index holds a MemberRef per member of the dataset, in every rank: its
-// inline bytes are one pointer, null for the members (nearly all) that have none.
+// A SampleEntry holds a MemberRef per member: its inline bytes are one
+// pointer, null for the members (nearly all) that have none.
 TEST(SampleIndex, InlineBytesCostAPointerAndCopyAsValues) {
   static_assert(sizeof(InlineBytes) == sizeof(void*));
   static_assert(sizeof(MemberRef) <= 96, "a member record grew: every sample of every rank pays for it");
@@ -295,6 +300,80 @@ TEST(SampleIndex, InlineBytesCostAPointerAndCopyAsValues) {
   EXPECT_EQ(c.inline_data.view(), "3");
   c.inline_data = std::string_view();
   EXPECT_TRUE(c.inline_data.empty());
+}
+
+// Every rank holds a table per shard (issue 31): a usual two-member sample
+// (an 11-byte key, fields "bin" and "cls") must cost under 56 bytes, where a
+// vector of SampleEntry cost ~280.
+TEST(SampleTable, AUsualSampleCostsUnder56Bytes) {
+  std::vector<SampleEntry> samples;
+  uint64_t at = 0;
+  for (int i = 0; i < 10000; ++i) {
+    char key[16];
+    std::snprintf(key, sizeof key, "%05d%06d", 3, i);
+    const std::string k = key;
+    samples.push_back({k, {{"bin", k + ".bin", at + 512, 16}, {"cls", k + ".cls", at + 1536, 3}}, at, at + 1539});
+    at += 2048;
+  }
+  SampleTable table(samples);
+  EXPECT_LT(table.MemoryBytes(), 56u * samples.size());
+  ASSERT_EQ(table.size(), samples.size());
+  for (size_t i : {size_t{0}, size_t{4321}, samples.size() - 1}) {
+    const SampleView v = table[i];
+    EXPECT_EQ(v.key, samples[i].key);
+    EXPECT_EQ(v.begin, samples[i].begin);
+    EXPECT_EQ(v.end, samples[i].end);
+    ASSERT_EQ(v.members.size(), 2u);
+    EXPECT_EQ(v.members[1].field, "cls");
+    EXPECT_EQ(v.members[1].name(), samples[i].key + ".cls");
+    EXPECT_EQ(v.members[1].offset, samples[i].members[1].offset);
+    EXPECT_EQ(v.members[1].size, 3u);
+    EXPECT_TRUE(v.members[1].inline_data.empty());
+  }
+}
+
+// What the compact form cannot hold is kept whole, and reads back the same:
+// a name not made of key and field, inline bytes, a Parquet row value,
+// offsets and sizes past 2^48, more distinct fields than are interned.
+TEST(SampleTable, IrregularMembersReadBackExactly) {
+  std::vector<SampleEntry> samples;
+  MemberRef label{"cls", "dogs/a.jpg (label)", 0, 0};
+  label.inline_data = std::string("7");
+  samples.push_back({"dogs/a", {{"image", "dogs/a.jpg", 0, 10}, {"jpg", "dogs/a.jpg", 0, 10}, label}, 0, 10});
+  MemberRef row{"text", "row 3 (row group 0) column 'text'", 5, 4};
+  row.row_value = true;
+  samples.push_back({"3", {row}, 5, 9});
+  const uint64_t big = uint64_t{1} << 33;
+  samples.push_back({"sa_1", {{"jpg", "sa_1.jpg", big, big}, {"features.npz", "sa_1_features.npz", 2 * big + 7, 9}},
+                     big - 512, 2 * big + 16});
+  for (int i = 0; i < 300; ++i) {  // every sample a field of its own
+    const std::string k = "k" + std::to_string(i), f = "f" + std::to_string(i) + ".bin";
+    samples.push_back({k, {{f, k + "." + f, 512, 1}}, 0, 513});
+  }
+  SampleTable table(samples);
+  ASSERT_EQ(table.size(), samples.size());
+  for (size_t i = 0; i < samples.size(); ++i) {
+    const SampleEntry back = table[i].ToEntry();
+    const SampleEntry& want = samples[i];
+    EXPECT_EQ(back.key, want.key);
+    EXPECT_EQ(back.begin, want.begin);
+    EXPECT_EQ(back.end, want.end);
+    ASSERT_EQ(back.members.size(), want.members.size()) << want.key;
+    for (size_t k = 0; k < want.members.size(); ++k) {
+      const MemberRef &a = back.members[k], &b = want.members[k];
+      EXPECT_EQ(a.field, b.field);
+      EXPECT_EQ(a.name, b.name);
+      EXPECT_EQ(a.offset, b.offset);
+      EXPECT_EQ(a.size, b.size);
+      EXPECT_EQ(a.inline_data.view(), b.inline_data.view());
+      EXPECT_EQ(a.row_value, b.row_value);
+    }
+  }
+  // Find reads the table as it reads an entry: exact first, then "JPEG" for "jpg".
+  EXPECT_EQ(table[0].Find("cls")->inline_data, "7");
+  EXPECT_FALSE(table[0].Find("png").has_value());
+  std::vector<SampleEntry> upper = {{"x", {{"JPEG", "x.JPEG", 512, 3}}, 0, 515}};
+  EXPECT_EQ(SampleTable(upper)[0].Find("jpg")->name(), "x.JPEG");
 }
 
 }  // namespace

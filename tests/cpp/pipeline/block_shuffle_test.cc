@@ -260,8 +260,11 @@ TEST(BlockShuffleTest, AutoIsSingleSamplesLocallyAndBlocksRemotely) {
 
 TEST(BlockShuffleTest, AutoIoDepthIsLowerUnderAMemoryBudgetAndFourLocally) {
   std::vector<ShardIndex> ix = Contiguous({768, 768});
-  for (ShardIndex& i : ix)
-    for (SampleEntry& e : i.samples) e.end = e.begin + (64 << 10);  // 64 KiB samples
+  for (ShardIndex& i : ix) {
+    std::vector<SampleEntry> samples;
+    for (SampleView e : i.samples) samples.push_back({std::string(e.key), {}, e.begin, e.begin + (64 << 10)});  // 64 KiB samples
+    i.samples = SampleTable(samples);
+  }
   BatchLayout layout;
   layout.buffer_bytes = 64 * 224 * 224 * 3;
   LoaderOptions o = Opts(16, 64);

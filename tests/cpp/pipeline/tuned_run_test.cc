@@ -68,7 +68,7 @@ std::unique_ptr<World> MakeWorld(const std::vector<std::string>& shards) {
   auto ix = LoadShardIndexes(shards, o.key_rule, DefaultIoOptions());
   EXPECT_TRUE(ix.ok());
   w->data.indexes = std::move(*ix);
-  const SampleEntry& e = w->data.indexes[0].samples[0];
+  const SampleView e = w->data.indexes[0].samples[0];
   auto file = OpenReader(shards[0], DefaultIoOptions());
   EXPECT_TRUE(file.ok());
   std::vector<uint8_t> probe(e.end - e.begin);
