@@ -13,7 +13,7 @@ import os
 import time
 from typing import Any, Iterator, Mapping, Sequence
 
-from . import _stoker
+from . import _exit, _stoker
 from .observe import Observer, to_device
 
 _PARTITION = {"drop": _stoker.PartitionPolicy.drop, "pad": _stoker.PartitionPolicy.pad,
@@ -377,6 +377,7 @@ class Loader:
                 jsonl: str | os.PathLike | None, trace_spans: int) -> None:
         """The observer (when ``observe``) and the output library, once the
         native loader exists; shared by every loader built on the engine."""
+        _exit.track(self)
         self._observer: Observer | None = None
         self._engine_origin = 0.0
         if observe:

@@ -19,4 +19,7 @@ NB_MODULE(_stoker, m) {
   stoker::python::RegisterObserve(m);
   stoker::python::RegisterTokens(m);
   stoker::python::RegisterIo(m);
+  // python/stoker/_exit.py turns them off only when a daemon thread still
+  // holds a loader at exit (its frames are never unwound, so never freed).
+  m.def("set_leak_warnings", &nanobind::set_leak_warnings, nanobind::arg("enabled"));
 }
