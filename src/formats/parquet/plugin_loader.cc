@@ -116,8 +116,8 @@ Result<const ParquetEngine*> LoadFor(const std::string& arrow_dir, const std::ma
   const int major = static_cast<int>(soversion / 100);
   auto plugin = plugins.find(major);
   if (plugin == plugins.end()) {
-    return FailedPrecondition("Parquet sources cannot be read with the pyarrow installed (" + std::to_string(major) +
-                              ", " + arrow_dir + "): this stoker reads them with " + WorkingVersions(plugins));
+    return FailedPrecondition("reading Parquet needs " + WorkingVersions(plugins) + "; the pyarrow installed is " +
+                              std::to_string(major) + " (" + arrow_dir + ")");
   }
   // The same files `import pyarrow` loaded (then these calls only add a
   // reference), so the plugin's libarrow.so.<N> is that one.
