@@ -34,6 +34,12 @@ bash scripts/sanitize.sh
 # regression input first; the long run is `bash scripts/fuzz.sh 3600`.
 bash scripts/fuzz.sh "${STOKER_FUZZ_SECONDS:-10}"
 
+# The release's short form: wheels for Python 3.9 and 3.13, each installed in
+# fresh venvs (without pyarrow, with numpy 1.x, the newest pyarrow, pyarrow 25)
+# that import stoker, load a tar shard and read Parquet; the full form is
+# `bash scripts/release.sh`.
+bash scripts/release.sh --short
+
 # The tests import the installed package, not the source tree.
 STOKER_BIN="$(python3 -c 'import stoker._cli as c; print(c.binary())')" \
   python3 -m pytest -q -p no:cacheprovider tests/python "$@"

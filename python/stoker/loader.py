@@ -13,7 +13,7 @@ import os
 import time
 from typing import Any, Iterator, Mapping, Sequence
 
-from . import _exit, _stoker
+from . import _exit, _parquet, _stoker
 from .observe import Observer, to_device
 
 _PARTITION = {"drop": _stoker.PartitionPolicy.drop, "pad": _stoker.PartitionPolicy.pad,
@@ -314,6 +314,7 @@ class Loader:
                                       http_headers=http_headers)
         single = isinstance(sources, (str, os.PathLike))
         opt.sources = [str(sources)] if single else [str(s) for s in sources]
+        _parquet.prepare(opt.sources)  # a Parquet source: the plugin for the pyarrow installed
         # A directory of class sub-directories: an image folder (C++ lists it
         # with the same rule; the names are listed here for `classes`).
         self._classes = (sorted(e.name for e in os.scandir(opt.sources[0]) if e.is_dir())

@@ -1,7 +1,7 @@
 // formats/parquet_file.h — Parquet files as shards: each row is a sample,
 // each column a field, read through Apache Arrow's C++ Parquet reader (the
-// libraries and headers of the pyarrow wheel; see CMakeLists.txt for why it
-// is linked that way). Arrow's types stay behind this header.
+// libraries of the user's pyarrow, through a plugin loaded on first use; see
+// formats/parquet/engine.h for why). Arrow's types stay behind this header.
 //
 // Index: one SampleEntry per row, key = the row number. A row's bytes are
 // known only once its column chunk is decoded, so begin/end are the row's
@@ -28,9 +28,10 @@
 // so local files, HTTP and S3 get stoker's ranged reads, retries and
 // credentials.
 //
-// Built without Arrow (CMake found no pyarrow), every call fails with
-// FailedPrecondition saying how to get it (parquet/parquet_disabled.cc);
-// ParquetSupported() is false.
+// Arrow is not linked here: the first Parquet call loads the plugin built
+// for the user's pyarrow major (formats/parquet/plugin_loader.h). No plugin
+// for it, or no pyarrow: FailedPrecondition naming the pyarrow versions that
+// work. ParquetSupported(): whether this build has any plugin.
 // Thread-safety: ParquetRows::Read from many threads at once (one mutex
 // over its cache; decodes run outside it); the rest are values and free
 // functions.
@@ -56,8 +57,10 @@ bool IsParquetPath(std::string_view path);
 // Whether this build can read Parquet.
 bool ParquetSupported();
 
-// The parsed footer and row group layout of one file (opaque: Arrow inside).
+// The parsed footer and row group layout of one file, and one decoded row
+// group (formats/parquet/engine.h: the plugin's, Arrow inside).
 class ParquetFooter;
+class ParquetGroup;
 
 // The index of one Parquet file (see above); index.parquet is set.
 Result<ShardIndex> LoadParquetIndex(const std::string& path, const IoOptions& io = DefaultIoOptions());
@@ -109,14 +112,13 @@ class ParquetRows {
   void SetMaxGroups(size_t max_groups);
 
  private:
-  struct Group;
   struct Slot {
     const ParquetFooter* file = nullptr;
     int group = -1;
-    std::shared_ptr<const Group> data;  // null while `loading`
+    std::shared_ptr<const ParquetGroup> data;  // null while `loading`
     bool loading = false;
   };
-  Result<std::shared_ptr<const Group>> GetGroup(const ShardIndex& shard, const RandomAccessReader& file,
+  Result<std::shared_ptr<const ParquetGroup>> GetGroup(const ShardIndex& shard, const RandomAccessReader& file,
                                                 int group);
 
   const std::vector<std::string> columns_;

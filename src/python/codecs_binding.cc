@@ -7,6 +7,7 @@
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/string.h>
 
+#include <cstring>
 #include <string>
 
 #include "codecs/jpeg.h"

@@ -12,8 +12,19 @@ arrow::Result<int64_t> ReaderFile::ReadAt(int64_t position, int64_t nbytes, void
   const uint64_t size = reader_->Size();
   const uint64_t begin = std::min<uint64_t>(static_cast<uint64_t>(position), size);
   const uint64_t n = std::min<uint64_t>(static_cast<uint64_t>(nbytes), size - begin);  // Arrow's short read at the end
-  Status st = reader_->PRead(begin, std::span<uint8_t>(static_cast<uint8_t*>(out), n));
-  if (!st.ok()) return arrow::Status::IOError(st.message());
+  // RandomAccessReader::PRead's loop, over the virtual ReadAt: the plugin
+  // calls no out-of-line code of the engine (formats/parquet/engine.h).
+  uint8_t* dest = static_cast<uint8_t*>(out);
+  uint64_t done = 0;
+  while (done < n) {
+    Result<size_t> got = reader_->ReadAt(begin + done, std::span<uint8_t>(dest + done, n - done));
+    if (!got.ok()) return arrow::Status::IOError(got.status().message());
+    if (*got == 0) {
+      return arrow::Status::IOError(reader_->Name() + ": short read at offset " + std::to_string(begin) + ": wanted " +
+                                    std::to_string(n) + " bytes, the object has " + std::to_string(done));
+    }
+    done += *got;
+  }
   return static_cast<int64_t>(n);
 }
 

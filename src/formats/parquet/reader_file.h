@@ -3,8 +3,8 @@
 // files, HTTP and S3 through stoker's readers: their ranged reads, retries,
 // deadlines, cancellation and credentials, not Arrow's filesystems.
 // Arrow asks for whole column chunks and the footer by ReadAt; each becomes
-// one PRead (one ranged GET remotely). A short read is stoker's DataLoss,
-// naming the object and offset, carried through Arrow as IOError.
+// one read (one ranged GET remotely). A short read is an error naming
+// the object and offset, carried through Arrow as IOError.
 // Thread-safety: ReadAt from many threads (the reader's contract); the
 // stream position (Read/Seek/Tell) belongs to one thread, as in Arrow's files.
 #pragma once
