@@ -31,7 +31,7 @@ arrow_majors=(21 22 23 24 25 26)  # pyproject.toml's parquet extra says the same
 root=$PWD
 work=$root/build/release
 mkdir -p "$work" dist
-export CCACHE_BASEDIR=$PWD CXX=${CXX:-g++} CMAKE_CXX_COMPILER_LAUNCHER=${CMAKE_CXX_COMPILER_LAUNCHER:-ccache}
+export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$PWD} CXX=${CXX:-g++} CMAKE_CXX_COMPILER_LAUNCHER=${CMAKE_CXX_COMPILER_LAUNCHER:-ccache}
 export PIP_DISABLE_PIP_VERSION_CHECK=1
 log() { echo "release: $*"; }
 quiet() { "$@" 2> >(grep -v "is ignored: it is neither a file nor a directory" >&2); }  # this machine's pip.conf noise
@@ -75,13 +75,13 @@ rm -f dist/stoker-*
 declare -A wheel_of
 for v in "${pythons[@]}"; do
   py=$(interpreter "$v")
-  [ -n "$py" ] || { echo "release: no CPython $v under pyenv"; exit 1; }
+  [ -n "$py" ] || { echo "release: no CPython $v under pyenv (${PYENV_ROOT:-$HOME/.pyenv}/versions): install it with pyenv"; exit 1; }
   env=$work/build-env-$v
   [ -x "$env/bin/cmake" ] || { "$py" -m venv "$env" && quiet "$env/bin/pip" install -q -U pip scikit-build-core nanobind cmake ninja; }
   rm -rf "$work/raw-$v"
   t=$SECONDS
   PATH=$env/bin:$PATH quiet "$env/bin/pip" wheel -q --no-deps --no-build-isolation -w "$work/raw-$v" . \
-    --config-settings=build-dir="$work/build/{wheel_tag}" \
+    --config-settings=build-dir="build/rel-{wheel_tag}" \
     --config-settings=cmake.define.STOKER_PARQUET_ARROW_DIRS="$arrow_list"
   PATH=$tools/bin:$PATH "$tools/bin/auditwheel" repair -w dist "${excludes[@]}" "$work/raw-$v"/stoker-*.whl >"$work/auditwheel-$v.log" 2>&1 ||
     { cat "$work/auditwheel-$v.log"; exit 1; }

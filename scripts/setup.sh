@@ -46,5 +46,9 @@ $PY -m pip install -q --no-deps megatron-core==0.16.1 packaging
 # Through ccache, and with the compiler named as scripts/test.sh names it
 # (ccache keys on the name: c++ and g++ miss each other): its build then
 # compiles only the tests, not the library again.
+# CCACHE_BASEDIR: paths under the checkout are hashed relative to the build
+# directory, so scripts/release.sh's wheels (build/rel-<tag>, the same depth)
+# hit the same objects.
+export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$PWD}
 CXX=${CXX:-g++} CMAKE_CXX_COMPILER_LAUNCHER=${CMAKE_CXX_COMPILER_LAUNCHER:-ccache} \
   $PY -m pip install -q --no-build-isolation .

@@ -6,6 +6,7 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 
 jobs=$(nproc)
+export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$PWD}  # as setup.sh hashes the library's objects
 # The library's objects come from ccache, filled by setup.sh's wheel build
 # with the same compiler and flags; the command line is the wheel's own (pytest runs it).
 # The compiler is named through CXX, which only a new build directory takes:
