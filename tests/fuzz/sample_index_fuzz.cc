@@ -9,9 +9,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   stoker::fuzz::MemFile mem(data, size);
   stoker::Result<stoker::ShardIndex> index = stoker::ReadShardIndex(mem.path());
   if (!index.ok()) return 0;
-  for (const stoker::SampleEntry& s : index->samples) {
+  for (const stoker::SampleView s : index->samples) {
     if (s.begin > s.end || s.end > index->shard_size) __builtin_trap();
-    for (const stoker::MemberRef& m : s.members) {
+    for (const stoker::MemberView m : s.members) {
       if (m.offset < s.begin || m.offset + m.size > s.end) __builtin_trap();
     }
   }
