@@ -72,10 +72,10 @@ def stream(sources, **kw):
     out = []
     try:
         for b in loader:
-            keys = [k.rsplit(":", 1)[-1].rsplit("/", 1)[-1] for k in b["__key__"]]
+            keys = list(b["__key__"])  # webdataset's keys: the same over any URL
             arrays = {}
             for name, v in b.items():
-                if name == "__key__":
+                if name in ("__key__", "__url__"):  # __url__: the shard as given, a URL here and a path there
                     continue
                 for sub, a in (v.items() if isinstance(v, dict) else [("", v)]):
                     arrays[f"{name}/{sub}"] = np.array(a)
