@@ -153,6 +153,21 @@ class TreeSampler:
         self._sample()
 
 
+class NoSampler(TreeSampler):
+    """A TreeSampler that samples nothing (no thread): for runs whose figures are not memory
+    and that a sampler thread would disturb (vision.run_epoch(memory=False)); its figures
+    are NaN."""
+
+    def __enter__(self) -> "NoSampler":
+        for k in MEMORY_KINDS:
+            setattr(self, "base_" + k, float("nan"))
+            setattr(self, "peak_" + k, float("nan"))
+        return self
+
+    def __exit__(self, *exc) -> None:
+        pass
+
+
 def cpu_seconds() -> float:
     """user+sys CPU of this process and of its children already reaped (workers joined)."""
     t = os.times()

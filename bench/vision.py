@@ -421,10 +421,15 @@ def peer_factory(workload: str, shards: list[Path], workers: int):
     return make
 
 
-def run_epoch(make, image_key) -> dict:
-    """One epoch: build the loader, iterate, shut down. Times, samples, CPU and tree memory."""
+def run_epoch(make, image_key, memory: bool = True, interval: float = 0.05) -> dict:
+    """One epoch: build the loader, iterate, shut down. Times, samples, CPU and tree memory.
+
+    memory=False: no sampler thread. Its reads of /proc (~0.1 core) are CPU this process
+    spends outside the loader's threads, which a loader left to tune itself (autotune, no
+    decode_threads given) takes for a training step's, and with a loop that waits nearly
+    all the time it gives that step a core: decode_threads 2 -> 1 on 2 cores."""
     gc.collect()
-    with common.TreeSampler(0.05) as mem:
+    with (common.TreeSampler(interval) if memory else common.NoSampler()) as mem:
         c0 = common.cpu_seconds()
         b0 = common.system_busy_seconds()
         t0 = time.perf_counter()
