@@ -155,14 +155,14 @@ class TreeSampler:
 
 class NoSampler(TreeSampler):
     """A TreeSampler that samples nothing (no thread): for runs whose figures are not memory
-    and that a sampler thread would disturb (vision.run_epoch(memory=False)); its figures
-    are NaN."""
+    and that a sampler thread would disturb (vision.run_epoch(memory=False)); a result row
+    then has no memory figures."""
 
     def __enter__(self) -> "NoSampler":
-        for k in MEMORY_KINDS:
-            setattr(self, "base_" + k, float("nan"))
-            setattr(self, "peak_" + k, float("nan"))
         return self
+
+    def as_dict(self) -> dict:
+        return {"max_procs": 0, "mem_samples": 0}
 
     def __exit__(self, *exc) -> None:
         pass

@@ -76,3 +76,13 @@ def test_a_forked_childs_private_memory_is_in_the_tree_once():
         os.waitpid(pid, 0)
         for fd in (r, w, go_r, go_w):
             os.close(fd)
+
+
+def test_no_sampler_starts_no_thread_and_reports_no_memory():
+    import threading
+
+    before = {t.name for t in threading.enumerate()}
+    with common.NoSampler() as mem:
+        assert "tree-sampler" not in {t.name for t in threading.enumerate()} - before
+    d = mem.as_dict()
+    assert not any(k.startswith(("peak_", "base_")) for k in d), d
