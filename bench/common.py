@@ -1,8 +1,11 @@
 """Shared pieces of stoker's side-by-side benchmarks (see ../shared/BENCHMARKS.md).
 
-- ``TreeSampler``: peak RSS and PSS summed over this process and all its
-  descendants (DataLoader workers), read from /proc/<pid>/smaps_rollup by a
-  thread every ~50 ms.
+- ``TreeSampler``: peak memory summed over this process and all its descendants
+  (DataLoader workers), read from /proc/<pid>/smaps_rollup by a thread every
+  ~50 ms: RSS, PSS, and PSS split into anonymous memory (Pss_Anon + Pss_Shmem:
+  what the kernel cannot drop, the figure memory targets are judged on) and
+  file-mapped pages (Pss_File: mapped shards and libraries, page cache the
+  kernel may drop and reread).
 - ``cpu_seconds``: user+sys of this process plus its reaped children.
 - ``hot_cache``: read files once so a run measures a hot page cache.
 - ``Stats`` / ``summarize``: median and min-max of repeated measurements.
@@ -56,62 +59,89 @@ def process_tree(pid: int | None = None) -> list[int]:
     return seen
 
 
-def _rollup(pid: int) -> tuple[int, int]:
-    """(Rss, Pss) of one process in bytes; (0, 0) if it is gone."""
-    rss = pss = 0
+# smaps_rollup fields summed over the tree. Pss_Anon + Pss_Shmem is the memory the tree
+# owns that the kernel cannot drop (shmem: a DataLoader's batches cross from its workers
+# in shared memory); Pss_File is mapped files (shards stoker maps, libraries), page-cache
+# pages the kernel drops under pressure and rereads: reported apart, never judged on.
+ROLLUP_FIELDS = {"Rss:": "rss", "Pss:": "pss", "Pss_Anon:": "pss_anon", "Pss_Shmem:": "pss_shmem",
+                 "Pss_File:": "pss_file"}
+
+
+def _rollup(pid: int) -> dict[str, int]:
+    """Rss, Pss, Pss_Anon, Pss_Shmem, Pss_File of one process in bytes; zeros if it is gone.
+    Kernels before 5.13 lack the Pss_* split: there anon and file read 0."""
+    out = dict.fromkeys(ROLLUP_FIELDS.values(), 0)
     try:
         with open(f"/proc/{pid}/smaps_rollup") as f:
             for line in f:
-                if line.startswith("Rss:"):
-                    rss = int(line.split()[1]) * 1024
-                elif line.startswith("Pss:"):
-                    pss = int(line.split()[1]) * 1024
+                key = ROLLUP_FIELDS.get(line.split(None, 1)[0]) if line.strip() else None
+                if key:
+                    out[key] = int(line.split()[1]) * 1024
     except OSError:
         pass
-    return rss, pss
+    return out
+
+
+def tree_rollup(pid: int | None = None) -> dict[str, int]:
+    """The tree's memory, bytes: rss, pss, anon (Pss_Anon + Pss_Shmem), file (Pss_File), procs."""
+    pids = process_tree(pid)
+    total = dict.fromkeys(ROLLUP_FIELDS.values(), 0)
+    for p in pids:
+        for k, v in _rollup(p).items():
+            total[k] += v
+    return {"rss": total["rss"], "pss": total["pss"], "anon": total["pss_anon"] + total["pss_shmem"],
+            "file": total["pss_file"], "procs": len(pids)}
 
 
 def tree_memory(pid: int | None = None) -> tuple[int, int, int]:
     """(RSS, PSS, processes) summed over the process tree, bytes."""
-    pids = process_tree(pid)
-    rss = pss = 0
-    for p in pids:
-        r, s = _rollup(p)
-        rss += r
-        pss += s
-    return rss, pss, len(pids)
+    t = tree_rollup(pid)
+    return t["rss"], t["pss"], t["procs"]
+
+
+MEMORY_KINDS = ("rss", "pss", "anon", "file")
 
 
 class TreeSampler:
-    """Samples tree RSS/PSS every `interval` s on a thread; keeps the peaks.
+    """Samples the tree's memory every `interval` s on a thread; keeps the peaks.
 
     with TreeSampler() as mem: run()
-    mem.peak_rss, mem.peak_pss, mem.base_rss, mem.base_pss, mem.max_procs
+    mem.peak_rss, mem.peak_pss, mem.peak_anon, mem.peak_file, the same with base_ (just
+    before), mem.max_procs. Each peak is that figure's own maximum over the samples.
     """
 
     def __init__(self, interval: float = 0.05) -> None:
         self.interval = interval
-        self.base_rss = self.base_pss = 0
-        self.peak_rss = self.peak_pss = 0
+        for k in MEMORY_KINDS:
+            setattr(self, "base_" + k, 0)
+            setattr(self, "peak_" + k, 0)
         self.max_procs = 0
         self.samples = 0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
     def _sample(self) -> None:
-        rss, pss, n = tree_memory()
-        self.peak_rss = max(self.peak_rss, rss)
-        self.peak_pss = max(self.peak_pss, pss)
-        self.max_procs = max(self.max_procs, n)
+        t = tree_rollup()
+        for k in MEMORY_KINDS:
+            setattr(self, "peak_" + k, max(getattr(self, "peak_" + k), t[k]))
+        self.max_procs = max(self.max_procs, t["procs"])
         self.samples += 1
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval):
             self._sample()
 
+    def as_dict(self) -> dict:
+        """base_*/peak_* of every figure, max_procs, mem_samples: for a result row."""
+        out = {p + k: getattr(self, p + k) for k in MEMORY_KINDS for p in ("base_", "peak_")}
+        out.update(max_procs=self.max_procs, mem_samples=self.samples)
+        return out
+
     def __enter__(self) -> "TreeSampler":
-        self.base_rss, self.base_pss, _ = tree_memory()
-        self.peak_rss, self.peak_pss = self.base_rss, self.base_pss
+        t = tree_rollup()
+        for k in MEMORY_KINDS:
+            setattr(self, "base_" + k, t[k])
+            setattr(self, "peak_" + k, t[k])
         self._thread = threading.Thread(target=self._run, name="tree-sampler", daemon=True)
         self._thread.start()
         return self
@@ -121,6 +151,21 @@ class TreeSampler:
         if self._thread is not None:
             self._thread.join()
         self._sample()
+
+
+class NoSampler(TreeSampler):
+    """A TreeSampler that samples nothing (no thread): for runs whose figures are not memory
+    and that a sampler thread would disturb (vision.run_epoch(memory=False)); a result row
+    then has no memory figures."""
+
+    def __enter__(self) -> "NoSampler":
+        return self
+
+    def as_dict(self) -> dict:
+        return {"max_procs": 0, "mem_samples": 0}
+
+    def __exit__(self, *exc) -> None:
+        pass
 
 
 def cpu_seconds() -> float:

@@ -1,7 +1,8 @@
-"""Where a stoker loader's time to first batch goes (bench/suite.py's V target:
-first batch <= 1.3x one batch's decode on all cores).
+"""Where a stoker loader's time to first batch goes (bench/suite.py's target:
+first batch <= 1.3x one batch's decode on all cores), on V or A (the data
+folder's name says which: bench/data/V-... or bench/data/A-...).
 
-Runs the suite's V sequence (construct the Loader, iterate one epoch, close)
+Runs the suite's V (or A) sequence (construct the Loader, iterate one epoch, close)
 with the engine's stage spans on, and splits the first batch into: time to
 the first read (construction: shard indexes, probe, layout, threads), batch
 0's decode wall time and its decoders' busy time per thread, against a steady
@@ -10,6 +11,7 @@ discarded warm-up. Timestamps share one clock (CLOCK_MONOTONIC: Python's
 monotonic_ns and the engine's steady_clock).
 
     PYTHONPATH=python python bench/first_batch.py bench/data/V-n768-seed0 [rounds]
+    PYTHONPATH=python python bench/first_batch.py bench/data/A-n768-seed0 [rounds]
 """
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ import json
 import statistics
 import sys
 import time
+from pathlib import Path
 
 import torch  # noqa: F401 - the loader hands out torch tensors, as in the suite
 
@@ -27,8 +30,15 @@ import stoker
 from stoker import _stoker
 
 
-def one_round(shards: list[str]) -> dict:
-    fields = {"jpg": stoker.image(224, resize="center_crop"), "cls": stoker.scalar("int64")}
+WORKLOADS = {  # the suite's fields (bench/peers/stoker_tar.py) and the member the batch is counted on
+    "V": (lambda: {"jpg": stoker.image(224, resize="center_crop"), "cls": stoker.scalar("int64")}, "jpg"),
+    "A": (lambda: {"x.npy": stoker.npy(), "y.npz": stoker.npz()}, "x.npy"),
+}
+
+
+def one_round(shards: list[str], workload: str = "V") -> dict:
+    make_fields, key = WORKLOADS[workload]
+    fields = make_fields()
     gc.collect()
     t0 = time.monotonic_ns()
     loader = stoker.Loader(shards, fields=fields, batch_size=64, shuffle=False, decode_threads=2, io_depth=2,
@@ -37,7 +47,7 @@ def one_round(shards: list[str]) -> dict:
     n = n_first = 0
     t_first = None
     for b in loader:
-        n += b["jpg"].shape[0]
+        n += b[key].shape[0]
         if t_first is None:
             t_first, n_first = time.monotonic_ns(), n
         del b
@@ -71,7 +81,8 @@ def one_round(shards: list[str]) -> dict:
 def main() -> int:
     shards = sorted(glob.glob(sys.argv[1] + "/*.tar"))
     rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 8
-    rows = [one_round(shards) for _ in range(rounds + 1)][1:]
+    workload = "A" if Path(sys.argv[1].rstrip("/")).name.startswith("A-") else "V"
+    rows = [one_round(shards, workload) for _ in range(rounds + 1)][1:]
     for r in rows:
         print(" ".join(f"{k}={v:.2f}" for k, v in r.items()))
     print("median", " ".join(f"{k}={statistics.median(r[k] for r in rows):.2f}" for k in rows[0]))

@@ -170,7 +170,9 @@ def main(args, w: dict, data: dict, stoker_bin: str) -> dict:
 
         def run(name, setting, make, rep=None):
             key = "cls" if name.startswith("reads-only") else "jpg" if name.startswith(("stoker", "sweep")) else 0
-            r = vision.run_epoch(epochs_of(make), key)
+            # No memory sampler thread here: the tuner of a loader left to its defaults would
+            # count its CPU as the training step's and give up a decoder (vision.run_epoch).
+            r = vision.run_epoch(epochs_of(make), key, memory=False)
             r.update(loader=name, setting=setting, rep=rep)
             print(f"  {name:<30} {setting:<34} {r['epoch_rate']:8.0f} samples/s  ({r['samples']} in "
                   f"{r['seconds']:.1f} s, other processes {r['other_cpu_cores']:.2f} cores)", flush=True)
@@ -185,8 +187,8 @@ def main(args, w: dict, data: dict, stoker_bin: str) -> dict:
             return peers.stoker_loader(w, srcs, 0, io_depth, shuffle=True, seed=seed, **kw)
 
         # Warm-up, not recorded: the process's first loader pays one-time costs.
-        vision.run_epoch(stoker_default(shards[:1], 0), "jpg")
-        vision.run_epoch(stoker_default(urls[LATENCIES[0]][:1], 0), "jpg")
+        vision.run_epoch(stoker_default(shards[:1], 0), "jpg", memory=False)
+        vision.run_epoch(stoker_default(urls[LATENCIES[0]][:1], 0), "jpg", memory=False)
         for rep in range(reps):
             run("stoker local", "shuffle=True, defaults", stoker_default(shards, rep), rep)
             for lat in LATENCIES:

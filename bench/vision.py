@@ -421,10 +421,15 @@ def peer_factory(workload: str, shards: list[Path], workers: int):
     return make
 
 
-def run_epoch(make, image_key) -> dict:
-    """One epoch: build the loader, iterate, shut down. Times, samples, CPU and tree memory."""
+def run_epoch(make, image_key, memory: bool = True, interval: float = 0.05) -> dict:
+    """One epoch: build the loader, iterate, shut down. Times, samples, CPU and tree memory.
+
+    memory=False: no sampler thread. Its reads of /proc (~0.1 core) are CPU this process
+    spends outside the loader's threads, which a loader left to tune itself (autotune, no
+    decode_threads given) takes for a training step's, and with a loop that waits nearly
+    all the time it gives that step a core: decode_threads 2 -> 1 on 2 cores."""
     gc.collect()
-    with common.TreeSampler(0.05) as mem:
+    with (common.TreeSampler(interval) if memory else common.NoSampler()) as mem:
         c0 = common.cpu_seconds()
         b0 = common.system_busy_seconds()
         t0 = time.perf_counter()
@@ -458,9 +463,7 @@ def run_epoch(make, image_key) -> dict:
         "cpu_s": c1 - c0,
         # cores' worth of CPU that OTHER processes used meanwhile: a noisy-neighbour gauge
         "other_cpu_cores": max(0.0, ((b1 - b0) - (c1 - c0)) / (t1 - t0)),
-        "base_rss": mem.base_rss, "base_pss": mem.base_pss,
-        "peak_rss": mem.peak_rss, "peak_pss": mem.peak_pss,
-        "max_procs": mem.max_procs, "mem_samples": mem.samples,
+        **mem.as_dict(),  # base_/peak_ rss, pss, anon, file; max_procs, mem_samples
     }
 
 
@@ -503,9 +506,7 @@ def run_native(run) -> dict:
         "process_s": t1 - t0,
         "cpu_s": c1 - c0,
         "other_cpu_cores": max(0.0, ((b1 - b0) - (c1 - c0)) / (t1 - t0)),
-        "base_rss": mem.base_rss, "base_pss": mem.base_pss,
-        "peak_rss": mem.peak_rss, "peak_pss": mem.peak_pss,
-        "max_procs": mem.max_procs, "mem_samples": mem.samples,
+        **mem.as_dict(),  # base_/peak_ rss, pss, anon, file; max_procs, mem_samples
     }
 
 
@@ -591,6 +592,10 @@ def bench_workload(workload: str, args, cores: int) -> dict:
             "peak_pss": max(x["peak_pss"] for x in measured),
             "delta_rss": max(x["peak_rss"] - x["base_rss"] for x in measured),
             "delta_pss": max(x["peak_pss"] - x["base_pss"] for x in measured),
+            # anonymous (Pss_Anon + Pss_Shmem) apart from mapped files (Pss_File): bench/common.py
+            "peak_anon": max(x["peak_anon"] for x in measured),
+            "delta_anon": max(x["peak_anon"] - x["base_anon"] for x in measured),
+            "peak_file": max(x["peak_file"] for x in measured),
             "base_rss": min(x["base_rss"] for x in measured),
             "max_procs": max(x["max_procs"] for x in measured),
         }
@@ -636,7 +641,8 @@ def report(res: dict, cores: int) -> tuple[str, dict]:
         return _paired(runs[name], runs[other]).median if other else float("nan")
 
     headers = ["configuration", "samples/s median [min–max]", "quiet (n)", "epoch/s", "ttfb s", "×DL best", "×DL 2w",
-               "×limit", "peak RSS MiB (Δ)", "peak PSS MiB (Δ)", "CPU ms/sample", "others' CPU"]
+               "×limit", "peak RSS MiB (Δ)", "peak PSS MiB (Δ)", "peak anon MiB (Δ)", "file-mapped MiB",
+               "CPU ms/sample", "others' CPU"]
     rows = []
     for name, v in s.items():
         mark = " *" if name in (best_stoker, best_peer) else ""
@@ -646,6 +652,8 @@ def report(res: dict, cores: int) -> tuple[str, dict]:
             f"{_paired(runs[name], lim_as_rate, scale_b=cores).median:.2f}",
             f"{common.mib(v['peak_rss']):,.0f} ({common.mib(v['delta_rss']):+,.0f})",
             f"{common.mib(v['peak_pss']):,.0f} ({common.mib(v['delta_pss']):+,.0f})",
+            f"{common.mib(v['peak_anon']):,.0f} ({common.mib(v['delta_anon']):+,.0f})",
+            f"{common.mib(v['peak_file']):,.0f}",
             f"{v['cpu_ms_per_sample'].median:.2f}",
             f"{v['other_cpu_cores'].median:.2f}",
         ])

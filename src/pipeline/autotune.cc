@@ -89,9 +89,13 @@ std::vector<TuneChange> Autotuner::Decide(const TuneEvidence& e) {
   // over the time the loop did not wait for data (a step starved of batches
   // uses less, which is no sign that it needs less: without this, a decoder
   // given up for the step came back as soon as the step waited, and went
-  // again). Cores it leaves free: the rest, rounded.
+  // again). Cores it leaves free: the rest, rounded. The running share is taken
+  // as at least a quarter: CPU of another thread of the process (a logger, a
+  // metrics exporter) beside a loop that waits nearly all the time is no step
+  // that needs a core; divided by the few percent the loop ran, a twentieth of a
+  // core read as a whole one and took a decoder.
   const double step_cores =
-      std::min<double>(cores, e.consumer_cores / std::max(0.05, 1.0 - std::clamp(e.wait_frac, 0.0, 1.0)));
+      std::min<double>(cores, e.consumer_cores / std::max(0.25, 1.0 - std::clamp(e.wait_frac, 0.0, 1.0)));
   const int free_cores = std::max(1, cores - static_cast<int>(std::lround(step_cores)));
   const bool waits = e.wait_frac > kWaitFloor;
   const std::string wait_note = "the step waited " + Pct(e.wait_frac) + " of the time";

@@ -129,6 +129,27 @@ TEST(Autotune, DecodersMakeRoomForAStepThatUsesACore) {
   EXPECT_EQ(t.settings()[Knob::kDecodeThreads], 1);
 }
 
+// A loop that waits for data nearly all the time while some other thread of the
+// process (a logger, a metrics exporter, a benchmark's /proc sampler) uses a
+// little CPU: that CPU is no step needing a core. Divided by the 2% of the time
+// the loop runs it read as 2 cores and took a decoder (V, 2 cores: 2,300 ->
+// 1,600-1,800 samples/s beside a thread using 0.02-0.1 core).
+TEST(Autotune, ALittleCpuBesideALoopThatWaitsTakesNoDecoder) {
+  Autotuner t(Remote());
+  TuneEvidence e = ReadsBound(10);
+  e.wait_frac = 0.98;
+  e.read_util = 0.05;
+  e.read_ms = 0.05;
+  e.decode_util = 0.95;
+  for (double cpu : {0.02, 0.05, 0.1}) {
+    e.consumer_cores = cpu;
+    for (int w = 0; w < 5; ++w) {
+      for (const TuneChange& ch : t.Decide(e)) EXPECT_NE(ch.knob, "decode_threads") << ch.Line();
+    }
+  }
+  EXPECT_EQ(t.settings()[Knob::kDecodeThreads], 2);
+}
+
 TEST(Autotune, DecodeBoundAddsADecoderUpToTheFreeCores) {
   TuneConfig cfg = Remote();
   cfg.start[Knob::kDecodeThreads] = 1;
