@@ -187,6 +187,9 @@ struct LoaderOptions {
   // with a device is present; no effect where none is. device="cuda" implies it.
   bool pin_memory = false;
   int late_copy_ms = 20;  // device="cpu-late" only
+  // device="cpu-late" only: its stand-in GPU decoder (device/gpu_decoder.h)
+  // sleeps this long per image, to be slower than the CPU decoders.
+  int gpu_standin_delay_us = 0;
 };
 
 struct ArrayView {

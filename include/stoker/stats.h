@@ -4,6 +4,8 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
+#include <utility>
 #include <vector>
 
 namespace stoker {
@@ -39,6 +41,16 @@ struct RecorderSnapshot {
   double h2d_s = 0, h2d_exposed_s = 0;
   int64_t device_buffers = 0, device_buffers_peak = 0, pinned_buffers = 0;
   uint64_t h2d_overwrites = 0;  // the CPU test engine only: buffers overwritten while their copy was in flight
+  // GPU decode (ImageSpec::decode, pipeline/gpu_decode.h): the decoder ("" when
+  // none runs), the share of each batch's images it is sent now and why,
+  // images it decoded, images the CPU decoders decoded meanwhile, and the
+  // images sent to the CPU instead, by reason ("progressive", "cmyk",
+  // "not_jpeg"..., "decoder_failed": taken, failed by the GPU decoder, done by the CPU).
+  std::string gpu_decoder;
+  double gpu_share = 0;
+  std::string gpu_share_why;
+  uint64_t gpu_images = 0, gpu_cpu_images = 0, gpu_cpu_fallbacks = 0;
+  std::vector<std::pair<std::string, uint64_t>> gpu_refused;
   uint64_t spans_dropped = 0;
   // Remote storage (HTTP, S3): the process-wide counters every remote reader
   // adds to (several loaders in one process share them).

@@ -18,6 +18,11 @@ struct LoaderSettings {
   std::vector<std::string> fixed;  // names of the knobs the user set
   int cores = 0;                // the CPUs the defaults scale with: this process's share
   std::string cores_from;       // "1 core: affinity 2, no quota, 2 local ranks (LOCAL_WORLD_SIZE)"
+  // GPU decode (pipeline/gpu_decode.h): the decoder ("" none), the share of
+  // each batch's images sent to it, and why (or why there is no decoder).
+  std::string gpu_decoder;
+  double gpu_share = 0;
+  std::string gpu_share_why;
 };
 
 // One change the controller made, with the evidence it acted on.

@@ -32,6 +32,7 @@ def image_spec(
     std: Sequence[float] = (0.229, 0.224, 0.225),
     resample: str = "bilinear",
     resize_to: int | None = None,
+    decode: str = "auto",
 ) -> _stoker.ImageSpec:
     """The native ImageSpec for :func:`image`'s arguments."""
     spec = _stoker.ImageSpec()
@@ -58,6 +59,9 @@ def image_spec(
     spec.normalize = normalize
     spec.mean = tuple(mean)
     spec.std = tuple(std)
+    if decode not in ("auto", "cpu", "gpu"):
+        raise ValueError(f"decode must be 'auto', 'cpu' or 'gpu', not {decode!r}")
+    spec.decode = getattr(_stoker.ImageDecode, decode)
     return spec
 
 
@@ -75,6 +79,7 @@ def image(
     std: Sequence[float] = (0.229, 0.224, 0.225),
     resample: str = "bilinear",
     resize_to: int | None = None,
+    decode: str = "auto",
 ) -> _stoker.FieldSpec:
     """A JPEG member decoded, resized/cropped/flipped, as [B, 3, H, W] (or HWC).
 
@@ -89,6 +94,15 @@ def image(
     from the sample's seed. "none": as stored. resample="box" is the older,
     faster libyuv box-filter path (approximate geometry and filter).
     dtype "float32" with normalize=True gives (x/255 - mean) / std.
+
+    decode: where JPEGs decode. "auto" (default): with ``device="cuda"``, on
+    the GPU (nvJPEG, its hardware engine where the GPU has one) and the CPU
+    decoders at once, each batch split by their measured rates
+    (``loader.settings["gpu_decode"]`` says how and why); elsewhere on the
+    CPU. "gpu": every JPEG the GPU decoder takes. "cpu": the CPU only. The
+    crop boxes, flips and order are the same either way; what the GPU cannot
+    decode (progressive on the engine, CMYK, 12-bit, PNG...) decodes on the
+    CPU, counted in ``report()["gpu_decode"]["fallbacks"]``.
     """
     f = _stoker.FieldSpec()
     f.kind = _stoker.FieldKind.image
@@ -97,7 +111,7 @@ def image(
     f.image = image_spec(
         size, resize=resize, layout=layout, random_hflip=random_hflip, scale=scale,
         ratio=ratio, dtype=dtype, normalize=normalize, mean=mean, std=std,
-        resample=resample, resize_to=resize_to)
+        resample=resample, resize_to=resize_to, decode=decode)
     return f
 
 

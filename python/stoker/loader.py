@@ -82,7 +82,9 @@ def _cuda_lib_dirs() -> list[str]:
     import importlib.util
 
     dirs = []
-    for package, sub in (("torch", "lib"), ("nvidia.cuda_runtime", "lib")):
+    # nvidia/cu13/lib: CUDA 13's wheels (nvidia-cuda-runtime, nvidia-nvjpeg) share one directory.
+    for package, sub in (("torch", "lib"), ("nvidia.cuda_runtime", "lib"), ("nvidia", "cu13/lib"),
+                         ("nvidia.nvjpeg", "lib")):
         try:
             spec = importlib.util.find_spec(package)
         except (ImportError, ValueError):
@@ -290,6 +292,7 @@ class Loader:
         device: str = "cpu",
         pin_memory: bool = False,
         _late_copy_ms: int = 20,  # device="cpu-late" (tests only): how late each copy completes
+        _gpu_standin_delay_us: int = 0,  # device="cpu-late" (tests only): the stand-in GPU decoder's cost per image
     ) -> None:
         if output not in ("torch", "numpy"):
             raise ValueError(f"output must be 'torch' or 'numpy', not {output!r}")
@@ -350,6 +353,7 @@ class Loader:
         opt.max_open_files = int(max_open_files or 0)
         opt.memory_budget = int(memory_budget or 0)
         device = _device_options(opt, device, pin_memory, output, _late_copy_ms)
+        opt.gpu_standin_delay_us = int(_gpu_standin_delay_us)
         if device.startswith("cuda") and any(s.kind in (_stoker.FieldKind.text, _stoker.FieldKind.json)
                                              for s in fields.values()):
             raise ValueError("text and json fields are Python strings and objects: not with device='cuda'")
@@ -541,7 +545,9 @@ class Loader:
         (``fixed``), how many changes the controller made (``changes``), and
         the CPUs the defaults count (``cores``) with where that number came
         from (``cores_from``: "1 core: affinity 2, no quota, 2 local ranks
-        (LOCAL_WORLD_SIZE)")."""
+        (LOCAL_WORLD_SIZE)"). Where image fields decode on the GPU too
+        (``stoker.image(decode=...)``), ``gpu_decode``: the decoder, the share
+        of each batch's images it is sent now and why."""
         s = self._native.settings()
         s["changes"] = len(self._native.tune_log())
         return s
@@ -576,6 +582,8 @@ class Loader:
         if self._device != "cpu" or self._native.options.pin_memory:
             # copy_s on the copy stream, split into exposed (the consumer waited) and hidden
             report["h2d"] = self._native.stats()["h2d"]
+        if "gpu_decode" in self._native.stats():
+            report["gpu_decode"] = self._native.stats()["gpu_decode"]
         self._log_tuning()
         report["tuning"] = {"settings": self.settings, "changes": self._native.tune_log()}
         return report

@@ -24,6 +24,13 @@ Result<Resample> ParseResample(const std::string& name) {
   return InvalidArgument("unknown resample filter '" + name + "' (expected bilinear, bicubic or box)");
 }
 
+Result<ImageDecode> ParseImageDecode(const std::string& name) {
+  if (name == "auto") return ImageDecode::kAuto;
+  if (name == "cpu") return ImageDecode::kCpu;
+  if (name == "gpu") return ImageDecode::kGpu;
+  return InvalidArgument("unknown decode '" + name + "' (expected auto, cpu or gpu)");
+}
+
 std::vector<int64_t> ImageSpec::OutputShape() const {
   if (chw) return {3, height, width};
   return {height, width, 3};

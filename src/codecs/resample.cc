@@ -5,6 +5,8 @@
 // Thread-safety: pure functions.
 #include "codecs/resample.h"
 
+#include "codecs/resample_taps.h"
+
 
 #include <algorithm>
 #include <cmath>
@@ -20,79 +22,31 @@
 namespace stoker {
 namespace {
 
-constexpr int kPrecisionBits = 32 - 8 - 2;  // Pillow's PRECISION_BITS
-constexpr int32_t kHalf = 1 << (kPrecisionBits - 1);
-
-double BilinearFilter(double x) {
-  if (x < 0.0) x = -x;
-  if (x < 1.0) return 1.0 - x;
-  return 0.0;
-}
-
-double BicubicFilter(double x) {
-  constexpr double a = -0.5;
-  if (x < 0.0) x = -x;
-  if (x < 1.0) return ((a + 2.0) * x - (a + 3.0)) * x * x + 1;
-  if (x < 2.0) return (((x - 5) * x + 8) * x - 4) * a;
-  return 0.0;
-}
-
-inline uint8_t Clip8(int32_t v) {
-  v >>= kPrecisionBits;
-  return static_cast<uint8_t>(v < 0 ? 0 : v > 255 ? 255 : v);
-}
+using taps::Clip8;
+using taps::kHalf;
+using taps::kPrecisionBits;
 
 void ComputeAxis(Resample filter, int in_size, double in0_d, double in1_d, int out_size, int first, int count,
                  ResampleAxis* a) {
-  // Pillow takes the box as C floats.
-  const float in0 = static_cast<float>(in0_d), in1 = static_cast<float>(in1_d);
-  double (*fn)(double) = filter == Resample::kBicubic ? BicubicFilter : BilinearFilter;
-  const double base_support = filter == Resample::kBicubic ? 2.0 : 1.0;
-  double scale = static_cast<double>(in1 - in0) / out_size;
-  const double filterscale = scale < 1.0 ? 1.0 : scale;
-  const double support = base_support * filterscale;
-  const int ksize = static_cast<int>(std::ceil(support)) * 2 + 1;
+  const taps::Axis axis = taps::MakeAxis(filter == Resample::kBicubic ? taps::kBicubic : taps::kBilinear, in_size,
+                                         in0_d, in1_d, out_size);
+  const int ksize = axis.ksize;
   a->first = first;
   a->count = count;
   a->in_size = in_size;
   a->ksize = ksize;
-  a->identity = out_size == in_size && in0 == 0.0f && in1 == static_cast<float>(out_size);
+  a->identity = axis.identity;
   a->start.assign(count, 0);
   a->taps.assign(count, 0);
   a->coeff.assign(static_cast<size_t>(count) * ksize, 0);
   a->src_lo = in_size;
   a->src_hi = 0;
-  std::vector<double> k(ksize);
   for (int i = 0; i < count; ++i) {
-    const int xx = first + i;
-    if (a->identity) {
-      a->start[i] = xx;
-      a->taps[i] = 1;
-      a->coeff[static_cast<size_t>(i) * ksize] = 1 << kPrecisionBits;
-    } else {
-      const double center = in0 + (xx + 0.5) * scale;
-      const double ss = 1.0 / filterscale;
-      int xmin = static_cast<int>(center - support + 0.5);
-      if (xmin < 0) xmin = 0;
-      int xmax = static_cast<int>(center + support + 0.5);
-      if (xmax > in_size) xmax = in_size;
-      xmax -= xmin;
-      double ww = 0.0;
-      for (int x = 0; x < xmax; ++x) {
-        const double w = fn((x + xmin - center + 0.5) * ss);
-        k[x] = w;
-        ww += w;
-      }
-      int32_t* kk = &a->coeff[static_cast<size_t>(i) * ksize];
-      for (int x = 0; x < xmax; ++x) {
-        double w = k[x];
-        if (ww != 0.0) w /= ww;
-        kk[x] = w < 0 ? static_cast<int32_t>(-0.5 + w * (1 << kPrecisionBits))
-                      : static_cast<int32_t>(0.5 + w * (1 << kPrecisionBits));
-      }
-      a->start[i] = xmin;
-      a->taps[i] = std::max(xmax, 0);
-    }
+    const taps::Window w = taps::WindowOf(axis, first + i);
+    int32_t* kk = &a->coeff[static_cast<size_t>(i) * ksize];
+    for (int x = 0; x < w.count; ++x) kk[x] = taps::Weight(axis, w, x);
+    a->start[i] = w.first;
+    a->taps[i] = w.count;
     if (a->taps[i] > 0) {
       a->src_lo = std::min(a->src_lo, a->start[i]);
       a->src_hi = std::max(a->src_hi, a->start[i] + a->taps[i]);

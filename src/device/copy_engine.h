@@ -25,6 +25,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -66,6 +67,12 @@ class PendingCopy {
   virtual std::optional<CopyTimes> Times() = 0;
 };
 
+// Work queued on the engine's stream right after a copy and before the copy
+// counts as complete (GPU decode writing the batch's images: gpu_decoder.h).
+// `stream` is the engine's cudaStream_t as an integer (0 for the CPU engine,
+// which runs it on its own thread). Its error is the copy's.
+using StreamWork = std::function<Status(uintptr_t stream)>;
+
 class CopyEngine {
  public:
   virtual ~CopyEngine() = default;
@@ -82,9 +89,11 @@ class CopyEngine {
   virtual void UnpinHost(void* p) = 0;
 
   // Copies `bytes` from host to device, on the engine's stream, after
-  // `after` (the previous user of `device`'s release; may be null).
+  // `after` (the previous user of `device`'s release; may be null), then
+  // runs `then` (may be empty) on that stream.
   virtual Result<std::unique_ptr<PendingCopy>> Issue(const void* host, void* device, size_t bytes,
-                                                     const std::shared_ptr<ReleaseFence>& after) = 0;
+                                                     const std::shared_ptr<ReleaseFence>& after,
+                                                     StreamWork then = {}) = 0;
   // The consumer's stream stops reading a device buffer here (null: it did
   // not use one, nothing to wait for).
   virtual std::shared_ptr<ReleaseFence> Released(uintptr_t stream) = 0;

@@ -115,7 +115,7 @@ class CudaCopyEngine : public CopyEngine {
   void UnpinHost(void* p) override { rt_->HostUnregister(p); }
 
   Result<std::unique_ptr<PendingCopy>> Issue(const void* host, void* device, size_t bytes,
-                                             const std::shared_ptr<ReleaseFence>& after) override {
+                                             const std::shared_ptr<ReleaseFence>& after, StreamWork then) override {
     DeviceScope scope(rt_, device_);  // the current device is per thread
     STOKER_RETURN_IF_ERROR(scope.status());
     cuda::Event start = nullptr, end = nullptr;
@@ -132,6 +132,7 @@ class CudaCopyEngine : public CopyEngine {
     STOKER_RETURN_IF_ERROR(rt_->Check(rt_->EventRecord(start, stream_), "cudaEventRecord (copy start)"));
     STOKER_RETURN_IF_ERROR(rt_->Check(rt_->MemcpyAsync(device, host, bytes, cuda::kMemcpyHostToDevice, stream_),
                                       "cudaMemcpyAsync (batch to device)"));
+    if (then) STOKER_RETURN_IF_ERROR(then(reinterpret_cast<uintptr_t>(stream_)));
     STOKER_RETURN_IF_ERROR(rt_->Check(rt_->EventRecord(end, stream_), "cudaEventRecord (copy end)"));
     return std::unique_ptr<PendingCopy>(std::move(copy));
   }

@@ -44,6 +44,7 @@ Status Resolve(void* handle, Runtime* rt) {
       {"cudaEventSynchronize", reinterpret_cast<void**>(&rt->EventSynchronize)},
       {"cudaEventElapsedTime", reinterpret_cast<void**>(&rt->EventElapsedTime)},
       {"cudaStreamWaitEvent", reinterpret_cast<void**>(&rt->StreamWaitEvent)},
+      {"cudaStreamSynchronize", reinterpret_cast<void**>(&rt->StreamSynchronize)},
   };
   for (const Sym& s : syms) {
     *s.slot = dlsym(handle, s.name);
@@ -107,6 +108,11 @@ void AddCudaSearchDirs(const std::vector<std::string>& dirs) {
   for (const std::string& d : dirs) {
     if (!d.empty() && std::find(g_dirs.begin(), g_dirs.end(), d) == g_dirs.end()) g_dirs.push_back(d);
   }
+}
+
+std::vector<std::string> CudaSearchDirs() {
+  std::lock_guard lock(g_mu);
+  return g_dirs;
 }
 
 Result<const Runtime*> LoadCudaRuntime(bool require_device) {

@@ -56,6 +56,7 @@ struct Runtime {
   Error (*EventSynchronize)(Event);
   Error (*EventElapsedTime)(float*, Event, Event);
   Error (*StreamWaitEvent)(Stream, Event, unsigned);
+  Error (*StreamSynchronize)(Stream);
 
   // "cudaMemcpyAsync failed: <the runtime's message> (error 1)" as a Status.
   Status Check(Error e, const char* what) const;
@@ -63,6 +64,8 @@ struct Runtime {
 
 // Adds directories to search (before the system's); duplicates are ignored.
 void AddCudaSearchDirs(const std::vector<std::string>& dirs);
+// Those directories, for the other CUDA libraries loaded at run time (libnvjpeg).
+std::vector<std::string> CudaSearchDirs();
 
 // The runtime, loaded once per process; FailedPrecondition naming every place
 // tried when there is none. With require_device, also fails (naming the

@@ -57,7 +57,9 @@ struct Job {
   uint64_t checksum;
   uint64_t issued_ns;
   uint64_t due_ns;
+  StreamWork then;  // after the bytes are copied
   // Guarded by State::mu.
+  Status status;
   bool done = false;
   uint64_t end_ns = 0;
   uint64_t needed_ns = 0;  // 0: not needed yet
@@ -78,7 +80,9 @@ struct State {
       }
     }
     std::memcpy(job.device, job.host, job.bytes);
+    Status st = job.then ? job.then(0) : Status::Ok();
     std::lock_guard lock(mu);
+    job.status = std::move(st);
     job.done = true;
     job.end_ns = Now();
     cv.notify_all();
@@ -112,7 +116,7 @@ class LateCopy : public PendingCopy {
   Status Wait() override {
     std::unique_lock lock(state_->mu);
     state_->cv.wait(lock, [&] { return job_->done; });
-    return Status::Ok();
+    return job_->status;
   }
   // The consumer here is the host (its "stream" is the calling thread): it
   // waits for the copy, and that wait is the exposed time.
@@ -120,7 +124,7 @@ class LateCopy : public PendingCopy {
     std::unique_lock lock(state_->mu);
     if (job_->needed_ns == 0) job_->needed_ns = Now();
     state_->cv.wait(lock, [&] { return job_->done; });
-    return Status::Ok();
+    return job_->status;
   }
   std::optional<CopyTimes> Times() override {
     std::lock_guard lock(state_->mu);
@@ -162,7 +166,7 @@ class LateCopyEngine : public CopyEngine {
   bool PinHost(void*, size_t) override { return true; }
   void UnpinHost(void*) override {}
   Result<std::unique_ptr<PendingCopy>> Issue(const void* host, void* device, size_t bytes,
-                                             const std::shared_ptr<ReleaseFence>&) override {
+                                             const std::shared_ptr<ReleaseFence>&, StreamWork then) override {
     auto job = std::make_shared<Job>();
     job->host = static_cast<const uint8_t*>(host);
     job->device = static_cast<uint8_t*>(device);
@@ -170,6 +174,7 @@ class LateCopyEngine : public CopyEngine {
     job->checksum = Checksum(job->host, bytes);
     job->issued_ns = Now();
     job->due_ns = job->issued_ns + static_cast<uint64_t>(options_.delay_ms) * 1000000ull;
+    job->then = std::move(then);
     {
       std::lock_guard lock(state_->mu);
       if (state_->stop) return Cancelled("late copy engine is shut down");

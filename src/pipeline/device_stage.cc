@@ -70,9 +70,9 @@ DeviceCopy::~DeviceCopy() {
   std::shared_ptr<ReleaseFence> fence = needed_ ? stage_->engine_->Released(stream_) : nullptr;
   (void)pending_->Wait();
   if (std::optional<CopyTimes> times = pending_->Times()) {
-    stage_->Count(times, bytes_);
+    stage_->Count(times, bytes_, gpu_images_);
   } else {
-    stage_->Defer(std::move(pending_), bytes_);
+    stage_->Defer(std::move(pending_), bytes_, gpu_images_);
   }
   pending_.reset();
   stage_->Return(device_, bytes_, std::move(fence));
@@ -118,7 +118,7 @@ std::shared_ptr<BufferPool::PageLocker> DeviceStage::page_locker() {
   return std::make_shared<EnginePageLocker>(engine_, pinned_);
 }
 
-Result<std::shared_ptr<DeviceCopy>> DeviceStage::Issue(const BufferPool::Lease& lease) {
+Result<std::shared_ptr<DeviceCopy>> DeviceStage::Issue(const BufferPool::Lease& lease, GpuJobs* jobs) {
   Free buf{nullptr, lease.size(), nullptr};
   {
     std::lock_guard lock(mu_);
@@ -143,12 +143,23 @@ Result<std::shared_ptr<DeviceCopy>> DeviceStage::Issue(const BufferPool::Lease& 
     }
     buf.device = *made;
   }
-  Result<std::unique_ptr<PendingCopy>> pending = engine_->Issue(lease.data(), buf.device, lease.size(), buf.fence);
+  StreamWork then;
+  int gpu_images = 0;
+  if (gpu_ && jobs) {
+    {
+      std::lock_guard lock(jobs->mu);
+      gpu_images = static_cast<int>(jobs->jobs.size());
+    }
+    then = gpu_->Work(*jobs, lease.data(), static_cast<uint8_t*>(buf.device));
+  }
+  Result<std::unique_ptr<PendingCopy>> pending =
+      engine_->Issue(lease.data(), buf.device, lease.size(), buf.fence, std::move(then));
   if (!pending.ok()) {
     Return(buf.device, buf.bytes, std::move(buf.fence));
     return pending.status();
   }
-  return std::make_shared<DeviceCopy>(shared_from_this(), buf.device, buf.bytes, std::move(pending).value());
+  return std::make_shared<DeviceCopy>(shared_from_this(), buf.device, buf.bytes, std::move(pending).value(),
+                                      gpu_images);
 }
 
 void DeviceStage::OnReady(BatchWork& work) {
@@ -157,14 +168,14 @@ void DeviceStage::OnReady(BatchWork& work) {
     std::lock_guard lock(work.error_mu);
     if (!work.failures.empty()) return;  // refilled at delivery, then copied
   }
-  Result<std::shared_ptr<DeviceCopy>> copy = Issue(*work.lease);
+  Result<std::shared_ptr<DeviceCopy>> copy = Issue(*work.lease, &work.gpu);
   if (copy.ok()) work.copy = std::move(copy).value();  // else Deliver tries again and reports the error
 }
 
 Result<std::shared_ptr<Batch>> DeviceStage::Deliver(std::shared_ptr<Batch> host, std::shared_ptr<DeviceCopy> copy,
-                                                    const BufferPool::Lease& lease) {
+                                                    const BufferPool::Lease& lease, GpuJobs* jobs) {
   if (!copy) {
-    STOKER_ASSIGN_OR_RETURN(copy, Issue(lease));
+    STOKER_ASSIGN_OR_RETURN(copy, Issue(lease, jobs));
   }
   return std::shared_ptr<Batch>(std::make_shared<DeviceBatch>(std::move(host), std::move(copy), lease.data(),
                                                               engine_->device()));
@@ -180,7 +191,7 @@ void DeviceStage::Return(void* device, size_t bytes, std::shared_ptr<ReleaseFenc
   free_.push_back({device, bytes, std::move(fence)});
 }
 
-void DeviceStage::Count(const std::optional<CopyTimes>& times, size_t bytes) {
+void DeviceStage::Count(const std::optional<CopyTimes>& times, size_t bytes, int gpu_images) {
   bytes_.fetch_add(bytes, std::memory_order_relaxed);
   copies_done_.fetch_add(1, std::memory_order_relaxed);
   if (!times) {
@@ -189,21 +200,22 @@ void DeviceStage::Count(const std::optional<CopyTimes>& times, size_t bytes) {
   }
   copy_ns_.fetch_add(static_cast<uint64_t>(times->copy_s * 1e9), std::memory_order_relaxed);
   exposed_ns_.fetch_add(static_cast<uint64_t>(times->exposed_s * 1e9), std::memory_order_relaxed);
+  if (gpu_ && gpu_images > 0) gpu_->DeviceTime(gpu_images, times->copy_s);
 }
 
-void DeviceStage::Defer(std::unique_ptr<PendingCopy> copy, size_t bytes) {
+void DeviceStage::Defer(std::unique_ptr<PendingCopy> copy, size_t bytes, int gpu_images) {
   std::lock_guard lock(mu_);
-  deferred_.emplace_back(std::move(copy), bytes);
+  deferred_.push_back({std::move(copy), bytes, gpu_images});
   ResolveDeferred();
 }
 
 void DeviceStage::ResolveDeferred() {
   size_t kept = 0;
   for (size_t i = 0; i < deferred_.size(); ++i) {
-    auto& [copy, bytes] = deferred_[i];
-    std::optional<CopyTimes> times = copy->Times();
+    Deferred& d = deferred_[i];
+    std::optional<CopyTimes> times = d.copy->Times();
     if (times || deferred_.size() - i > kMaxDeferred) {
-      Count(times, bytes);
+      Count(times, d.bytes, d.gpu_images);
     } else {
       deferred_[kept++] = std::move(deferred_[i]);
     }

@@ -33,6 +33,7 @@
 
 #include "core/buffer_pool.h"
 #include "device/copy_engine.h"
+#include "pipeline/gpu_decode.h"
 #include "stoker/loader.h"
 #include "stoker/stats.h"
 
@@ -44,8 +45,10 @@ class DeviceStage;
 // One batch buffer's copy to a device buffer, and that buffer's ownership.
 class DeviceCopy {
  public:
-  DeviceCopy(std::shared_ptr<DeviceStage> stage, void* device, size_t bytes, std::unique_ptr<PendingCopy> pending)
-      : stage_(std::move(stage)), device_(device), bytes_(bytes), pending_(std::move(pending)) {}
+  DeviceCopy(std::shared_ptr<DeviceStage> stage, void* device, size_t bytes, std::unique_ptr<PendingCopy> pending,
+             int gpu_images)
+      : stage_(std::move(stage)), device_(device), bytes_(bytes), pending_(std::move(pending)),
+        gpu_images_(gpu_images) {}
   // Waits for the copy, counts its times, returns the device buffer (behind
   // a fence on the consumer's stream, if it used the batch).
   ~DeviceCopy();
@@ -60,6 +63,7 @@ class DeviceCopy {
   void* device_;
   size_t bytes_;
   std::unique_ptr<PendingCopy> pending_;
+  int gpu_images_;  // decoded on the device after the copy
   bool needed_ = false;
   uintptr_t stream_ = 0;
 };
@@ -82,7 +86,9 @@ class DeviceStage : public std::enable_shared_from_this<DeviceStage> {
   // The consumer takes `host` (work's batch, made after skip refills); its copy,
   // issued now if OnReady did not, becomes a Batch viewing device memory.
   Result<std::shared_ptr<Batch>> Deliver(std::shared_ptr<Batch> host, std::shared_ptr<DeviceCopy> copy,
-                                         const BufferPool::Lease& lease);
+                                         const BufferPool::Lease& lease, GpuJobs* jobs);
+  // Image fields decoded on the device: every copy runs its batch's GPU work after it.
+  void SetGpu(std::shared_ptr<GpuDecode> gpu) { gpu_ = std::move(gpu); }
   // Adds the h2d counters to a snapshot.
   void Fill(RecorderSnapshot* s);
   CopyEngine& engine() { return *engine_; }
@@ -91,20 +97,21 @@ class DeviceStage : public std::enable_shared_from_this<DeviceStage> {
   friend class DeviceCopy;
   DeviceStage(std::shared_ptr<CopyEngine> engine, bool copies, size_t capacity)
       : engine_(std::move(engine)), copies_(copies), capacity_(capacity) {}
-  Result<std::shared_ptr<DeviceCopy>> Issue(const BufferPool::Lease& lease);
+  Result<std::shared_ptr<DeviceCopy>> Issue(const BufferPool::Lease& lease, GpuJobs* jobs);
   void Return(void* device, size_t bytes, std::shared_ptr<ReleaseFence> fence);
-  void Count(const std::optional<CopyTimes>& times, size_t bytes);
+  void Count(const std::optional<CopyTimes>& times, size_t bytes, int gpu_images);
   // A completed copy whose times are not readable yet (on CUDA the consumer's
   // mark may still be queued behind its step): kept, and counted by a later
   // Fill or Defer once they are. At most kMaxDeferred; the oldest beyond
   // that are counted untimed.
-  void Defer(std::unique_ptr<PendingCopy> copy, size_t bytes);
+  void Defer(std::unique_ptr<PendingCopy> copy, size_t bytes, int gpu_images);
   void ResolveDeferred();  // REQUIRES mu_
   static constexpr size_t kMaxDeferred = 64;
 
   const std::shared_ptr<CopyEngine> engine_;
   const bool copies_;      // false: the stage only pins
   const size_t capacity_;  // device buffers kept for reuse (prefetch + 1); more are freed on return
+  std::shared_ptr<GpuDecode> gpu_;  // set once, before the first batch
 
   struct Free {
     void* device;
@@ -113,7 +120,12 @@ class DeviceStage : public std::enable_shared_from_this<DeviceStage> {
   };
   mutable std::mutex mu_;
   std::vector<Free> free_;  // guarded by mu_
-  std::vector<std::pair<std::unique_ptr<PendingCopy>, size_t>> deferred_;  // guarded by mu_; oldest first
+  struct Deferred {
+    std::unique_ptr<PendingCopy> copy;
+    size_t bytes;
+    int gpu_images;
+  };
+  std::vector<Deferred> deferred_;  // guarded by mu_; oldest first
   int64_t live_ = 0;        // guarded by mu_: device buffers in existence
   int64_t peak_ = 0;        // guarded by mu_
   // Shared with the pool's page locker, which may outlive the stage (a host batch held past the loader).

@@ -67,6 +67,7 @@ void EpochRun::Apply(const TuneSettings& t) {
     rec_->io_depth = readers;
     rec_->decode_threads = decoders;
   }
+  if (data_->gpu) data_->gpu->SetDecodeThreads(decoders);
   SpawnUpTo(readers, decoders);
 }
 
@@ -341,6 +342,7 @@ bool EpochRun::Begin(const Leg& leg, int64_t b, std::unique_ptr<BufferPool::Leas
   // The exact partition gives a rank with fewer samples a short or empty
   // last batch (planner.h, ShareOfRank): an empty one has no reads.
   work->size = static_cast<int>(std::clamp<int64_t>(total - b * bs, 0, bs));
+  work->gpu_from = data_->gpu ? work->size - std::min(work->size, data_->gpu->GpuSlots(work->size)) : work->size;
   // Without its buffer the batch also waits for that: one more to count down.
   work->pending = work->size + (lease ? 0 : 1);
   work->keys.resize(data_->options.include_keys ? work->size : 0);
@@ -538,7 +540,9 @@ void EpochRun::DecodeOne(SampleDecoder& decoder, DecodeTask& task, uint32_t thre
   const uint64_t seed = MixSeed(data_->options.seed, batch->epoch, ref.global);
   const uint64_t begin = NowNs();
   if (rec_) rec_->decodes_in_flight++;
-  Status st = decoder.Decode(data_->shards[ref.shard], entry, task.bytes, base, slot, seed, task.run->direct);
+  const GpuSlot gpu{data_->gpu.get(), slot >= batch->gpu_from, &batch->gpu};
+  Status st = decoder.Decode(data_->shards[ref.shard], entry, task.bytes, base, slot, seed, task.run->direct,
+                             data_->gpu ? &gpu : nullptr);
   if (rec_) {
     const uint64_t end = NowNs();
     rec_->decodes_in_flight--;

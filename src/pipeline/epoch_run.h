@@ -79,6 +79,7 @@
 #include "pipeline/autotune.h"
 #include "pipeline/batch_layout.h"
 #include "pipeline/direct_arrays.h"
+#include "pipeline/gpu_decode.h"
 #include "pipeline/planner.h"
 #include "pipeline/shard_files.h"
 #include "pipeline/token_source.h"
@@ -116,6 +117,10 @@ struct BatchWork {
   // lease. lease is written once under park_mu; readers test it under park_mu.
   std::mutex park_mu;
   std::vector<DecodeTask> parked;  // guarded by park_mu
+  // GPU decode (pipeline/gpu_decode.h): slots [gpu_from, size) stage their
+  // JPEGs here for the device's decoder, decoded after the batch's copy.
+  int gpu_from = 0;
+  GpuJobs gpu;
   // device runs: the copy to the device, issued when the batch became ready
   // (pipeline/device_stage.h). Declared last: destroyed first, waiting for
   // the copy, before the lease it reads goes back to the pool.
@@ -180,6 +185,9 @@ struct Dataset {
   std::shared_ptr<const TokenSource> tokens;
   // Set when batches go to a device: each batch's copy is issued as it becomes ready.
   std::shared_ptr<DeviceStage> device;
+  // Set when image fields decode on that device too (its copies run the GPU work).
+  std::shared_ptr<GpuDecode> gpu;
+  std::string gpu_why_not;  // image fields that could decode there but do not: why (auto without a decoder)
   // Set when a shard is a Parquet file: its rows' values, from decoded row
   // groups it caches (formats/parquet_file.h; internally synchronized).
   std::shared_ptr<ParquetRows> parquet_rows;

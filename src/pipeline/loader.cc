@@ -192,7 +192,9 @@ class LoaderImpl : public Loader {
     if (data_.device && data_.device->copies()) {  // its copy, issued when it became ready (device_stage.h)
       std::shared_ptr<DeviceCopy> copy = std::move(work->copy);
       const BufferPool::Lease& lease = *work->lease;
-      return data_.device->Deliver(std::make_shared<BatchImpl>(std::move(work), data_.layout), std::move(copy), lease);
+      GpuJobs* jobs = &work->gpu;
+      return data_.device->Deliver(std::make_shared<BatchImpl>(std::move(work), data_.layout), std::move(copy), lease,
+                                   jobs);
     }
     return std::shared_ptr<Batch>(std::make_shared<BatchImpl>(std::move(work), data_.layout));
   }
@@ -202,6 +204,7 @@ class LoaderImpl : public Loader {
   RecorderSnapshot Stats() const override {
     RecorderSnapshot s = recorder_ ? recorder_->Snapshot() : RecorderSnapshot{};
     if (data_.device) data_.device->Fill(&s);
+    if (data_.gpu) data_.gpu->Fill(&s);
     return s;
   }
   std::string TraceJson() const override {
@@ -337,6 +340,15 @@ class LoaderImpl : public Loader {
     LoaderSettings s = ToLoaderSettings(tune_config_, data_.tuned, data_.options.autotune);
     s.cores = data_.cpu.cores;
     s.cores_from = data_.cpu.ToString();
+    if (data_.gpu) {
+      RecorderSnapshot g;
+      data_.gpu->Fill(&g);
+      s.gpu_decoder = g.gpu_decoder;
+      s.gpu_share = g.gpu_share;
+      s.gpu_share_why = g.gpu_share_why;
+    } else {
+      s.gpu_share_why = data_.gpu_why_not;
+    }
     return s;
   }
   std::vector<TuneChange> TuneLog() const override { return changes_; }
@@ -595,6 +607,8 @@ Result<std::unique_ptr<Loader>> Loader::Create(LoaderOptions options) {
   }
   STOKER_ASSIGN_OR_RETURN(data.layout, MakeBatchLayout(options.fields, options.batch_size, probe_entry, probe,
                                                        first->shard_path));
+  STOKER_ASSIGN_OR_RETURN(data.gpu, GpuDecode::Create(options, data.layout, &data.gpu_why_not));
+  if (data.gpu && data.device) data.device->SetGpu(data.gpu);
   // The auto settings (-1) resolved once, from where the shards are: the
   // plan and the engine then see plain numbers, and options() reports them.
   options.shuffle_block = AutoShuffleBlock(options, remote);

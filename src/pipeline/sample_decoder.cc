@@ -1,5 +1,8 @@
 #include "pipeline/sample_decoder.h"
 
+#include "observe/clock.h"
+#include "pipeline/gpu_decode.h"
+
 #include <charconv>
 #include <cstring>
 
@@ -71,7 +74,7 @@ uint8_t* SampleDecoder::SlotOf(uint8_t* batch_buffer, size_t array, int slot) co
 
 Status SampleDecoder::Decode(const std::string& shard, SampleView entry, std::span<uint8_t> bytes,
                              uint8_t* batch_buffer, int slot, uint64_t sample_seed,
-                             std::span<const DirectRange> direct) {
+                             std::span<const DirectRange> direct, const GpuSlot* gpu) {
   for (size_t f = 0; f < layout_->fields.size(); ++f) {
     const FieldLayout& field = layout_->fields[f];
     std::optional<MemberView> member = entry.Find(field.spec.field);
@@ -96,7 +99,7 @@ Status SampleDecoder::Decode(const std::string& shard, SampleView entry, std::sp
       if (VerifyDirect(*layout_, field, data, member->offset - entry.begin, mine, batch_buffer, slot)) continue;
       RestoreDirect(*layout_, mine, batch_buffer, slot, bytes);
     }
-    Status st = DecodeField(field, *member, data, batch_buffer, slot, MixSeed(sample_seed, f));
+    Status st = DecodeField(f, *member, data, batch_buffer, slot, MixSeed(sample_seed, f), gpu);
     if (!st.ok()) {
       if (member->row_value) return st.WithContext(shard + ": " + member->name());
       return st.WithContext(shard + ": member '" + member->name() + "' at offset " + std::to_string(member->offset));
@@ -105,13 +108,24 @@ Status SampleDecoder::Decode(const std::string& shard, SampleView entry, std::sp
   return Status::Ok();
 }
 
-Status SampleDecoder::DecodeField(const FieldLayout& field, const MemberView& member, std::span<const uint8_t> data,
-                                  uint8_t* batch_buffer, int slot, uint64_t seed) {
+Status SampleDecoder::DecodeField(size_t f, const MemberView& member, std::span<const uint8_t> data,
+                                  uint8_t* batch_buffer, int slot, uint64_t seed, const GpuSlot* gpu) {
+  const FieldLayout& field = layout_->fields[f];
   const ArraySlot& first = layout_->arrays[field.arrays[0]];
   std::span<uint8_t> out(SlotOf(batch_buffer, field.arrays[0], slot), first.sample_bytes);
   switch (field.spec.kind) {
-    case FieldKind::kImage:
-      return image_.DecodeInto(data, field.spec.image, seed, out);
+    case FieldKind::kImage: {
+      const bool gpu_field = gpu && gpu->decode && gpu->decode->Decodes(f);
+      if (gpu_field && gpu->stage &&
+          gpu->decode->Stage(f, data, seed, slot, out, static_cast<uint64_t>(out.data() - batch_buffer), gpu->jobs)) {
+        return Status::Ok();
+      }
+      if (!gpu_field) return image_.DecodeInto(data, field.spec.image, seed, out);
+      const uint64_t begin = NowNs();  // the split weighs the CPU's time per image
+      Status st = image_.DecodeInto(data, field.spec.image, seed, out);
+      gpu->decode->CpuDecoded(NowNs() - begin);
+      return st;
+    }
     case FieldKind::kNpy:
       return CopyCheckedNpy(data, first, out);
     case FieldKind::kNpz:

@@ -18,6 +18,18 @@
 
 namespace stoker {
 
+class GpuDecode;
+struct GpuJobs;
+
+// A device run's GPU decode, for one slot: with `stage` its images go to
+// the GPU decoder, else they decode here and are timed for the split; jobs
+// is the batch's.
+struct GpuSlot {
+  GpuDecode* decode = nullptr;
+  bool stage = false;
+  GpuJobs* jobs = nullptr;
+};
+
 class SampleDecoder {
  public:
   explicit SampleDecoder(const BatchLayout* layout) : layout_(layout) {}
@@ -26,12 +38,14 @@ class SampleDecoder {
   // except `direct`: ranges the reader placed in their slots instead (see
   // direct_arrays.h). A field whose ranges verify needs no decode; one whose
   // do not gets its bytes back into `bytes` and decodes as usual.
+  // `gpu` (device runs with GPU decode): see GpuSlot.
   Status Decode(const std::string& shard, SampleView entry, std::span<uint8_t> bytes,
-                uint8_t* batch_buffer, int slot, uint64_t sample_seed, std::span<const DirectRange> direct = {});
+                uint8_t* batch_buffer, int slot, uint64_t sample_seed, std::span<const DirectRange> direct = {},
+                const GpuSlot* gpu = nullptr);
 
  private:
-  Status DecodeField(const FieldLayout& field, const MemberView& member, std::span<const uint8_t> data,
-                     uint8_t* batch_buffer, int slot, uint64_t seed);
+  Status DecodeField(size_t f, const MemberView& member, std::span<const uint8_t> data, uint8_t* batch_buffer,
+                     int slot, uint64_t seed, const GpuSlot* gpu);
   Status DecodeNpz(const FieldLayout& field, std::span<const uint8_t> data, uint8_t* batch_buffer, int slot);
   uint8_t* SlotOf(uint8_t* batch_buffer, size_t array, int slot) const;
 

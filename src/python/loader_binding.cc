@@ -81,6 +81,18 @@ nb::dict StatsToPython(const RecorderSnapshot& s) {
   h2d["pinned_buffers"] = s.pinned_buffers;
   h2d["overwrites"] = s.h2d_overwrites;
   d["h2d"] = h2d;
+  if (!s.gpu_decoder.empty()) {  // image fields decoded on the device (decode="auto"/"gpu")
+    nb::dict gpu;
+    gpu["decoder"] = s.gpu_decoder;
+    gpu["share"] = s.gpu_share;
+    gpu["why"] = s.gpu_share_why;
+    gpu["gpu_images"] = s.gpu_images;
+    gpu["cpu_images"] = s.gpu_cpu_images + s.gpu_cpu_fallbacks;
+    nb::dict fallbacks;
+    for (const auto& [reason, n] : s.gpu_refused) fallbacks[reason.c_str()] = n;
+    gpu["fallbacks"] = fallbacks;
+    d["gpu_decode"] = gpu;
+  }
   nb::dict remote;  // process-wide (every remote reader of the process)
   remote["requests"] = s.remote_requests;
   remote["retries"] = s.remote_retries;
@@ -140,6 +152,11 @@ void RegisterLoader(nb::module_& m) {
       .value("exact", PartitionPolicy::kExact);
   nb::enum_<OnError>(m, "OnError").value("raise_", OnError::kRaise).value("skip", OnError::kSkip);
 
+  nb::enum_<ImageDecode>(m, "ImageDecode")
+      .value("auto", ImageDecode::kAuto)
+      .value("cpu", ImageDecode::kCpu)
+      .value("gpu", ImageDecode::kGpu);
+
   nb::enum_<Resample>(m, "Resample")
       .value("bilinear", Resample::kBilinear)
       .value("bicubic", Resample::kBicubic)
@@ -160,6 +177,7 @@ void RegisterLoader(nb::module_& m) {
       .def_rw("normalize", &ImageSpec::normalize)
       .def_rw("mean", &ImageSpec::mean)
       .def_rw("std", &ImageSpec::std)
+      .def_rw("decode", &ImageSpec::decode)
       .def("output_shape", &ImageSpec::OutputShape);
 
   nb::class_<FieldSpec>(m, "FieldSpec")
@@ -215,6 +233,7 @@ void RegisterLoader(nb::module_& m) {
       .def_rw("device", &LoaderOptions::device)
       .def_rw("pin_memory", &LoaderOptions::pin_memory)
       .def_rw("late_copy_ms", &LoaderOptions::late_copy_ms)
+      .def_rw("gpu_standin_delay_us", &LoaderOptions::gpu_standin_delay_us)
       .def_rw("autotune", &LoaderOptions::autotune);
 
   nb::class_<PlanInfo>(m, "PlanInfo")
@@ -333,6 +352,13 @@ void RegisterLoader(nb::module_& m) {
              d["prefetch"] = s.prefetch_batches;
              d["cores"] = s.cores;
              d["cores_from"] = s.cores_from;
+             if (!s.gpu_decoder.empty() || !s.gpu_share_why.empty()) {
+               nb::dict gpu;  // decode="auto"/"gpu": the decoder, its share of each batch and why
+               gpu["decoder"] = s.gpu_decoder;
+               gpu["share"] = s.gpu_share;
+               gpu["why"] = s.gpu_share_why;
+               d["gpu_decode"] = gpu;
+             }
              nb::list fixed;
              for (const std::string& k : s.fixed) fixed.append(k);
              d["fixed"] = fixed;

@@ -102,6 +102,7 @@ int cudaStreamWaitEvent(void*, void*, unsigned) {
   stream_waits++;
   return 0;
 }
+int cudaStreamSynchronize(void*) { return 0; }
 
 // Test counters.
 long fake_cuda_registered() {

@@ -1,0 +1,71 @@
+// device/gpu_decoder.h — the seam between the loader and a JPEG decoder that
+// runs beside the CPU decoders on the device the batches go to.
+//
+//   decode thread: Refuses(header)? ─yes─▶ the CPU path decodes the slot
+//                        │no
+//                        ▼
+//   compressed bytes copied into the slot's pinned host bytes, an ImageJob
+//   ──(batch complete)──▶ the batch's copy on the engine's stream, then
+//   Decode(jobs) on that stream: decode to device scratch, crop/resize/flip/
+//   normalize kernels write each job's device slot ──▶ the copy's end event.
+//
+// So the consumer's wait on a batch (PendingCopy::NeededOn) covers its GPU
+// decodes too, and a device buffer is reused only after both.
+// Implementations:
+//  * MakeNvjpegDecoder (nvjpeg_decoder.cc): libnvjpeg found at run time
+//    (device/nvjpeg_api.h), its hardware engine where the GPU has one, else
+//    its CUDA decoder; kernels from device/gpu_kernels.cu.
+//  * MakeStandInGpuDecoder (standin_gpu_decoder.cc): for CI, with the CPU
+//    copy engine: decodes on the engine's thread with libjpeg-turbo and the
+//    kernels' own per-pixel arithmetic (codecs/resample_taps.h) compiled for the host.
+// Thread-safety: Refuses from any thread; Decode from any, serialized inside.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+
+#include "codecs/jpeg_header.h"
+#include "device/image_job.h"
+#include "stoker/status.h"
+
+namespace stoker {
+
+class GpuDecoder {
+ public:
+  virtual ~GpuDecoder() = default;
+  // "nvjpeg hardware", "nvjpeg cuda", "stand-in"
+  virtual std::string name() const = 0;
+  // nullptr when this decoder takes the JPEG; else why not (a fallback
+  // counter's name, JpegHeader::GpuRefusal's or the decoder's own).
+  virtual const char* Refuses(const JpegHeader& header) const = 0;
+  // Queues the jobs' decodes on `stream` (the copy engine's, after the
+  // batch's copy): each job's compressed bytes at host_base + host_offset,
+  // its output written at device_base + out_offset. host_base's bytes must
+  // stay until the stream passes this point (the batch's lease does).
+  // An image the GPU decoder fails is decoded on this thread by the CPU
+  // (counted in cpu_fallbacks); one both fail is the error.
+  virtual Status Decode(std::span<const ImageJob> jobs, std::span<const GpuOutputSpec> specs,
+                        const uint8_t* host_base, uint8_t* device_base, uintptr_t stream) = 0;
+
+  std::atomic<uint64_t> images{0};         // decoded on the device
+  std::atomic<uint64_t> cpu_fallbacks{0};  // taken, then failed by the device decoder and done on the CPU
+  std::atomic<uint64_t> batches{0};
+  std::atomic<uint64_t> busy_ns{0};        // host time inside Decode
+};
+
+// Options of the stand-in (tests).
+struct StandInGpuOptions {
+  int delay_us_per_image = 0;  // slows the "device" down, to test the split
+  bool refuse_progressive = true;  // as the hardware engine does
+};
+std::shared_ptr<GpuDecoder> MakeStandInGpuDecoder(StandInGpuOptions options);
+
+// nvJPEG on CUDA device `device`; FailedPrecondition, naming what was looked
+// for, where libnvjpeg, the CUDA driver or stoker's kernels (a build without
+// nvcc) are missing.
+Result<std::shared_ptr<GpuDecoder>> MakeNvjpegDecoder(int device);
+
+}  // namespace stoker

@@ -1,0 +1,154 @@
+// device/nvjpeg_api.cc — see nvjpeg_api.h.
+#include "device/nvjpeg_api.h"
+
+#include <dlfcn.h>
+#include <stdlib.h>
+
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "device/cuda_runtime.h"
+
+namespace stoker {
+
+namespace {
+
+struct Sym {
+  const char* name;
+  void** slot;
+};
+
+// Opens `path` (only if already loaded, with noload) and resolves `syms`; the
+// handle on success, else nullptr with the reason added to `tried`.
+void* OpenWith(const std::string& path, bool noload, const std::vector<Sym>& syms, std::vector<std::string>* tried) {
+  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | (noload ? RTLD_NOLOAD : 0));
+  if (handle == nullptr) {
+    if (!noload) {
+      const char* why = dlerror();
+      tried->push_back(path + " (" + (why ? why : "not found") + ")");
+    }
+    return nullptr;
+  }
+  for (const Sym& s : syms) {
+    *s.slot = dlsym(handle, s.name);
+    if (*s.slot == nullptr) {
+      tried->push_back(path + " (lacks " + s.name + ")");
+      dlclose(handle);
+      return nullptr;
+    }
+  }
+  return handle;
+}
+
+std::string PathOf(void* fn, const std::string& fallback) {
+  Dl_info info;
+  if (dladdr(fn, &info) != 0 && info.dli_fname) return info.dli_fname;
+  return fallback;
+}
+
+std::string List(const std::vector<std::string>& tried) {
+  std::string s;
+  for (const std::string& t : tried) s += "\n  " + t;
+  return s;
+}
+
+constexpr const char* kNvjpegNames[] = {"libnvjpeg.so.13", "libnvjpeg.so.12", "libnvjpeg.so"};
+
+}  // namespace
+
+namespace nvjpeg {
+
+::stoker::Status Api::Check(Status_ s, const char* what) const {
+  if (s == 0) return ::stoker::Status::Ok();
+  static const char* const kNames[] = {"SUCCESS", "NOT_INITIALIZED", "INVALID_PARAMETER", "BAD_JPEG",
+                                       "JPEG_NOT_SUPPORTED", "ALLOCATOR_FAILURE", "EXECUTION_FAILED",
+                                       "ARCH_MISMATCH", "INTERNAL_ERROR", "IMPLEMENTATION_NOT_SUPPORTED",
+                                       "INCOMPLETE_BITSTREAM"};
+  const std::string name = s >= 0 && s < 11 ? kNames[s] : "UNKNOWN";
+  return Internal(std::string(what) + " failed: NVJPEG_STATUS_" + name + " (" + std::to_string(s) + ")");
+}
+
+Result<const Api*> LoadNvjpeg() {
+  static std::mutex mu;
+  static const Api* loaded = nullptr;
+  std::lock_guard lock(mu);
+  if (loaded) return loaded;
+  auto api = std::make_unique<Api>();
+  const std::vector<Sym> syms = {
+      {"nvjpegCreateEx", reinterpret_cast<void**>(&api->CreateEx)},
+      {"nvjpegDestroy", reinterpret_cast<void**>(&api->Destroy)},
+      {"nvjpegJpegStateCreate", reinterpret_cast<void**>(&api->JpegStateCreate)},
+      {"nvjpegJpegStateDestroy", reinterpret_cast<void**>(&api->JpegStateDestroy)},
+      {"nvjpegDecodeBatchedInitialize", reinterpret_cast<void**>(&api->DecodeBatchedInitialize)},
+      {"nvjpegDecodeBatched", reinterpret_cast<void**>(&api->DecodeBatched)},
+      {"nvjpegJpegStreamCreate", reinterpret_cast<void**>(&api->JpegStreamCreate)},
+      {"nvjpegJpegStreamDestroy", reinterpret_cast<void**>(&api->JpegStreamDestroy)},
+      {"nvjpegJpegStreamParseHeader", reinterpret_cast<void**>(&api->JpegStreamParseHeader)},
+      {"nvjpegDecodeBatchedSupported", reinterpret_cast<void**>(&api->DecodeBatchedSupported)},
+      {"nvjpegGetHardwareDecoderInfo", reinterpret_cast<void**>(&api->GetHardwareDecoderInfo)},
+  };
+  std::vector<std::string> tried;
+  void* handle = nullptr;
+  if (const char* env = getenv("STOKER_NVJPEG"); env && *env) {
+    handle = OpenWith(env, false, syms, &tried);
+  } else {
+    for (const char* name : kNvjpegNames) {
+      if ((handle = OpenWith(name, true, syms, &tried))) break;
+    }
+    for (const std::string& dir : cuda::CudaSearchDirs()) {
+      for (const char* name : kNvjpegNames) {
+        if (handle) break;
+        std::vector<std::string> quiet;
+        handle = OpenWith(dir + "/" + name, false, syms, &quiet);
+      }
+      if (!handle) tried.push_back(dir + "/libnvjpeg.so* (none there)");
+    }
+    for (const char* name : kNvjpegNames) {
+      if (!handle) handle = OpenWith(name, false, syms, &tried);
+    }
+  }
+  if (!handle) {
+    return FailedPrecondition("no libnvjpeg found for decode=\"gpu\": install the nvidia-nvjpeg wheel "
+                              "(pip install nvidia-nvjpeg) or set STOKER_NVJPEG. Tried:" + List(tried));
+  }
+  api->path = PathOf(reinterpret_cast<void*>(api->CreateEx), "libnvjpeg");
+  loaded = api.release();
+  return loaded;
+}
+
+}  // namespace nvjpeg
+
+namespace cudrv {
+
+::stoker::Status Driver::Check(Result_ r, const char* what) const {
+  if (r == 0) return ::stoker::Status::Ok();
+  const char* msg = nullptr;
+  GetErrorString(r, &msg);
+  return Internal(std::string(what) + " failed: " + (msg ? msg : "unknown") + " (CUDA driver error " +
+                  std::to_string(r) + ")");
+}
+
+Result<const Driver*> LoadDriver() {
+  static std::mutex mu;
+  static const Driver* loaded = nullptr;
+  std::lock_guard lock(mu);
+  if (loaded) return loaded;
+  auto drv = std::make_unique<Driver>();
+  const std::vector<Sym> syms = {
+      {"cuModuleLoadData", reinterpret_cast<void**>(&drv->ModuleLoadData)},
+      {"cuModuleGetFunction", reinterpret_cast<void**>(&drv->ModuleGetFunction)},
+      {"cuLaunchKernel", reinterpret_cast<void**>(&drv->LaunchKernel)},
+      {"cuGetErrorString", reinterpret_cast<void**>(&drv->GetErrorString)},
+  };
+  std::vector<std::string> tried;
+  void* handle = OpenWith("libcuda.so.1", false, syms, &tried);
+  if (!handle) return FailedPrecondition("no CUDA driver (libcuda.so.1) to run stoker's kernels. Tried:" + List(tried));
+  drv->path = PathOf(reinterpret_cast<void*>(drv->LaunchKernel), "libcuda.so.1");
+  loaded = drv.release();
+  return loaded;
+}
+
+}  // namespace cudrv
+
+}  // namespace stoker

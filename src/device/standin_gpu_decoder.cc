@@ -1,0 +1,78 @@
+// device/standin_gpu_decoder.cc — the stand-in GPU decoder of gpu_decoder.h,
+// for CI: with the CPU copy engine (late_copy_engine.cc) "device memory" is
+// host memory and Decode runs on that engine's thread after the batch's copy,
+// as nvJPEG's work runs on the copy stream. Each job is decoded whole by
+// libjpeg-turbo (Pillow's pixels) and written by the kernels' own per-pixel
+// functions (gpu_resize.h) in two passes, as the kernels run them; an
+// optional delay per image makes it slower than the CPU decoders, to test
+// how the split follows measured rates.
+// Thread-safety: Decode is serialized by mu_.
+#include <chrono>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "codecs/image_decoder.h"
+#include "device/gpu_decoder.h"
+#include "device/gpu_resize.h"
+
+namespace stoker {
+
+namespace {
+
+class StandInGpuDecoder : public GpuDecoder {
+ public:
+  explicit StandInGpuDecoder(StandInGpuOptions options) : options_(options) {}
+  std::string name() const override { return "stand-in"; }
+  const char* Refuses(const JpegHeader& h) const override {
+    if (!options_.refuse_progressive && h.progressive() && h.ends_with_eoi && h.components != 4) return nullptr;
+    return h.GpuRefusal();
+  }
+
+  Status Decode(std::span<const ImageJob> jobs, std::span<const GpuOutputSpec> specs, const uint8_t* host_base,
+                uint8_t* device_base, uintptr_t) override {
+    std::lock_guard lock(mu_);
+    const auto begin = std::chrono::steady_clock::now();
+    for (const ImageJob& j : jobs) {
+      int w = 0, h = 0;
+      STOKER_RETURN_IF_ERROR(decoder_.DecodeRgb({host_base + j.host_offset, j.length}, &rgb_, &w, &h)
+                                 .WithContext("slot " + std::to_string(j.slot)));
+      const GpuOutputSpec& s = specs[j.spec];
+      const taps::Window span = gpu_resize::RowSpan(j, s);
+      const long tmp_pitch = static_cast<long>(j.win_w) * 3;
+      tmp_.assign(static_cast<size_t>(span.count) * tmp_pitch, 0);
+      for (int r = 0; r < span.count; ++r) {
+        for (int i = 0; i < j.win_w; ++i) {
+          gpu_resize::HorizontalPixel(rgb_.data(), static_cast<long>(w) * 3, j, s, span, r, i, tmp_.data(), tmp_pitch);
+        }
+      }
+      uint8_t* out = device_base + j.out_offset;
+      for (int y = 0; y < s.height; ++y) {
+        for (int x = 0; x < s.width; ++x) gpu_resize::OutputPixel(tmp_.data(), tmp_pitch, span, j, s, x, y, out);
+      }
+      if (options_.delay_us_per_image > 0) {
+        std::this_thread::sleep_for(std::chrono::microseconds(options_.delay_us_per_image));
+      }
+    }
+    images += jobs.size();
+    batches += 1;
+    busy_ns += static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                         std::chrono::steady_clock::now() - begin).count());
+    return Status::Ok();
+  }
+
+ private:
+  const StandInGpuOptions options_;
+  std::mutex mu_;
+  ImageDecoder decoder_;       // guarded by mu_
+  std::vector<uint8_t> rgb_;   // guarded by mu_
+  std::vector<uint8_t> tmp_;   // guarded by mu_
+};
+
+}  // namespace
+
+std::shared_ptr<GpuDecoder> MakeStandInGpuDecoder(StandInGpuOptions options) {
+  return std::make_shared<StandInGpuDecoder>(options);
+}
+
+}  // namespace stoker
