@@ -12,7 +12,7 @@ speed; a part that errors prints its traceback and the others still run.
   b. S (SA-1B-like 2250x1500 JPEGs + an NPZ feature member, `stoker synth --kind sa1b`),
      longest side 1024 (zero padded), batch 8, images/s:
        stoker decode="auto"  >= 4x  stoker decode="cpu"
-       stoker decode="auto"  >= 5x  DataLoader(num_workers=os.cpu_count(), pin_memory=True)
+       stoker decode="auto"  >= 5x  DataLoader(num_workers=the job's cores, pin_memory=True)
                                     over webdataset, Pillow decode + the same resize
                                     (bench/vision.py's PeerSample), batches moved to the GPU
   c. CPU seconds per image (getrusage RUSAGE_SELF user+sys over the timed window / images),
@@ -81,6 +81,17 @@ TARGETS = {  # name -> (threshold, "ge" | "le", what)
 def cpu_seconds_self() -> float:
     ru = resource.getrusage(resource.RUSAGE_SELF)
     return ru.ru_utime + ru.ru_stime
+
+
+def job_cores() -> int:
+    """The CPUs this process may use (affinity, cgroup quota: stoker's count), which on a
+    container can be fewer than os.cpu_count(): one DataLoader worker per core."""
+    try:
+        import stoker
+
+        return int(stoker._stoker.cpu_share()["cores"])
+    except Exception:  # noqa: BLE001
+        return len(os.sched_getaffinity(0))
 
 
 def batches_of(loader, n: int):
@@ -333,7 +344,7 @@ def dataloader_run(run: Run, shards: list[str], w: dict) -> dict:
     import torch
     import webdataset as wds
 
-    workers = os.cpu_count() or 1
+    workers = job_cores()
     if run.dry:
         workers = min(workers, 2)
     passes = 3
@@ -546,8 +557,9 @@ def main(argv=None) -> int:
     info = common.machine_info(["stoker", "torch", "torchvision", "webdataset", "PIL", "numpy"])
     info["gpu"] = torch.cuda.get_device_name() if run.cuda else None
     run.payload["machine"] = info
-    print(f"gpu_decode bench {info['utc']}: {info['gpu'] or 'no GPU (--dry)'}, {os.cpu_count()} cores "
-          f"({info['cpu_model']}), versions {info['versions']}", flush=True)
+    info["job_cores"] = job_cores()
+    print(f"gpu_decode bench {info['utc']}: {info['gpu'] or 'no GPU (--dry)'}, os.cpu_count() {os.cpu_count()}, "
+          f"job's cores {info['job_cores']} ({info['cpu_model']}), versions {info['versions']}", flush=True)
     if not run.has_decode:
         print("NOTE: this stoker's image() has no decode= keyword: every stoker row is its CPU path", flush=True)
     root = Path(args.data) / ("dry" if args.dry else "full")
@@ -573,7 +585,7 @@ def main(argv=None) -> int:
               f"{f['target']}x)")
     missing = [n for n in TARGETS if n not in run.payload["figures"]]
     if missing:
-        print(f"  not measured: {', '.join(missing)} (see the errors above)")
+        print(f"  not measured: {', '.join(missing)} (part not run, or it failed: see above)")
     run.save()
     print(f"JSON: {args.out}")
     return 0
