@@ -18,8 +18,12 @@ export PYTHONUNBUFFERED=1
 
 run() {
     date -u +"start %Y-%m-%dT%H:%M:%SZ"
-    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-        || echo "WARNING: pip install of .whl/*.whl failed (rc=$?)"
+    # the wheels for this Python (cp312 on the device), else all that were carried
+    tag=$(python3 -c 'import sys; print(f"cp{sys.version_info[0]}{sys.version_info[1]}")')
+    wheels=$(ls .whl/*-"$tag"-*.whl 2>/dev/null || ls .whl/*.whl)
+    echo "installing: $wheels"
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site $wheels \
+        || echo "WARNING: pip install of $wheels failed (rc=$?)"
     export PYTHONPATH=/tmp/site
     chmod +x /tmp/site/stoker/bin/* 2>/dev/null  # `stoker synth` makes the bench's images
     nvidia-smi -L
