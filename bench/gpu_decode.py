@@ -94,6 +94,14 @@ def job_cores() -> int:
         return len(os.sched_getaffinity(0))
 
 
+def gpu_decode_stats(loader) -> dict | None:
+    """report()["gpu_decode"] (images per decoder, fallbacks), else the engine's own stats."""
+    stats = loader.report().get("gpu_decode")
+    if stats is None:
+        stats = loader._native.stats().get("gpu_decode")
+    return stats
+
+
 def batches_of(loader, n: int):
     """n batches, over as many epochs as it takes (as bench/device_copy.py)."""
     epoch = 0
@@ -293,7 +301,7 @@ def stoker_run(run: Run, shards: list[str], fields: dict, w: dict, label: str) -
     settings = loader.settings
     res = {"rate": n / (t1 - t0), "seconds": t1 - t0, "images": n, "cpu_s_per_image": (c1 - c0) / n,
            "gpu_decode_settings": settings.get("gpu_decode"),
-           "gpu_decode_report": loader.report().get("gpu_decode"),
+           "gpu_decode_report": gpu_decode_stats(loader),
            "decode_threads": settings.get("decode_threads"), "prefetch": settings.get("prefetch")}
     loader.close()
     del loader, it
@@ -509,7 +517,7 @@ def part_resnet(run: Run, root: Path) -> None:
         run.sync()
         rate = cfg["steps"] * batch / (time.perf_counter() - t0)
         info = {"gpu_decode_settings": loader.settings.get("gpu_decode"),
-                "gpu_decode_report": loader.report().get("gpu_decode"),
+                "gpu_decode_report": gpu_decode_stats(loader),
                 "decode_threads": loader.settings.get("decode_threads")}
         loader.close()
         return rate, info

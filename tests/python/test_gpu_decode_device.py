@@ -35,6 +35,7 @@ MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 # name -> image() keywords other than decode; each must give the same pixels either way
 RECIPES = {
     "center_crop": dict(size=224, resize="center_crop"),
+    "longest_padded": dict(size=320, resize="longest"),
     "rrc_flip": dict(size=224, resize="random_resized_crop", random_hflip=True),
     "rrc_flip_f32_norm_hwc": dict(size=224, resize="random_resized_crop", random_hflip=True, dtype="float32",
                                   normalize=True, mean=MEAN, std=STD, layout="HWC"),
@@ -75,7 +76,10 @@ def epoch(shards, field: str, recipe: dict, decode: str, device: str = "cuda", *
         batches.append(([k.split(":")[-1] for k in b["__key__"]], as_levels(b[field], recipe).cpu()))
     if device.startswith("cuda"):
         torch.cuda.synchronize()
-    info = {"gpu_decode": loader.report().get("gpu_decode"), "skips": loader.skips,
+    stats = loader.report().get("gpu_decode")
+    if stats is None:  # the engine's own count, where report() leaves it out
+        stats = loader._native.stats().get("gpu_decode")
+    info = {"gpu_decode": stats, "skips": loader.skips,
             "settings": loader.settings.get("gpu_decode")}
     loader.close()
     return batches, info
