@@ -65,7 +65,7 @@ def as_levels(images: torch.Tensor, recipe: dict) -> torch.Tensor:
 
 
 def epoch(shards, field: str, recipe: dict, decode: str, device: str = "cuda", **kw) -> tuple[list, dict]:
-    """One epoch: [(keys, images as levels on the CPU)] per batch, and the loader's
+    """One epoch: [(keys, images as levels on the CPU, __index__ or keys)] per batch, and the loader's
     report()["gpu_decode"] / skips / settings after it."""
     recipe = dict(recipe)
     size = recipe.pop("size")
@@ -73,7 +73,9 @@ def epoch(shards, field: str, recipe: dict, decode: str, device: str = "cuda", *
     loader = stoker.Loader(shards, fields, device=device, **kw)
     batches = []
     for b in loader:
-        batches.append(([k.split(":")[-1] for k in b["__key__"]], as_levels(b[field], recipe).cpu()))
+        keys = [k.split(":")[-1] for k in b["__key__"]]
+        order = [int(i) for i in b["__index__"]] if "__index__" in b else keys  # indices where batches carry them
+        batches.append((keys, as_levels(b[field], recipe).cpu(), order))
     if device.startswith("cuda"):
         torch.cuda.synchronize()
     stats = loader.report().get("gpu_decode")
@@ -90,8 +92,8 @@ def assert_same_pixels(gpu: list, cpu: list, tolerance: float = 1.0) -> float:
     Returns the largest per-image mean."""
     assert len(gpu) == len(cpu)
     worst, where = 0.0, None
-    for (gk, gx), (ck, cx) in zip(gpu, cpu):
-        assert gk == ck  # same samples, same order (refills included)
+    for (gk, gx, go), (ck, cx, co) in zip(gpu, cpu):
+        assert gk == ck and go == co  # same samples, same order (refills included)
         assert gx.shape == cx.shape
         per_image = (gx - cx).abs().flatten(1).mean(1)
         i = int(per_image.argmax())
@@ -128,7 +130,7 @@ def test_gpu_pixels_equal_cpu_path(pillow_jpegs, recipe):
     kw = dict(batch_size=8, shuffle=True, seed=11)
     gpu, ginfo = epoch(shards, "jpg", RECIPES[recipe], "gpu", **kw)
     cpu, _ = epoch(shards, "jpg", RECIPES[recipe], "cpu", **kw)
-    assert sorted(k for ks, _ in gpu for k in ks) == sorted(keys)  # every sample, once
+    assert sorted(k for ks, _, _ in gpu for k in ks) == sorted(keys)  # every sample, once
     worst = assert_same_pixels(gpu, cpu)
     stats = ginfo["gpu_decode"]
     print(f"{recipe}: worst per-image mean |gpu - cpu| {worst:.3f} levels; gpu_decode {stats}; "
@@ -154,7 +156,7 @@ def test_gpu_pixels_equal_cpu_path_on_bench_images(tmp_path):
     recipe = RECIPES["rrc_flip"]
     gpu, ginfo = epoch(shards, "jpg", recipe, "gpu", **kw)
     cpu, _ = epoch(shards, "jpg", recipe, "cpu", **kw)
-    assert sum(len(ks) for ks, _ in gpu) == 64
+    assert sum(len(ks) for ks, _, _ in gpu) == 64
     assert_same_pixels(gpu, cpu)
     assert ginfo["gpu_decode"]["gpu_images"] >= 64, ginfo
 
@@ -198,9 +200,9 @@ def test_mixed_files_load_with_fallbacks_counted(mixed_shard):
     gpu, ginfo = epoch(shard, "img", recipe, "gpu", **kw)
     cpu, cinfo = epoch(shard, "img", recipe, "cpu", **kw)
     print("decode='gpu':", ginfo, "\ndecode='cpu':", cinfo)
-    delivered = {k for ks, _ in gpu for k in ks}
+    delivered = {k for ks, _, _ in gpu for k in ks}
     assert delivered == good  # every good file, the corrupt one refilled by a repeat
-    assert sum(len(ks) for ks, _ in gpu) == 16  # batches stay full
+    assert sum(len(ks) for ks, _, _ in gpu) == 16  # batches stay full
     assert_same_pixels(gpu, cpu)  # the fallbacks' pixels too, and the same refills
     for info in (ginfo, cinfo):  # the corrupt file: skipped as on the CPU
         assert info["skips"]["skipped"] >= 1 and info["skips"]["refilled"] == info["skips"]["skipped"], info
@@ -222,10 +224,10 @@ def test_auto_on_cpu_device_is_cpu_decode(pillow_jpegs):
     recipe = RECIPES["rrc_flip"]
     auto, ainfo = epoch(shards, "jpg", recipe, "auto", **kw)
     cpu, _ = epoch(shards, "jpg", recipe, "cpu", **kw)
-    assert sorted(k for ks, _ in auto for k in ks) == sorted(keys)
+    assert sorted(k for ks, _, _ in auto for k in ks) == sorted(keys)
     assert len(auto) == len(cpu)
-    for (ak, ax), (ck, cx) in zip(auto, cpu):
-        assert ak == ck
+    for (ak, ax, ao), (ck, cx, co) in zip(auto, cpu):
+        assert ak == ck and ao == co
         assert torch.equal(ax, cx)
     stats = ainfo["gpu_decode"] or {}
     assert stats.get("gpu_images", 0) == 0, ainfo
