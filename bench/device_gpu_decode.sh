@@ -11,6 +11,10 @@
 # the log and the JSON come back.
 #
 #   OUT=/tmp/out bash bench/device_gpu_decode.sh
+#
+# On the lent device machine ($OUT is set there): carry [".whl"], command
+# `bash bench/device_gpu_decode.sh`, timeout_s 450 (at most ~10 s install +
+# 150 s tests + 240 s bench).
 set -u
 OUT=${OUT:-/tmp/gpu-decode-out}
 mkdir -p "$OUT"
