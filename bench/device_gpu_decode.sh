@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# The one device run for issue 26 (GPU JPEG decode), from the repository root
+# on a machine with a CUDA GPU, under 5 minutes:
+#   1. installs the carried wheels (.whl/*.whl: stoker built with the CUDA
+#      toolkit) into /tmp/site, without the network;
+#   2. the GPU tests: tests/python/test_gpu_decode_device.py and
+#      tests/python/test_cuda.py (120 s budget, killed at 150 s);
+#   3. bench/gpu_decode.py: every figure of the issue's "Done means" against
+#      its target (killed at 240 s), JSON to $OUT/gpu_decode.json.
+# Everything is also written to $OUT/log.txt. Exits 0 whatever failed, so
+# the log and the JSON come back.
+#
+#   OUT=/tmp/out bash bench/device_gpu_decode.sh
+#
+# On the lent device machine ($OUT is set there): carry [".whl"], command
+# `bash bench/device_gpu_decode.sh`, timeout_s 450 (at most ~10 s install +
+# 150 s tests + 240 s bench).
+set -u
+OUT=${OUT:-/tmp/gpu-decode-out}
+mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1
+
+run() {
+    date -u +"start %Y-%m-%dT%H:%M:%SZ"
+    # the wheels for this Python (cp312 on the device), else all that were carried
+    tag=$(python3 -c 'import sys; print(f"cp{sys.version_info[0]}{sys.version_info[1]}")')
+    wheels=$(ls .whl/*-"$tag"-*.whl 2>/dev/null || ls .whl/*.whl)
+    echo "installing: $wheels"
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site $wheels \
+        || echo "WARNING: pip install of $wheels failed (rc=$?)"
+    export PYTHONPATH=/tmp/site
+    chmod +x /tmp/site/stoker/bin/* 2>/dev/null  # `stoker synth` makes the bench's images
+    nvidia-smi -L
+    nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader
+    echo "nproc: $(nproc)"
+    python3 -c 'import sys, stoker, torch, torchvision; print("python", sys.version.split()[0], "| stoker", stoker.__version__, stoker.__file__, "| torch", torch.__version__, "| torchvision", torchvision.__version__)'
+
+    echo "== tests (budget 120 s) =="
+    SECONDS=0
+    # no -x: one device run, so every failing test is seen, not only the first
+    timeout 150 python3 -m pytest -q -rfEs -p no:cacheprovider \
+        tests/python/test_gpu_decode_device.py tests/python/test_cuda.py
+    echo "tests: rc=$? in ${SECONDS} s"
+
+    echo "== bench/gpu_decode.py (budget 240 s) =="
+    SECONDS=0
+    timeout 240 python3 bench/gpu_decode.py --out "$OUT/gpu_decode.json" --budget 190
+    echo "bench: rc=$? in ${SECONDS} s"
+    date -u +"end %Y-%m-%dT%H:%M:%SZ"
+}
+
+run 2>&1 | tee "$OUT/log.txt"
+exit 0
