@@ -35,6 +35,18 @@ namespace stoker {
 
 namespace {
 
+// A slot refilled after a failure (on_error=skip) holds its replacement's
+// pixels, decoded on the CPU; a GPU job its failed sample staged there
+// (another of its fields failed) must not overwrite them.
+void DropRefilledJobs(BatchWork& work) {
+  std::lock_guard errors(work.error_mu);
+  if (work.failures.empty()) return;
+  std::lock_guard lock(work.gpu.mu);
+  std::erase_if(work.gpu.jobs, [&](const ImageJob& j) {
+    return std::any_of(work.failures.begin(), work.failures.end(), [&](const auto& f) { return f.first == j.slot; });
+  });
+}
+
 // Shard bytes the loader may keep mapped (pipeline/shard_files.h): mapped
 // pages count in the process's RSS, so under a memory budget only what the
 // budget leaves beyond the engine's own need; without one, no bound.
@@ -185,6 +197,7 @@ class LoaderImpl : public Loader {
     ++next_batch_;
     if (tuner_) Tune();
     if (data_.options.on_error == OnError::kSkip) {
+      DropRefilledJobs(*work);  // before Resolve takes the failures
       STOKER_RETURN_IF_ERROR(refill_.Resolve(*work, *plan_));  // refills failed slots, keeps the budget
     } else if (work->error_slot >= 0) {
       return work->error;

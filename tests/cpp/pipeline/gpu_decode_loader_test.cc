@@ -58,7 +58,8 @@ std::vector<uint8_t> Jpeg(int i, int kind) {
   }
 }
 
-// 3 shards x 16 samples "k<i>.jpg" + "k<i>.cls"; kinds[i] picks the JPEG (default baseline).
+// 3 shards x 16 samples "k<i>.jpg" + "k<i>.cls"; kinds[i] picks the JPEG (default baseline);
+// kind -1: a good JPEG with a cls that is not a number.
 std::string MakeShards(const std::map<int, int>& kinds = {}) {
   char tmpl[] = "/tmp/stoker-gpudec-XXXXXX";
   std::string dir = mkdtemp(tmpl);
@@ -67,8 +68,9 @@ std::string MakeShards(const std::map<int, int>& kinds = {}) {
     EXPECT_TRUE(w.ok());
     for (int i = s * 16; i < (s + 1) * 16; ++i) {
       auto it = kinds.find(i);
-      const std::vector<uint8_t> jpg = Jpeg(i, it == kinds.end() ? (i % 3 == 0 ? 1 : 0) : it->second);
-      const std::string cls = std::to_string(i);
+      const int kind = it == kinds.end() ? (i % 3 == 0 ? 1 : 0) : it->second;
+      const std::vector<uint8_t> jpg = Jpeg(i, kind < 0 ? 0 : kind);
+      const std::string cls = kind < 0 ? "x" : std::to_string(i);
       EXPECT_TRUE(w->Add("k" + std::to_string(i) + ".jpg", jpg).ok());
       EXPECT_TRUE(w->Add("k" + std::to_string(i) + ".cls", {reinterpret_cast<const uint8_t*>(cls.data()), cls.size()}).ok());
     }
@@ -179,6 +181,22 @@ TEST(GpuDecodeLoaderTest, ACorruptJpegGetsTheCpuErrorAndTheSkipPolicy) {
   EXPECT_TRUE(Drain(**gpu) == Drain(**cpu));
   EXPECT_EQ((*gpu)->Skips().skipped, 1);
   EXPECT_EQ(Refused((*gpu)->Stats(), "truncated"), 1u);
+}
+
+TEST(GpuDecodeLoaderTest, ASlotRefilledAfterAnotherFieldFailedKeepsItsReplacement) {
+  // k12's JPEG is staged for the GPU, its cls fails: the slot is refilled on
+  // the CPU, and the staged decode of k12's image must not land over it.
+  const std::string shards = MakeShards({{12, -1}, {40, -1}});
+  LoaderOptions o = Options(shards, "cpu-late", ImageDecode::kGpu);
+  o.on_error = OnError::kSkip;
+  LoaderOptions c = o;
+  c.device = "cpu";
+  c.fields[0].image.decode = ImageDecode::kCpu;
+  auto cpu = Loader::Create(c);
+  auto gpu = Loader::Create(o);
+  ASSERT_TRUE(cpu.ok() && gpu.ok());
+  EXPECT_TRUE(Drain(**gpu) == Drain(**cpu));
+  EXPECT_EQ((*gpu)->Skips().skipped, 2);
 }
 
 TEST(GpuDecodeLoaderTest, AutoSplitFollowsTheMeasuredRates) {
