@@ -31,7 +31,7 @@ build=build/fuzz
 flags="-fsanitize=address,undefined,fuzzer-no-link -fno-sanitize-recover=undefined -fno-omit-frame-pointer -g"
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER=clang++ \
   -DCMAKE_CXX_FLAGS="$flags" -DSTOKER_BUILD_FUZZ=ON -DSTOKER_BUILD_TESTS=OFF -DSTOKER_BUILD_CLI=OFF \
-  -DSTOKER_BUILD_PYTHON=OFF >/dev/null
+  -DSTOKER_BUILD_PYTHON=OFF -DSTOKER_CUDA_KERNELS=OFF >/dev/null
 cmake --build "$build" -j "$(nproc)" --target "${targets[@]/#/fuzz_}"
 
 export ASAN_OPTIONS=${ASAN_OPTIONS:-abort_on_error=1:detect_leaks=1}

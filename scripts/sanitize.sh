@@ -4,7 +4,7 @@
 #   build/tsan: the threaded tests (buffer pool, shard files, mapped reads and
 #               their fault guard, the loader's threads end to end, over HTTP
 #               too, cancelled remote reads, device copies on the late CPU engine,
-#               short and empty exact batches) with ThreadSanitizer.
+#               short and empty exact batches, GPU decode's stand-in) with ThreadSanitizer.
 # Any finding fails the run (halt_on_error). scripts/test.sh runs both.
 # -O1 and line tables only: the usual sanitizer build (symbolized stacks with
 # line numbers), quicker to compile than -O3 -g, so the test command that runs
@@ -36,15 +36,16 @@ for mode in "${modes[@]}"; do
       targets=(test_core_buffer_pool_test test_pipeline_shard_files_test test_io_mapped_reader_test
                test_pipeline_loader_reliability_test test_io_cancel_test test_pipeline_remote_run_test
                test_device_late_copy_engine_test test_pipeline_device_loader_test
-               test_pipeline_exact_partition_test)
+               test_pipeline_exact_partition_test test_pipeline_gpu_decode_loader_test)
       select="BufferPool|ShardFiles|MappedReader|LoaderReliability|Cancellation|RemoteRun"
-      select+="|LateCopyEngine|DeviceLoader|ExactPartition"
+      select+="|LateCopyEngine|DeviceLoader|ExactPartition|GpuDecodeLoader"
       ;;
     *) echo "unknown mode $mode (asan, tsan)"; exit 2 ;;
   esac
   build=build/$mode
   cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER=clang++ \
-    -DCMAKE_CXX_FLAGS_RELEASE="-O1" -DCMAKE_CXX_FLAGS="$flags" -DSTOKER_BUILD_TESTS=ON -DSTOKER_BUILD_CLI=OFF -DSTOKER_BUILD_PYTHON=OFF >/dev/null
+    -DCMAKE_CXX_FLAGS_RELEASE="-O1" -DCMAKE_CXX_FLAGS="$flags" -DSTOKER_BUILD_TESTS=ON -DSTOKER_BUILD_CLI=OFF -DSTOKER_BUILD_PYTHON=OFF \
+    -DSTOKER_CUDA_KERNELS=OFF >/dev/null  # the build without the GPU kernels (scripts/test.sh's has them where nvcc is)
   if [ ${#targets[@]} -gt 0 ]; then
     cmake --build "$build" -j "$jobs" --target "${targets[@]}"
   else

@@ -41,6 +41,8 @@ class GpuDecoder {
   // nullptr when this decoder takes the JPEG; else why not (a fallback
   // counter's name, JpegHeader::GpuRefusal's or the decoder's own).
   virtual const char* Refuses(const JpegHeader& header) const = 0;
+  // How many batches it decodes at once (the split counts its rate that many times).
+  virtual int lanes() const { return 1; }
   // Queues the jobs' decodes on `stream` (the copy engine's, after the
   // batch's copy): each job's compressed bytes at host_base + host_offset,
   // its output written at device_base + out_offset. host_base's bytes must

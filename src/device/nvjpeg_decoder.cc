@@ -2,16 +2,30 @@
 //
 // A batch's jobs become one nvjpegDecodeBatched call (the hardware engine's
 // batched path where the GPU has one, NVJPEG_BACKEND_HARDWARE; else the
-// CUDA decoder, NVJPEG_BACKEND_DEFAULT) writing interleaved RGB into a
-// device arena, then the two resize kernels (gpu_kernels.h) write each
-// output slot, all on the copy engine's stream after the batch's copy.
-// The arena grows to the largest batch and stays (a grow frees the old one
-// after a stream sync: rare, at the start).
+// CUDA decoder, NVJPEG_BACKEND_DEFAULT) writing interleaved RGB into an
+// arena, then the two resize kernels (gpu_kernels.h) write each output slot.
+//
+// Two streams, so nvJPEG never waits on the consumer: nvJPEG runs on the
+// decoder's own stream, which depends on nothing but itself (the hardware
+// path waits on its events from the host, inside the call); the kernels run
+// on the copy stream after the batch's copy (which waits for the consumer's
+// release of the device buffer they write) and after the decode's event.
+// The arenas are a ring of kArenas: before nvJPEG writes one again, the host
+// waits for the kernels that last read it (normally long done), so a decode
+// never overwrites pixels a resize still reads, whatever nvJPEG's own
+// ordering. An arena grows to the largest batch and stays.
+// Lanes: nvJPEG's batched call holds its calling thread until the engines
+// are done, so one state would let one batch decode at a time and leave
+// most of the engines idle. kLanes states, each with its own decode stream
+// and arenas, let that many decode threads' batches decode at once (the
+// handle is shared: nvJPEG's handle is thread-safe, its states are not).
 // What the engine says it cannot take (nvjpegDecodeBatchedSupported) and a
 // batch nvJPEG fails are decoded on this thread by libjpeg-turbo and copied
 // into the arena, then resized by the same kernels; counted in cpu_fallbacks.
-// Thread-safety: Decode serialized by mu_ (one nvJPEG state).
+// Thread-safety: Decode from any thread; a lane is used by one at a time (lanes_mu_).
 #include <chrono>
+#include <condition_variable>
+#include <memory>
 #include <mutex>
 #include <vector>
 
@@ -27,42 +41,96 @@ namespace stoker {
 namespace {
 
 constexpr size_t kAlign = 256;
+constexpr int kArenas = 3;
+constexpr int kLanes = 3;
 
 size_t AlignUp(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+
+struct Arena {
+  void* ptr = nullptr;
+  size_t bytes = 0;
+  cuda::Event decoded = nullptr;  // on the lane's decode stream: its pixels are in
+  cuda::Event read = nullptr;     // on the copy stream: the resize that read it
+  bool used = false;
+};
+
+// One nvJPEG state with everything a batch's decode touches.
+struct Lane {
+  nvjpeg::State state = nullptr;
+  nvjpeg::JpegStream parsed = nullptr;  // for nvjpegDecodeBatchedSupported
+  int initialized = -1;                 // the batch size the state was initialized for
+  cuda::Stream stream = nullptr;        // the decode stream
+  Arena arenas[kArenas];
+  uint64_t next_arena = 0;
+  std::vector<const unsigned char*> data;
+  std::vector<size_t> lengths;
+  std::vector<nvjpeg::Image> images;
+  std::vector<KernelJob> kernel_jobs;
+  std::vector<uint8_t> rgb;
+  ImageDecoder cpu_decoder;
+};
 
 class NvjpegDecoder : public GpuDecoder {
  public:
   NvjpegDecoder(const cuda::Runtime* rt, const nvjpeg::Api* nj, const cudrv::Driver* drv, int device)
       : rt_(rt), nj_(nj), drv_(drv), device_(device) {}
   ~NvjpegDecoder() override {
-    if (arena_) rt_->Free(arena_);
-    if (stream_) nj_->JpegStreamDestroy(stream_);
-    if (state_) nj_->JpegStateDestroy(state_);
+    for (auto& lane : lanes_) {
+      for (Arena& a : lane->arenas) {
+        if (a.read) rt_->EventSynchronize(a.read);
+        if (a.ptr) rt_->Free(a.ptr);
+        if (a.read) rt_->EventDestroy(a.read);
+        if (a.decoded) rt_->EventDestroy(a.decoded);
+      }
+      if (lane->stream) {
+        rt_->StreamSynchronize(lane->stream);
+        rt_->StreamDestroy(lane->stream);
+      }
+      if (lane->parsed) nj_->JpegStreamDestroy(lane->parsed);
+      if (lane->state) nj_->JpegStateDestroy(lane->state);
+    }
     if (handle_) nj_->Destroy(handle_);
   }
 
   Status Init() {
     STOKER_RETURN_IF_ERROR(rt_->Check(rt_->SetDevice(device_), "cudaSetDevice"));
-    // The hardware engine where there is one: creating its handle fails elsewhere.
+    // The hardware engine where there is one: creating its handle, or a
+    // batched state on it, fails elsewhere.
     hardware_ = nj_->CreateEx(nvjpeg::kBackendHardware, nullptr, nullptr, 0, &handle_) == 0;
     if (hardware_) {
       unsigned engines = 0, cores = 0;
       if (nj_->GetHardwareDecoderInfo(handle_, &engines, &cores) == 0) engines_ = static_cast<int>(engines);
-      if (nj_->JpegStateCreate(handle_, &state_) != 0 ||
-          nj_->DecodeBatchedInitialize(handle_, state_, 1, 1, nvjpeg::kOutputRgbi) != 0) {
-        if (state_) nj_->JpegStateDestroy(state_);
+      nvjpeg::State probe = nullptr;
+      const bool ok = nj_->JpegStateCreate(handle_, &probe) == 0 &&
+                      nj_->DecodeBatchedInitialize(handle_, probe, 1, 1, nvjpeg::kOutputRgbi) == 0;
+      if (probe) nj_->JpegStateDestroy(probe);
+      if (!ok) {
         nj_->Destroy(handle_);
-        state_ = handle_ = nullptr;
+        handle_ = nullptr;
         hardware_ = false;
       }
     }
     if (!hardware_) {
       STOKER_RETURN_IF_ERROR(nj_->Check(nj_->CreateEx(nvjpeg::kBackendDefault, nullptr, nullptr, 0, &handle_),
                                         "nvjpegCreateEx (CUDA backend)"));
-      STOKER_RETURN_IF_ERROR(nj_->Check(nj_->JpegStateCreate(handle_, &state_), "nvjpegJpegStateCreate"));
     }
-    STOKER_RETURN_IF_ERROR(nj_->Check(nj_->JpegStreamCreate(handle_, &stream_), "nvjpegJpegStreamCreate"));
-    STOKER_RETURN_IF_ERROR(drv_->Check(drv_->ModuleLoadData(&module_, kGpuKernelsFatbin), "cuModuleLoadData (stoker's kernels)"));
+    for (int i = 0; i < kLanes; ++i) {
+      auto lane = std::make_unique<Lane>();
+      STOKER_RETURN_IF_ERROR(nj_->Check(nj_->JpegStateCreate(handle_, &lane->state), "nvjpegJpegStateCreate"));
+      STOKER_RETURN_IF_ERROR(nj_->Check(nj_->JpegStreamCreate(handle_, &lane->parsed), "nvjpegJpegStreamCreate"));
+      STOKER_RETURN_IF_ERROR(rt_->Check(rt_->StreamCreateWithFlags(&lane->stream, cuda::kStreamNonBlocking),
+                                        "cudaStreamCreateWithFlags (a decode stream)"));
+      for (Arena& a : lane->arenas) {
+        STOKER_RETURN_IF_ERROR(rt_->Check(rt_->EventCreateWithFlags(&a.read, cuda::kEventDisableTiming),
+                                          "cudaEventCreate"));
+        STOKER_RETURN_IF_ERROR(rt_->Check(rt_->EventCreateWithFlags(&a.decoded, cuda::kEventDisableTiming),
+                                          "cudaEventCreate"));
+      }
+      free_.push_back(lane.get());
+      lanes_.push_back(std::move(lane));
+    }
+    STOKER_RETURN_IF_ERROR(drv_->Check(drv_->ModuleLoadData(&module_, kGpuKernelsFatbin),
+                                       "cuModuleLoadData (stoker's kernels)"));
     STOKER_RETURN_IF_ERROR(drv_->Check(drv_->ModuleGetFunction(&horizontal_, module_, kHorizontalKernel),
                                        "cuModuleGetFunction"));
     STOKER_RETURN_IF_ERROR(drv_->Check(drv_->ModuleGetFunction(&output_, module_, kOutputKernel), "cuModuleGetFunction"));
@@ -72,13 +140,39 @@ class NvjpegDecoder : public GpuDecoder {
   std::string name() const override {
     return hardware_ ? "nvjpeg hardware (" + std::to_string(engines_) + " engines)" : "nvjpeg cuda";
   }
+  int lanes() const override { return kLanes; }
   const char* Refuses(const JpegHeader& h) const override { return h.GpuRefusal(); }
 
   Status Decode(std::span<const ImageJob> jobs, std::span<const GpuOutputSpec> specs, const uint8_t* host_base,
-                uint8_t* device_base, uintptr_t stream_id) override {
-    std::lock_guard lock(mu_);
+                uint8_t* device_base, uintptr_t copy_stream_id) override {
+    Lane* lane = Take();
+    Status st = DecodeOn(*lane, jobs, specs, host_base, device_base, reinterpret_cast<void*>(copy_stream_id));
+    Give(lane);
+    return st;
+  }
+
+ private:
+  Lane* Take() {
+    std::unique_lock lock(lanes_mu_);
+    lane_free_.wait(lock, [&] { return !free_.empty(); });
+    Lane* lane = free_.back();
+    free_.pop_back();
+    return lane;
+  }
+  void Give(Lane* lane) {
+    std::lock_guard lock(lanes_mu_);
+    free_.push_back(lane);
+    lane_free_.notify_one();
+  }
+
+  Status DecodeOn(Lane& lane, std::span<const ImageJob> jobs, std::span<const GpuOutputSpec> specs,
+                  const uint8_t* host_base, uint8_t* device_base, void* copy_stream) {
     const auto begin = std::chrono::steady_clock::now();
-    void* stream = reinterpret_cast<void*>(stream_id);
+    void* stream = lane.stream;
+    Arena& arena_slot = lane.arenas[lane.next_arena++ % kArenas];
+    if (arena_slot.used) {  // the resize that last read it is done (it ran batches ago)
+      STOKER_RETURN_IF_ERROR(rt_->Check(rt_->EventSynchronize(arena_slot.read), "cudaEventSynchronize (arena reuse)"));
+    }
     const size_t n = jobs.size();
     // Arena: decoded images, scratch rows, the kernels' job and spec tables.
     std::vector<size_t> rgb_at(n), tmp_at(n);
@@ -97,41 +191,42 @@ class NvjpegDecoder : public GpuDecoder {
     bytes += AlignUp(n * sizeof(KernelJob));
     const size_t specs_at = bytes;
     bytes += AlignUp(specs.size() * sizeof(GpuOutputSpec));
-    STOKER_RETURN_IF_ERROR(Reserve(bytes, stream));
-    uint8_t* arena = static_cast<uint8_t*>(arena_);
+    STOKER_RETURN_IF_ERROR(Reserve(arena_slot, bytes));
+    uint8_t* arena = static_cast<uint8_t*>(arena_slot.ptr);
 
     // Which jobs the decoder takes; the rest decode on this thread.
     std::vector<size_t> gpu, cpu;
     for (size_t i = 0; i < n; ++i) {
       int supported = 1;
       const bool parsed = nj_->JpegStreamParseHeader(handle_, host_base + jobs[i].host_offset, jobs[i].length,
-                                                     stream_) == 0;
-      if (parsed && (!hardware_ || (nj_->DecodeBatchedSupported(handle_, stream_, &supported) == 0 && supported == 0))) {
+                                                     lane.parsed) == 0;
+      if (parsed &&
+          (!hardware_ || (nj_->DecodeBatchedSupported(handle_, lane.parsed, &supported) == 0 && supported == 0))) {
         gpu.push_back(i);
       } else {
         cpu.push_back(i);
       }
     }
-    if (!gpu.empty() && !DecodeBatched(jobs, gpu, host_base, arena, rgb_at, stream).ok()) {
+    if (!gpu.empty() && !DecodeBatched(lane, jobs, gpu, host_base, arena, rgb_at).ok()) {
       cpu.insert(cpu.end(), gpu.begin(), gpu.end());
       gpu.clear();
-      initialized_ = -1;  // nvJPEG asks for a re-initialization after a failed batch
+      lane.initialized = -1;  // nvJPEG asks for a re-initialization after a failed batch
     }
     for (size_t i : cpu) {
       int w = 0, h = 0;
-      STOKER_RETURN_IF_ERROR(cpu_decoder_.DecodeRgb({host_base + jobs[i].host_offset, jobs[i].length}, &rgb_, &w, &h)
-                                 .WithContext("slot " + std::to_string(jobs[i].slot)));
-      STOKER_RETURN_IF_ERROR(rt_->Check(rt_->MemcpyAsync(arena + rgb_at[i], rgb_.data(), rgb_.size(),
+      STOKER_RETURN_IF_ERROR(lane.cpu_decoder.DecodeRgb({host_base + jobs[i].host_offset, jobs[i].length}, &lane.rgb,
+                                                        &w, &h).WithContext("slot " + std::to_string(jobs[i].slot)));
+      STOKER_RETURN_IF_ERROR(rt_->Check(rt_->MemcpyAsync(arena + rgb_at[i], lane.rgb.data(), lane.rgb.size(),
                                                          cuda::kMemcpyHostToDevice, stream),
                                         "cudaMemcpyAsync (a CPU-decoded image)"));
-      // rgb_ is reused by the next image: the pageable copy must be done with it.
+      // lane.rgb is reused by the next image: the pageable copy must be done with it.
       STOKER_RETURN_IF_ERROR(rt_->Check(rt_->StreamSynchronize(stream), "cudaStreamSynchronize"));
     }
 
-    kernel_jobs_.assign(n, KernelJob{});
+    lane.kernel_jobs.assign(n, KernelJob{});
     unsigned max_w = 1, max_rows = 1, max_ow = 1, max_oh = 1;
     for (size_t i = 0; i < n; ++i) {
-      KernelJob& k = kernel_jobs_[i];
+      KernelJob& k = lane.kernel_jobs[i];
       k.job = jobs[i];
       k.rgb = arena + rgb_at[i];
       k.pitch = static_cast<long long>(jobs[i].width) * 3;
@@ -146,20 +241,27 @@ class NvjpegDecoder : public GpuDecoder {
       max_oh = std::max(max_oh, static_cast<unsigned>(specs[jobs[i].spec].height));
     }
     // Pageable sources: cudaMemcpyAsync has staged them when it returns.
-    STOKER_RETURN_IF_ERROR(rt_->Check(rt_->MemcpyAsync(arena + jobs_at, kernel_jobs_.data(), n * sizeof(KernelJob),
-                                                       cuda::kMemcpyHostToDevice, stream), "cudaMemcpyAsync (jobs)"));
+    STOKER_RETURN_IF_ERROR(rt_->Check(rt_->MemcpyAsync(arena + jobs_at, lane.kernel_jobs.data(),
+                                                       n * sizeof(KernelJob), cuda::kMemcpyHostToDevice, stream),
+                                      "cudaMemcpyAsync (jobs)"));
     STOKER_RETURN_IF_ERROR(rt_->Check(rt_->MemcpyAsync(arena + specs_at, specs.data(), specs.size_bytes(),
                                                        cuda::kMemcpyHostToDevice, stream), "cudaMemcpyAsync (specs)"));
+    // The kernels write the batch's device buffer: on the copy stream, once decoded.
+    STOKER_RETURN_IF_ERROR(rt_->Check(rt_->EventRecord(arena_slot.decoded, stream), "cudaEventRecord (decoded)"));
+    STOKER_RETURN_IF_ERROR(rt_->Check(rt_->StreamWaitEvent(copy_stream, arena_slot.decoded, 0),
+                                      "cudaStreamWaitEvent (resize waits for the decode)"));
     void* kjobs = arena + jobs_at;
     void* kspecs = arena + specs_at;
     void* params[] = {&kjobs, &kspecs};
     constexpr unsigned bx = 32, by = 8;
     STOKER_RETURN_IF_ERROR(drv_->Check(drv_->LaunchKernel(horizontal_, (max_w + bx - 1) / bx, (max_rows + by - 1) / by,
-                                                          static_cast<unsigned>(n), bx, by, 1, 0, stream, params,
+                                                          static_cast<unsigned>(n), bx, by, 1, 0, copy_stream, params,
                                                           nullptr), "cuLaunchKernel (horizontal resize)"));
     STOKER_RETURN_IF_ERROR(drv_->Check(drv_->LaunchKernel(output_, (max_ow + bx - 1) / bx, (max_oh + by - 1) / by,
-                                                          static_cast<unsigned>(n), bx, by, 1, 0, stream, params,
+                                                          static_cast<unsigned>(n), bx, by, 1, 0, copy_stream, params,
                                                           nullptr), "cuLaunchKernel (output)"));
+    STOKER_RETURN_IF_ERROR(rt_->Check(rt_->EventRecord(arena_slot.read, copy_stream), "cudaEventRecord (arena read)"));
+    arena_slot.used = true;
     images += gpu.size();
     cpu_fallbacks += cpu.size();
     batches += 1;
@@ -168,41 +270,41 @@ class NvjpegDecoder : public GpuDecoder {
     return Status::Ok();
   }
 
- private:
-  Status Reserve(size_t bytes, void* stream) {
-    if (bytes <= arena_bytes_) return Status::Ok();
-    if (arena_) {
-      STOKER_RETURN_IF_ERROR(rt_->Check(rt_->StreamSynchronize(stream), "cudaStreamSynchronize"));
-      rt_->Free(arena_);
-      arena_ = nullptr;
-      arena_bytes_ = 0;
+  // `a` is not in use (its last reader is done, or it never had one).
+  Status Reserve(Arena& a, size_t bytes) {
+    if (bytes <= a.bytes) return Status::Ok();
+    if (a.ptr) {
+      rt_->Free(a.ptr);
+      a.ptr = nullptr;
+      a.bytes = 0;
     }
     const size_t grown = bytes + bytes / 4;
-    STOKER_RETURN_IF_ERROR(rt_->Check(rt_->Malloc(&arena_, grown),
+    STOKER_RETURN_IF_ERROR(rt_->Check(rt_->Malloc(&a.ptr, grown),
                                       ("cudaMalloc of a " + std::to_string(grown) + "-byte decode arena").c_str()));
-    arena_bytes_ = grown;
+    a.bytes = grown;
     return Status::Ok();
   }
 
-  Status DecodeBatched(std::span<const ImageJob> jobs, const std::vector<size_t>& which, const uint8_t* host_base,
-                       uint8_t* arena, const std::vector<size_t>& rgb_at, void* stream) {
+  Status DecodeBatched(Lane& lane, std::span<const ImageJob> jobs, const std::vector<size_t>& which,
+                       const uint8_t* host_base, uint8_t* arena, const std::vector<size_t>& rgb_at) {
     const int n = static_cast<int>(which.size());
-    if (n != initialized_) {
-      STOKER_RETURN_IF_ERROR(nj_->Check(nj_->DecodeBatchedInitialize(handle_, state_, n, 1, nvjpeg::kOutputRgbi),
+    if (n != lane.initialized) {
+      STOKER_RETURN_IF_ERROR(nj_->Check(nj_->DecodeBatchedInitialize(handle_, lane.state, n, 1, nvjpeg::kOutputRgbi),
                                         "nvjpegDecodeBatchedInitialize"));
-      initialized_ = n;
+      lane.initialized = n;
     }
-    data_.resize(n);
-    lengths_.resize(n);
-    images_.assign(n, nvjpeg::Image{});
+    lane.data.resize(n);
+    lane.lengths.resize(n);
+    lane.images.assign(n, nvjpeg::Image{});
     for (int k = 0; k < n; ++k) {
       const ImageJob& j = jobs[which[k]];
-      data_[k] = host_base + j.host_offset;
-      lengths_[k] = j.length;
-      images_[k].channel[0] = arena + rgb_at[which[k]];
-      images_[k].pitch[0] = static_cast<size_t>(j.width) * 3;
+      lane.data[k] = host_base + j.host_offset;
+      lane.lengths[k] = j.length;
+      lane.images[k].channel[0] = arena + rgb_at[which[k]];
+      lane.images[k].pitch[0] = static_cast<size_t>(j.width) * 3;
     }
-    return nj_->Check(nj_->DecodeBatched(handle_, state_, data_.data(), lengths_.data(), images_.data(), stream),
+    return nj_->Check(nj_->DecodeBatched(handle_, lane.state, lane.data.data(), lane.lengths.data(),
+                                         lane.images.data(), lane.stream),
                       "nvjpegDecodeBatched");
   }
 
@@ -212,22 +314,13 @@ class NvjpegDecoder : public GpuDecoder {
   const int device_;
   bool hardware_ = false;
   int engines_ = 0;
-  nvjpeg::Handle handle_ = nullptr;
-  std::mutex mu_;
-  // Guarded by mu_ (after Init).
-  nvjpeg::State state_ = nullptr;
-  nvjpeg::JpegStream stream_ = nullptr;
-  int initialized_ = -1;  // the batch size nvJPEG's state was initialized for
+  nvjpeg::Handle handle_ = nullptr;  // thread-safe
   cudrv::Module module_ = nullptr;
   cudrv::Function horizontal_ = nullptr, output_ = nullptr;
-  void* arena_ = nullptr;
-  size_t arena_bytes_ = 0;
-  std::vector<const unsigned char*> data_;
-  std::vector<size_t> lengths_;
-  std::vector<nvjpeg::Image> images_;
-  std::vector<KernelJob> kernel_jobs_;
-  std::vector<uint8_t> rgb_;
-  ImageDecoder cpu_decoder_;
+  std::vector<std::unique_ptr<Lane>> lanes_;
+  std::mutex lanes_mu_;
+  std::condition_variable lane_free_;
+  std::vector<Lane*> free_;  // guarded by lanes_mu_
 };
 
 }  // namespace

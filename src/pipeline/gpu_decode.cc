@@ -170,7 +170,8 @@ StreamWork GpuDecode::Work(GpuJobs& jobs, const uint8_t* host_base, uint8_t* dev
 void GpuDecode::DeviceTime(int images, double seconds) {
   if (images <= 0 || seconds <= 0) return;
   std::lock_guard lock(mu_);
-  const double rate = images / seconds;
+  // A batch's device time, with lanes() batches decoding at once.
+  const double rate = images / seconds * decoder_->lanes();
   gpu_images_per_s_ = gpu_images_per_s_ == 0 ? rate : (1 - kSmooth) * gpu_images_per_s_ + kSmooth * rate;
   Resplit();
 }

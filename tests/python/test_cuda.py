@@ -13,7 +13,8 @@ if not torch.cuda.is_available():
 import stoker  # noqa: E402
 
 FIELDS = lambda: {  # noqa: E731 - fresh specs per loader
-    "jpg": stoker.image(64, resize="center_crop"),
+    # decode="cpu": these tests compare bytes with the host loader; GPU decode has its own (test_gpu_decode_device.py)
+    "jpg": stoker.image(64, resize="center_crop", decode="cpu"),
     "features.npz": stoker.npz(),
     "cls": stoker.scalar("int64"),
 }
