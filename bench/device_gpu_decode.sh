@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The one device run for issue 26 (GPU JPEG decode), from the repository root
 # on a machine with a CUDA GPU, under 5 minutes:
-#   1. installs the carried wheels (.whl/*.whl: stoker built with the CUDA
-#      toolkit) into /tmp/site, without the network;
+#   1. installs the carried wheels (.whl/*.whl, made here by
+#      scripts/device_wheels.sh: stoker built with nvcc, nvidia-nvjpeg,
+#      webdataset, braceexpand) into /tmp/site, without the network;
 #   2. the GPU tests: tests/python/test_gpu_decode_device.py and
 #      tests/python/test_cuda.py (120 s budget, killed at 150 s);
 #   3. bench/gpu_decode.py: every figure of the issue's "Done means" against
@@ -22,9 +23,8 @@ export PYTHONUNBUFFERED=1
 
 run() {
     date -u +"start %Y-%m-%dT%H:%M:%SZ"
-    # the wheels for this Python (cp312 on the device), else all that were carried
-    tag=$(python3 -c 'import sys; print(f"cp{sys.version_info[0]}{sys.version_info[1]}")')
-    wheels=$(ls .whl/*-"$tag"-*.whl 2>/dev/null || ls .whl/*.whl)
+    # every carried wheel: stoker's (cp312 on the device), nvidia-nvjpeg, webdataset, braceexpand
+    wheels=$(ls .whl/*.whl)
     echo "installing: $wheels"
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site $wheels \
         || echo "WARNING: pip install of $wheels failed (rc=$?)"

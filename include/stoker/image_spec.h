@@ -25,7 +25,9 @@ enum class PixelType : uint8_t { kUint8, kFloat32 };
 // Where an image field's JPEGs decode (pipeline/gpu_decode.h). kAuto: on the
 // GPU and the CPU at once, split by measured rates, when the loader's device
 // is CUDA; on the CPU otherwise. kGpu: every JPEG the GPU decoder takes (the
-// rest, and PNG/WebP, on the CPU). kCpu: the CPU decoders only.
+// rest, and PNG/WebP, on the CPU). kCpu: the CPU decoders only, the default
+// until GPU decode has fed a whole training run on a GPU (issue 26: the
+// bench's ResNet-18 part did not finish there).
 enum class ImageDecode : uint8_t { kAuto, kCpu, kGpu };
 Result<ImageDecode> ParseImageDecode(const std::string& name);  // "auto","cpu","gpu"
 
@@ -53,7 +55,7 @@ struct ImageSpec {
   bool normalize = false;          // float32 only: (x/255 - mean) / std
   std::array<float, 3> mean{0.485f, 0.456f, 0.406f};
   std::array<float, 3> std{0.229f, 0.224f, 0.225f};
-  ImageDecode decode = ImageDecode::kAuto;
+  ImageDecode decode = ImageDecode::kCpu;
 
   // Shape of one output sample: {3,H,W} or {H,W,3}.
   std::vector<int64_t> OutputShape() const;

@@ -56,6 +56,13 @@ class PartitionPolicy(enum.Enum):
 class OnError(enum.Enum):
     skip = 1
 
+class ImageDecode(enum.Enum):
+    auto = 0
+
+    cpu = 1
+
+    gpu = 2
+
 class Resample(enum.Enum):
     bilinear = 0
 
@@ -143,6 +150,12 @@ class ImageSpec:
 
     @std.setter
     def std(self, arg: Sequence[float], /) -> None: ...
+
+    @property
+    def decode(self) -> ImageDecode: ...
+
+    @decode.setter
+    def decode(self, arg: ImageDecode, /) -> None: ...
 
     def output_shape(self) -> list[int]: ...
 
@@ -388,6 +401,12 @@ class LoaderOptions:
 
     @late_copy_ms.setter
     def late_copy_ms(self, arg: int, /) -> None: ...
+
+    @property
+    def gpu_standin_delay_us(self) -> int: ...
+
+    @gpu_standin_delay_us.setter
+    def gpu_standin_delay_us(self, arg: int, /) -> None: ...
 
     @property
     def autotune(self) -> bool: ...

@@ -32,7 +32,7 @@ def image_spec(
     std: Sequence[float] = (0.229, 0.224, 0.225),
     resample: str = "bilinear",
     resize_to: int | None = None,
-    decode: str = "auto",
+    decode: str = "cpu",
 ) -> _stoker.ImageSpec:
     """The native ImageSpec for :func:`image`'s arguments."""
     spec = _stoker.ImageSpec()
@@ -79,7 +79,7 @@ def image(
     std: Sequence[float] = (0.229, 0.224, 0.225),
     resample: str = "bilinear",
     resize_to: int | None = None,
-    decode: str = "auto",
+    decode: str = "cpu",
 ) -> _stoker.FieldSpec:
     """A JPEG member decoded, resized/cropped/flipped, as [B, 3, H, W] (or HWC).
 
@@ -95,14 +95,17 @@ def image(
     faster libyuv box-filter path (approximate geometry and filter).
     dtype "float32" with normalize=True gives (x/255 - mean) / std.
 
-    decode: where JPEGs decode. "auto" (default): with ``device="cuda"``, on
-    the GPU (nvJPEG, its hardware engine where the GPU has one) and the CPU
-    decoders at once, each batch split by their measured rates
-    (``loader.settings["gpu_decode"]`` says how and why); elsewhere on the
-    CPU. "gpu": every JPEG the GPU decoder takes. "cpu": the CPU only. The
-    crop boxes, flips and order are the same either way; what the GPU cannot
-    decode (progressive on the engine, CMYK, 12-bit, PNG...) decodes on the
-    CPU, counted in ``report()["gpu_decode"]["fallbacks"]``.
+    decode: where JPEGs decode. "cpu" (default): the CPU decoders. "auto":
+    with ``device="cuda"``, on the GPU (nvJPEG, its hardware engine where the
+    GPU has one) and the CPU decoders at once, each batch split by their
+    measured rates (``loader.settings["gpu_decode"]`` says how and why);
+    elsewhere on the CPU. "gpu": every JPEG the GPU decoder takes. The crop
+    boxes, flips and order are the same either way, the pixels within a level
+    (nvJPEG's chroma upsampling); what the GPU cannot decode (progressive on
+    the engine, CMYK, 12-bit, PNG, a JPEG larger than its output slot)
+    decodes on the CPU, counted in ``report()["gpu_decode"]["fallbacks"]``.
+    GPU decode needs libnvjpeg (``pip install nvidia-nvjpeg``) and a stoker
+    built with nvcc; it is opt-in until it has fed a whole training run.
     """
     f = _stoker.FieldSpec()
     f.kind = _stoker.FieldKind.image

@@ -43,6 +43,8 @@ class GpuDecoder {
   virtual const char* Refuses(const JpegHeader& header) const = 0;
   // How many batches it decodes at once (the split counts its rate that many times).
   virtual int lanes() const { return 1; }
+  // A loader that used it is gone: give back memory kept for the next batch.
+  virtual void Trim() {}
   // Queues the jobs' decodes on `stream` (the copy engine's, after the
   // batch's copy): each job's compressed bytes at host_base + host_offset,
   // its output written at device_base + out_offset. host_base's bytes must
@@ -65,9 +67,9 @@ struct StandInGpuOptions {
 };
 std::shared_ptr<GpuDecoder> MakeStandInGpuDecoder(StandInGpuOptions options);
 
-// nvJPEG on CUDA device `device`; FailedPrecondition, naming what was looked
-// for, where libnvjpeg, the CUDA driver or stoker's kernels (a build without
-// nvcc) are missing.
+// nvJPEG on CUDA device `device`, one per device for the process (shared by
+// every loader); FailedPrecondition, naming what was looked for, where
+// libnvjpeg, the CUDA driver or stoker's kernels (a build without nvcc) are missing.
 Result<std::shared_ptr<GpuDecoder>> MakeNvjpegDecoder(int device);
 
 }  // namespace stoker

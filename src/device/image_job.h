@@ -14,8 +14,7 @@ struct GpuOutputSpec {
   int height = 0, width = 0;
   int chw = 1;
   int float32 = 0;
-  int filter = 0;      // codecs/resample_taps.h's Filter
-  int identity = 0;    // ResizeMode::kNone: pixels as decoded
+  int filter = 0;      // codecs/resample_taps.h's Filter (ResizeMode::kNone plans identity axes)
   float mean[3] = {0, 0, 0};     // float32: (v / 255 - mean) * inv_std
   float inv_std[3] = {1, 1, 1};
 };

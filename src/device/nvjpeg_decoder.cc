@@ -22,9 +22,14 @@
 // What the engine says it cannot take (nvjpegDecodeBatchedSupported) and a
 // batch nvJPEG fails are decoded on this thread by libjpeg-turbo and copied
 // into the arena, then resized by the same kernels; counted in cpu_fallbacks.
-// Thread-safety: Decode from any thread; a lane is used by one at a time (lanes_mu_).
+// One decoder per device for the process (MakeNvjpegDecoder keeps it): its
+// nvJPEG handle and states live as long as the process, so loaders made and
+// dropped one after another do not create and destroy hardware-engine
+// handles each time; a loader that goes returns its arena memory (Trim).
+// Thread-safety: Decode and Trim from any thread; a lane is used by one at a time (lanes_mu_).
 #include <chrono>
 #include <condition_variable>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -141,6 +146,20 @@ class NvjpegDecoder : public GpuDecoder {
     return hardware_ ? "nvjpeg hardware (" + std::to_string(engines_) + " engines)" : "nvjpeg cuda";
   }
   int lanes() const override { return kLanes; }
+
+  // Frees the arenas of the lanes no decode is using, once their last resize is done.
+  void Trim() override {
+    std::lock_guard lock(lanes_mu_);
+    for (Lane* lane : free_) {
+      for (Arena& a : lane->arenas) {
+        if (a.used) rt_->EventSynchronize(a.read);
+        if (a.ptr) rt_->Free(a.ptr);
+        a.ptr = nullptr;
+        a.bytes = 0;
+        a.used = false;
+      }
+    }
+  }
   const char* Refuses(const JpegHeader& h) const override { return h.GpuRefusal(); }
 
   Status Decode(std::span<const ImageJob> jobs, std::span<const GpuOutputSpec> specs, const uint8_t* host_base,
@@ -333,9 +352,19 @@ Result<std::shared_ptr<GpuDecoder>> MakeNvjpegDecoder(int device) {
   STOKER_ASSIGN_OR_RETURN(const cuda::Runtime* rt, cuda::LoadCudaRuntime(/*require_device=*/true));
   STOKER_ASSIGN_OR_RETURN(const nvjpeg::Api* nj, nvjpeg::LoadNvjpeg());
   STOKER_ASSIGN_OR_RETURN(const cudrv::Driver* drv, cudrv::LoadDriver());
-  auto decoder = std::make_shared<NvjpegDecoder>(rt, nj, drv, device);
-  STOKER_RETURN_IF_ERROR(decoder->Init());
-  return std::shared_ptr<GpuDecoder>(std::move(decoder));
+  static std::mutex mu;
+  static std::map<int, std::shared_ptr<GpuDecoder>> kept;  // guarded by mu
+  std::lock_guard lock(mu);
+  if (auto it = kept.find(device); it != kept.end()) return it->second;
+  // Never destroyed: at process exit the CUDA driver may already be gone.
+  auto* decoder = new NvjpegDecoder(rt, nj, drv, device);
+  if (Status st = decoder->Init(); !st.ok()) {
+    delete decoder;
+    return st;
+  }
+  std::shared_ptr<GpuDecoder> shared(decoder, [](GpuDecoder*) {});
+  kept[device] = shared;
+  return shared;
 }
 
 }  // namespace stoker

@@ -55,7 +55,8 @@ class EnginePageLocker : public BufferPool::PageLocker {
   std::shared_ptr<std::atomic<int64_t>> pinned_;  // the stage's count
 };
 
-// "cuda" → 0, "cuda:3" → 3; -1 when `device` is not a CUDA device name.
+}  // namespace
+
 int CudaOrdinal(const std::string& device) {
   if (device == "cuda") return 0;
   if (device.rfind("cuda:", 0) != 0 || device.size() == 5) return -1;
@@ -63,8 +64,6 @@ int CudaOrdinal(const std::string& device) {
   const long n = std::strtol(device.c_str() + 5, &end, 10);
   return (*end == '\0' && n >= 0 && n < 1024) ? static_cast<int>(n) : -1;
 }
-
-}  // namespace
 
 DeviceCopy::~DeviceCopy() {
   std::shared_ptr<ReleaseFence> fence = needed_ ? stage_->engine_->Released(stream_) : nullptr;

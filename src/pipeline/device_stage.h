@@ -29,6 +29,7 @@
 #include <atomic>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "core/buffer_pool.h"
@@ -41,6 +42,9 @@ namespace stoker {
 
 struct BatchWork;
 class DeviceStage;
+
+// "cuda" → 0, "cuda:3" → 3; -1 when `device` is not a CUDA device name.
+int CudaOrdinal(const std::string& device);
 
 // One batch buffer's copy to a device buffer, and that buffer's ownership.
 class DeviceCopy {

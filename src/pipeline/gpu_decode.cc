@@ -10,17 +10,11 @@
 #include "codecs/jpeg_header.h"
 #include "codecs/resample_taps.h"
 #include "codecs/sample_geometry.h"
+#include "pipeline/device_stage.h"
 
 namespace stoker {
 
 namespace {
-
-// "cuda" -> 0, "cuda:3" -> 3; -1 otherwise.
-int CudaOrdinal(const std::string& device) {
-  if (device == "cuda") return 0;
-  if (device.rfind("cuda:", 0) != 0) return -1;
-  return std::atoi(device.c_str() + 5);
-}
 
 GpuOutputSpec OutputSpecOf(const ImageSpec& spec) {
   GpuOutputSpec s;
@@ -29,7 +23,6 @@ GpuOutputSpec OutputSpecOf(const ImageSpec& spec) {
   s.chw = spec.chw ? 1 : 0;
   s.float32 = spec.pixel == PixelType::kFloat32 ? 1 : 0;
   s.filter = spec.resample == Resample::kBicubic ? taps::kBicubic : taps::kBilinear;
-  s.identity = spec.mode == ResizeMode::kNone ? 1 : 0;
   for (int c = 0; c < 3; ++c) {  // pixel_output.cc's FloatLut
     s.mean[c] = spec.normalize ? spec.mean[c] : 0.0f;
     s.inv_std[c] = spec.normalize ? 1.0f / spec.std[c] : 1.0f;

@@ -13,9 +13,9 @@
 //
 // The split (decode="auto"): the GPU's share of each batch follows the
 // measured rates, share = gpu / (gpu + cpu), where gpu is images per second
-// of device time (the batch's copy and decodes, from its events) and cpu is
-// the decode threads in effect over the mean CPU time of one image; both
-// are smoothed. decode="gpu" sends every image (share 1). The share and its
+// of device time (the batch's copy and decodes, from its events) times the
+// batches the decoder runs at once (GpuDecoder::lanes), and cpu is the decode
+// threads in effect over the mean CPU time of one image; both are smoothed. decode="gpu" sends every image (share 1). The share and its
 // reason show in settings and stats.
 // Thread-safety: Stage, CpuDecoded, GpuSlots, DeviceTime from any thread.
 #pragma once
@@ -50,6 +50,7 @@ class GpuDecode {
   // settings say why (set in *why_not).
   static Result<std::shared_ptr<GpuDecode>> Create(const LoaderOptions& o, const BatchLayout& layout,
                                                    std::string* why_not);
+  ~GpuDecode() { decoder_->Trim(); }
 
   int GpuSlots(int batch_size) const;
   bool Decodes(size_t field) const { return field < specs_.size() && on_gpu_[field]; }

@@ -1,14 +1,13 @@
 #include "pipeline/sample_decoder.h"
 
-#include "observe/clock.h"
-#include "pipeline/gpu_decode.h"
-
 #include <charconv>
 #include <cstring>
 
 #include "formats/npy.h"
 #include "formats/text_check.h"
 #include "formats/zip.h"
+#include "observe/clock.h"
+#include "pipeline/gpu_decode.h"
 #include "pipeline/planner.h"
 
 namespace stoker {

@@ -219,7 +219,7 @@ def test_mixed_files_load_with_fallbacks_counted(mixed_shard):
 # -- decode="auto" without a GPU ----------------------------------------------------------------
 
 def test_auto_on_cpu_device_is_cpu_decode(pillow_jpegs):
-    """Runs everywhere: device="cpu" with decode="auto" (the default) decodes on
+    """Runs everywhere: device="cpu" with decode="auto" decodes on
     the CPU, byte for byte what decode="cpu" gives; no image reaches a GPU."""
     shards, keys = pillow_jpegs
     kw = dict(batch_size=8, shuffle=True, seed=2, device="cpu")

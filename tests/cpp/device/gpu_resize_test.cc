@@ -90,7 +90,7 @@ std::vector<uint8_t> CpuPath(const std::vector<uint8_t>& rgb, int w, int h, cons
 TEST(GpuResizeTest, EqualsTheCpuPathByteForByte) {
   const struct {
     int w, h;
-  } sizes[] = {{500, 375}, {375, 500}, {224, 224}, {1500, 1000}, {97, 61}};
+  } sizes[] = {{500, 375}, {375, 500}, {224, 224}, {900, 600}, {97, 61}};
   int compared = 0;
   for (const auto& size : sizes) {
     const std::vector<uint8_t> rgb = Image(size.w, size.h, static_cast<uint32_t>(size.w * 31 + size.h));
@@ -108,7 +108,7 @@ TEST(GpuResizeTest, EqualsTheCpuPathByteForByte) {
           spec.pixel = variant >= 2 ? PixelType::kFloat32 : PixelType::kUint8;
           spec.normalize = variant == 3;
           if (mode == ResizeMode::kShorterCenterCrop && variant == 1) spec.resize_to = 256;
-          for (uint64_t seed = 1; seed <= 5; ++seed) {
+          for (uint64_t seed = 1; seed <= 3; ++seed) {
             const std::vector<uint8_t> gpu = TwoPasses(rgb, size.w, size.h, spec, seed);
             const std::vector<uint8_t> cpu = CpuPath(rgb, size.w, size.h, spec, seed);
             ASSERT_EQ(gpu.size(), cpu.size());
@@ -121,7 +121,7 @@ TEST(GpuResizeTest, EqualsTheCpuPathByteForByte) {
       }
     }
   }
-  EXPECT_EQ(compared, 5 * 4 * 2 * 4 * 5);
+  EXPECT_EQ(compared, 5 * 4 * 2 * 4 * 3);
 }
 
 TEST(GpuResizeTest, NoneModeCopiesThePixels) {
