@@ -102,8 +102,8 @@ def image(
     elsewhere on the CPU. "gpu": every JPEG the GPU decoder takes. The crop
     boxes, flips and order are the same either way, the pixels within a level
     (nvJPEG's chroma upsampling); what the GPU cannot decode (progressive on
-    the engine, CMYK, 12-bit, PNG, a JPEG larger than its output slot)
-    decodes on the CPU, counted in ``report()["gpu_decode"]["fallbacks"]``.
+    the engine, CMYK, 12-bit, PNG) decodes on the CPU, counted in
+    ``report()["gpu_decode"]["fallbacks"]``.
     GPU decode needs libnvjpeg (``pip install nvidia-nvjpeg``) and a stoker
     built with nvcc; it is opt-in until it has fed a whole training run.
     """

@@ -46,13 +46,13 @@ class GpuDecoder {
   // A loader that used it is gone: give back memory kept for the next batch.
   virtual void Trim() {}
   // Queues the jobs' decodes on `stream` (the copy engine's, after the
-  // batch's copy): each job's compressed bytes at host_base + host_offset,
-  // its output written at device_base + out_offset. host_base's bytes must
-  // stay until the stream passes this point (the batch's lease does).
+  // batch's copy): each job's compressed bytes at job.bytes, its output
+  // written at device_base + out_offset. The bytes must stay until the stream
+  // passes this point (the batch keeps them: its lease and GpuJobs).
   // An image the GPU decoder fails is decoded on this thread by the CPU
   // (counted in cpu_fallbacks); one both fail is the error.
-  virtual Status Decode(std::span<const ImageJob> jobs, std::span<const GpuOutputSpec> specs,
-                        const uint8_t* host_base, uint8_t* device_base, uintptr_t stream) = 0;
+  virtual Status Decode(std::span<const ImageJob> jobs, std::span<const GpuOutputSpec> specs, uint8_t* device_base,
+                        uintptr_t stream) = 0;
 
   std::atomic<uint64_t> images{0};         // decoded on the device
   std::atomic<uint64_t> cpu_fallbacks{0};  // taken, then failed by the device decoder and done on the CPU

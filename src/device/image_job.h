@@ -20,7 +20,9 @@ struct GpuOutputSpec {
 };
 
 struct ImageJob {
-  uint64_t host_offset = 0;  // compressed bytes, in the batch's (pinned) host buffer
+  // The compressed bytes: in the slot's own bytes of the batch's pinned host
+  // buffer, or (larger than the slot) in a buffer the batch keeps beside it.
+  const uint8_t* bytes = nullptr;
   uint32_t length = 0;
   int width = 0, height = 0;  // the JPEG's
   // codecs/sample_geometry.h's SampleGeometry, flattened.

@@ -162,10 +162,10 @@ class NvjpegDecoder : public GpuDecoder {
   }
   const char* Refuses(const JpegHeader& h) const override { return h.GpuRefusal(); }
 
-  Status Decode(std::span<const ImageJob> jobs, std::span<const GpuOutputSpec> specs, const uint8_t* host_base,
-                uint8_t* device_base, uintptr_t copy_stream_id) override {
+  Status Decode(std::span<const ImageJob> jobs, std::span<const GpuOutputSpec> specs, uint8_t* device_base,
+                uintptr_t copy_stream_id) override {
     Lane* lane = Take();
-    Status st = DecodeOn(*lane, jobs, specs, host_base, device_base, reinterpret_cast<void*>(copy_stream_id));
+    Status st = DecodeOn(*lane, jobs, specs, device_base, reinterpret_cast<void*>(copy_stream_id));
     Give(lane);
     return st;
   }
@@ -185,7 +185,7 @@ class NvjpegDecoder : public GpuDecoder {
   }
 
   Status DecodeOn(Lane& lane, std::span<const ImageJob> jobs, std::span<const GpuOutputSpec> specs,
-                  const uint8_t* host_base, uint8_t* device_base, void* copy_stream) {
+                  uint8_t* device_base, void* copy_stream) {
     const auto begin = std::chrono::steady_clock::now();
     void* stream = lane.stream;
     Arena& arena_slot = lane.arenas[lane.next_arena++ % kArenas];
@@ -217,7 +217,7 @@ class NvjpegDecoder : public GpuDecoder {
     std::vector<size_t> gpu, cpu;
     for (size_t i = 0; i < n; ++i) {
       int supported = 1;
-      const bool parsed = nj_->JpegStreamParseHeader(handle_, host_base + jobs[i].host_offset, jobs[i].length,
+      const bool parsed = nj_->JpegStreamParseHeader(handle_, jobs[i].bytes, jobs[i].length,
                                                      lane.parsed) == 0;
       if (parsed &&
           (!hardware_ || (nj_->DecodeBatchedSupported(handle_, lane.parsed, &supported) == 0 && supported == 0))) {
@@ -226,14 +226,14 @@ class NvjpegDecoder : public GpuDecoder {
         cpu.push_back(i);
       }
     }
-    if (!gpu.empty() && !DecodeBatched(lane, jobs, gpu, host_base, arena, rgb_at).ok()) {
+    if (!gpu.empty() && !DecodeBatched(lane, jobs, gpu, arena, rgb_at).ok()) {
       cpu.insert(cpu.end(), gpu.begin(), gpu.end());
       gpu.clear();
       lane.initialized = -1;  // nvJPEG asks for a re-initialization after a failed batch
     }
     for (size_t i : cpu) {
       int w = 0, h = 0;
-      STOKER_RETURN_IF_ERROR(lane.cpu_decoder.DecodeRgb({host_base + jobs[i].host_offset, jobs[i].length}, &lane.rgb,
+      STOKER_RETURN_IF_ERROR(lane.cpu_decoder.DecodeRgb({jobs[i].bytes, jobs[i].length}, &lane.rgb,
                                                         &w, &h).WithContext("slot " + std::to_string(jobs[i].slot)));
       STOKER_RETURN_IF_ERROR(rt_->Check(rt_->MemcpyAsync(arena + rgb_at[i], lane.rgb.data(), lane.rgb.size(),
                                                          cuda::kMemcpyHostToDevice, stream),
@@ -305,7 +305,7 @@ class NvjpegDecoder : public GpuDecoder {
   }
 
   Status DecodeBatched(Lane& lane, std::span<const ImageJob> jobs, const std::vector<size_t>& which,
-                       const uint8_t* host_base, uint8_t* arena, const std::vector<size_t>& rgb_at) {
+                       uint8_t* arena, const std::vector<size_t>& rgb_at) {
     const int n = static_cast<int>(which.size());
     if (n != lane.initialized) {
       STOKER_RETURN_IF_ERROR(nj_->Check(nj_->DecodeBatchedInitialize(handle_, lane.state, n, 1, nvjpeg::kOutputRgbi),
@@ -317,7 +317,7 @@ class NvjpegDecoder : public GpuDecoder {
     lane.images.assign(n, nvjpeg::Image{});
     for (int k = 0; k < n; ++k) {
       const ImageJob& j = jobs[which[k]];
-      lane.data[k] = host_base + j.host_offset;
+      lane.data[k] = j.bytes;
       lane.lengths[k] = j.length;
       lane.images[k].channel[0] = arena + rgb_at[which[k]];
       lane.images[k].pitch[0] = static_cast<size_t>(j.width) * 3;

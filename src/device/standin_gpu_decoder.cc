@@ -29,13 +29,13 @@ class StandInGpuDecoder : public GpuDecoder {
     return h.GpuRefusal();
   }
 
-  Status Decode(std::span<const ImageJob> jobs, std::span<const GpuOutputSpec> specs, const uint8_t* host_base,
-                uint8_t* device_base, uintptr_t) override {
+  Status Decode(std::span<const ImageJob> jobs, std::span<const GpuOutputSpec> specs, uint8_t* device_base,
+                uintptr_t) override {
     std::lock_guard lock(mu_);
     const auto begin = std::chrono::steady_clock::now();
     for (const ImageJob& j : jobs) {
       int w = 0, h = 0;
-      STOKER_RETURN_IF_ERROR(decoder_.DecodeRgb({host_base + j.host_offset, j.length}, &rgb_, &w, &h)
+      STOKER_RETURN_IF_ERROR(decoder_.DecodeRgb({j.bytes, j.length}, &rgb_, &w, &h)
                                  .WithContext("slot " + std::to_string(j.slot)));
       const GpuOutputSpec& s = specs[j.spec];
       const taps::Window span = gpu_resize::RowSpan(j, s);

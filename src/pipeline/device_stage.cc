@@ -149,7 +149,7 @@ Result<std::shared_ptr<DeviceCopy>> DeviceStage::Issue(const BufferPool::Lease& 
       std::lock_guard lock(jobs->mu);
       gpu_images = static_cast<int>(jobs->jobs.size());
     }
-    then = gpu_->Work(*jobs, lease.data(), static_cast<uint8_t*>(buf.device));
+    then = gpu_->Work(*jobs, static_cast<uint8_t*>(buf.device));
   }
   Result<std::unique_ptr<PendingCopy>> pending =
       engine_->Issue(lease.data(), buf.device, lease.size(), buf.fence, std::move(then));

@@ -78,7 +78,8 @@ Result<std::shared_ptr<GpuDecode>> GpuDecode::Create(const LoaderOptions& o, con
     }
     decoder = std::move(made).value();
   }
-  return std::shared_ptr<GpuDecode>(new GpuDecode(std::move(decoder), std::move(specs), std::move(images), std::move(on_gpu), all));
+  return std::shared_ptr<GpuDecode>(
+      new GpuDecode(std::move(decoder), std::move(specs), std::move(images), std::move(on_gpu), all));
 }
 
 int GpuDecode::GpuSlots(int batch_size) const {
@@ -98,7 +99,6 @@ bool GpuDecode::Stage(size_t field, std::span<const uint8_t> data, uint64_t seed
   } else {
     h = *read;
     refused = decoder_->Refuses(h);
-    if (!refused && data.size() > out.size()) refused = "too_large";
     if (!refused) {
       // The CPU path's own plan for the same seed (and its errors, e.g. kNone's size check, stay the CPU's).
       Result<SampleGeometry> planned = PlanSample(images_[field], h.width, h.height, seed);
@@ -114,9 +114,16 @@ bool GpuDecode::Stage(size_t field, std::span<const uint8_t> data, uint64_t seed
     ++refused_[refused];
     return false;
   }
-  std::memcpy(out.data(), data.data(), data.size());
   ImageJob j;
-  j.host_offset = out_offset;
+  std::unique_ptr<uint8_t[]> large;
+  if (data.size() <= out.size()) {
+    std::memcpy(out.data(), data.data(), data.size());
+    j.bytes = out.data();
+  } else {
+    large = std::make_unique_for_overwrite<uint8_t[]>(data.size());
+    std::memcpy(large.get(), data.data(), data.size());
+    j.bytes = large.get();
+  }
   j.length = static_cast<uint32_t>(data.size());
   j.width = h.width;
   j.height = h.height;
@@ -137,8 +144,8 @@ bool GpuDecode::Stage(size_t field, std::span<const uint8_t> data, uint64_t seed
   {
     std::lock_guard lock(jobs->mu);
     jobs->jobs.push_back(j);
+    if (large) jobs->large.push_back(std::move(large));
   }
-  staged_.fetch_add(1, std::memory_order_relaxed);
   return true;
 }
 
@@ -147,7 +154,7 @@ void GpuDecode::CpuDecoded(uint64_t ns) {
   cpu_ns_.fetch_add(ns, std::memory_order_relaxed);
 }
 
-StreamWork GpuDecode::Work(GpuJobs& jobs, const uint8_t* host_base, uint8_t* device_base) {
+StreamWork GpuDecode::Work(GpuJobs& jobs, uint8_t* device_base) {
   std::vector<ImageJob> mine;
   {
     std::lock_guard lock(jobs.mu);
@@ -155,8 +162,8 @@ StreamWork GpuDecode::Work(GpuJobs& jobs, const uint8_t* host_base, uint8_t* dev
   }
   if (mine.empty()) return {};
   std::sort(mine.begin(), mine.end(), [](const ImageJob& a, const ImageJob& b) { return a.out_offset < b.out_offset; });
-  return [decoder = decoder_, specs = &specs_, jobs = std::move(mine), host_base, device_base](uintptr_t stream) {
-    return decoder->Decode(jobs, *specs, host_base, device_base, stream);
+  return [decoder = decoder_, specs = &specs_, jobs = std::move(mine), device_base](uintptr_t stream) {
+    return decoder->Decode(jobs, *specs, device_base, stream);
   };
 }
 

@@ -6,9 +6,9 @@
 // on the decode thread Stage() reads the JPEG's header, plans the sample's
 // geometry from its seed exactly as the CPU path does (so crop boxes and
 // flips are the same), and copies the compressed bytes into the slot's own
-// pinned host bytes (a slot holds far more than a JPEG); what the decoder
-// refuses, or what does not fit, decodes on the CPU there and then, counted
-// by reason. When the batch is complete its copy carries those bytes, and
+// pinned host bytes (a slot usually holds far more than its JPEG; a larger
+// one goes to a buffer the batch keeps, GpuJobs::large); what the decoder
+// refuses decodes on the CPU there and then, counted by reason. When the batch is complete its copy carries those bytes, and
 // Work() is run on the copy's stream after it (device/gpu_decoder.h).
 //
 // The split (decode="auto"): the GPU's share of each batch follows the
@@ -36,10 +36,11 @@
 
 namespace stoker {
 
-// One batch's staged images.
+// One batch's staged images, and the bytes of those larger than their slot.
 struct GpuJobs {
   std::mutex mu;
-  std::vector<ImageJob> jobs;  // guarded by mu
+  std::vector<ImageJob> jobs;                   // guarded by mu
+  std::vector<std::unique_ptr<uint8_t[]>> large;  // guarded by mu; jobs point into them
 };
 
 class GpuDecode {
@@ -54,14 +55,14 @@ class GpuDecode {
 
   int GpuSlots(int batch_size) const;
   bool Decodes(size_t field) const { return field < specs_.size() && on_gpu_[field]; }
-  // true: staged (the slot now holds the JPEG's bytes, a job was added);
+  // true: staged (the slot, or GpuJobs::large, holds the JPEG's bytes; a job was added);
   // false: the CPU decodes it (refused, counted).
   bool Stage(size_t field, std::span<const uint8_t> data, uint64_t seed, int slot, std::span<uint8_t> out,
              uint64_t out_offset, GpuJobs* jobs);
   void CpuDecoded(uint64_t ns);
   void SetDecodeThreads(int n) { threads_.store(n); }
   // The batch's GPU work for its copy (empty when it staged nothing).
-  StreamWork Work(GpuJobs& jobs, const uint8_t* host_base, uint8_t* device_base);
+  StreamWork Work(GpuJobs& jobs, uint8_t* device_base);
   // A batch's copy with `images` GPU decodes took `seconds` on the device.
   void DeviceTime(int images, double seconds);
 
@@ -82,7 +83,7 @@ class GpuDecode {
   const bool all_;                          // decode="gpu": share 1
   std::atomic<int> threads_{1};
   std::atomic<double> share_{0.75};         // before any measurement: most to the engines
-  std::atomic<uint64_t> staged_{0}, cpu_images_{0}, cpu_ns_{0};
+  std::atomic<uint64_t> cpu_images_{0}, cpu_ns_{0};  // images the CPU decoders decoded, and their time
   mutable std::mutex mu_;
   std::map<std::string, uint64_t> refused_;  // guarded by mu_
   double cpu_s_per_image_ = 0;               // guarded by mu_; smoothed

@@ -135,11 +135,10 @@ def test_gpu_pixels_equal_cpu_path(pillow_jpegs, recipe):
     stats = ginfo["gpu_decode"]
     print(f"{recipe}: worst per-image mean |gpu - cpu| {worst:.3f} levels; gpu_decode {stats}; "
           f"settings {ginfo['settings']}")
-    # The GPU really decoded them: baseline 8-bit YCbCr is what every nvJPEG backend takes. Only a
-    # JPEG larger than its uint8 slot (q100 at 500x375 > 224*224*3 bytes) is staged for the CPU instead.
-    assert set(stats["fallbacks"]) <= {"too_large"}, stats
-    assert stats["gpu_images"] + stats["cpu_images"] >= len(keys), stats
-    assert stats["gpu_images"] >= len(keys) - stats["fallbacks"].get("too_large", 0), stats
+    # The GPU really decoded them: baseline 8-bit YCbCr is what every nvJPEG backend takes (a JPEG
+    # larger than its uint8 slot, q100 at 500x375 > 224*224*3 bytes, is kept beside the batch).
+    assert stats["gpu_images"] >= len(keys), stats
+    assert stats["cpu_images"] == 0 and not any(stats["fallbacks"].values()), stats
     assert ginfo["settings"]["share"] == 1.0, ginfo["settings"]  # decode="gpu" fixes the split
 
 

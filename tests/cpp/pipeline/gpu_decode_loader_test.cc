@@ -83,7 +83,7 @@ LoaderOptions Options(const std::string& shards, const std::string& device, Imag
                       ResizeMode mode = ResizeMode::kRandomResizedCrop) {
   ImageSpec spec;
   spec.mode = mode;
-  spec.height = spec.width = 128;  // a slot (48 KiB) holds each test JPEG: none is "too_large"
+  spec.height = spec.width = 128;
   spec.random_hflip = true;
   spec.decode = decode;
   LoaderOptions o;
@@ -133,11 +133,28 @@ TEST(GpuDecodeLoaderTest, GpuBatchesEqualTheCpuPathsInEveryMode) {
     EXPECT_TRUE(Drain(**gpu) == expected) << "mode " << static_cast<int>(mode);
     const RecorderSnapshot s = (*gpu)->Stats();
     EXPECT_EQ(s.gpu_decoder, "stand-in");
-    EXPECT_EQ(s.gpu_images, 48u) << (s.gpu_refused.empty() ? "" : s.gpu_refused[0].first);
+    // >= 48: the next epoch's first batches may be made ahead (epoch carry-over).
+    EXPECT_GE(s.gpu_images, 48u) << (s.gpu_refused.empty() ? "" : s.gpu_refused[0].first);
     EXPECT_EQ(s.gpu_share, 1.0);
     EXPECT_EQ(s.h2d_overwrites, 0u);
     EXPECT_LE(s.device_buffers_peak, 3);
   }
+}
+
+TEST(GpuDecodeLoaderTest, JpegsLargerThanTheirSlotStillDecodeOnTheGpu) {
+  // 24x24x3 = 1728-byte slots: every test JPEG is larger, and is kept beside the batch.
+  const std::string shards = MakeShards();
+  LoaderOptions c = Options(shards, "cpu", ImageDecode::kCpu);
+  LoaderOptions g = Options(shards, "cpu-late", ImageDecode::kGpu);
+  c.fields[0].image.height = c.fields[0].image.width = 24;
+  g.fields[0].image.height = g.fields[0].image.width = 24;
+  auto cpu = Loader::Create(c);
+  auto gpu = Loader::Create(g);
+  ASSERT_TRUE(cpu.ok() && gpu.ok());
+  EXPECT_TRUE(Drain(**gpu) == Drain(**cpu));
+  const RecorderSnapshot s = (*gpu)->Stats();
+  EXPECT_GE(s.gpu_images, 48u);  // and the next epoch's first batches, made ahead
+  EXPECT_TRUE(s.gpu_refused.empty());
 }
 
 TEST(GpuDecodeLoaderTest, WhatTheGpuRefusesDecodesOnTheCpuAndIsCounted) {
@@ -149,10 +166,12 @@ TEST(GpuDecodeLoaderTest, WhatTheGpuRefusesDecodesOnTheCpuAndIsCounted) {
   ASSERT_TRUE(gpu.ok());
   EXPECT_TRUE(Drain(**gpu) == expected);
   const RecorderSnapshot s = (*gpu)->Stats();
-  EXPECT_EQ(Refused(s, "progressive"), 2u);
-  EXPECT_EQ(Refused(s, "cmyk"), 1u);
-  EXPECT_EQ(s.gpu_images, 45u);  // gray is taken
-  EXPECT_EQ(s.gpu_cpu_images, 3u);
+  // Once an epoch, and again for the next epoch's first batches if they were made ahead.
+  EXPECT_GE(Refused(s, "progressive"), 2u);
+  EXPECT_GE(Refused(s, "cmyk"), 1u);
+  EXPECT_EQ(s.gpu_refused.size(), 2u);
+  EXPECT_GE(s.gpu_images, 45u);  // gray is taken
+  EXPECT_EQ(s.gpu_cpu_images, Refused(s, "progressive") + Refused(s, "cmyk"));
 }
 
 TEST(GpuDecodeLoaderTest, ACorruptJpegGetsTheCpuErrorAndTheSkipPolicy) {
@@ -180,7 +199,7 @@ TEST(GpuDecodeLoaderTest, ACorruptJpegGetsTheCpuErrorAndTheSkipPolicy) {
   ASSERT_TRUE(cpu.ok() && gpu.ok());
   EXPECT_TRUE(Drain(**gpu) == Drain(**cpu));
   EXPECT_EQ((*gpu)->Skips().skipped, 1);
-  EXPECT_EQ(Refused((*gpu)->Stats(), "truncated"), 1u);
+  EXPECT_GE(Refused((*gpu)->Stats(), "truncated"), 1u);
 }
 
 TEST(GpuDecodeLoaderTest, ASlotRefilledAfterAnotherFieldFailedKeepsItsReplacement) {
@@ -213,7 +232,9 @@ TEST(GpuDecodeLoaderTest, AutoSplitFollowsTheMeasuredRates) {
   for (uint64_t epoch = 0; epoch < 3; ++epoch) {
     ASSERT_TRUE((*slow)->SetEpoch(epoch).ok());
     std::vector<std::string> got = Drain(**slow);
-    if (epoch == 0) EXPECT_TRUE(got == expected);  // whoever decodes, the same bytes
+    if (epoch == 0) {
+      EXPECT_TRUE(got == expected);  // whoever decodes, the same bytes
+    }
   }
   const RecorderSnapshot s = (*slow)->Stats();
   EXPECT_LT(s.gpu_share, first) << s.gpu_share_why;
