@@ -1,11 +1,12 @@
 #include "device/cuda_runtime.h"
 
-#include <dlfcn.h>
 #include <stdlib.h>
 
 #include <algorithm>
 #include <memory>
 #include <mutex>
+
+#include "device/shared_library.h"
 
 namespace stoker::cuda {
 
@@ -19,13 +20,10 @@ std::mutex g_mu;
 std::vector<std::string> g_dirs;       // guarded by g_mu
 const Runtime* g_runtime = nullptr;    // guarded by g_mu; never freed once loaded (the library stays loaded)
 
-// Resolves every symbol of the table from `handle`; the first missing one is the error.
-Status Resolve(void* handle, Runtime* rt) {
-  struct Sym {
-    const char* name;
-    void** slot;
-  };
-  const Sym syms[] = {
+// Tries one candidate: opened (or, with noload, only if already loaded) and complete.
+const Runtime* TryOpen(const std::string& path, bool noload, std::vector<std::string>* tried) {
+  auto rt = std::make_unique<Runtime>();
+  const LibrarySymbol symbols[] = {
       {"cudaGetDeviceCount", reinterpret_cast<void**>(&rt->GetDeviceCount)},
       {"cudaSetDevice", reinterpret_cast<void**>(&rt->SetDevice)},
       {"cudaGetDevice", reinterpret_cast<void**>(&rt->GetDevice)},
@@ -46,35 +44,11 @@ Status Resolve(void* handle, Runtime* rt) {
       {"cudaStreamWaitEvent", reinterpret_cast<void**>(&rt->StreamWaitEvent)},
       {"cudaStreamSynchronize", reinterpret_cast<void**>(&rt->StreamSynchronize)},
   };
-  for (const Sym& s : syms) {
-    *s.slot = dlsym(handle, s.name);
-    if (*s.slot == nullptr) return NotFound(std::string("lacks ") + s.name);
-  }
-  return Status::Ok();
-}
-
-// Tries one candidate: opened (or, with noload, only if already loaded) and complete.
-const Runtime* TryOpen(const std::string& path, bool noload, std::vector<std::string>* tried) {
-  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | (noload ? RTLD_NOLOAD : 0));
-  if (handle == nullptr) {
-    if (!noload) {
-      const char* why = dlerror();
-      tried->push_back(path + " (" + (why ? why : "not found") + ")");
-    }
-    return nullptr;
-  }
-  auto rt = std::make_unique<Runtime>();
-  Status st = Resolve(handle, rt.get());
-  if (!st.ok()) {
-    tried->push_back(path + " (" + st.message() + ")");
-    dlclose(handle);
-    return nullptr;
-  }
-  rt->path = path;
-  Dl_info info;
-  if (dladdr(reinterpret_cast<void*>(rt->GetDeviceCount), &info) != 0 && info.dli_fname) rt->path = info.dli_fname;
+  if (OpenLibrary(path, noload, symbols, tried) == nullptr) return nullptr;
+  rt->path = LibraryPathOf(reinterpret_cast<void*>(rt->GetDeviceCount), path);
   return rt.release();
 }
+
 
 const Runtime* Search(std::vector<std::string>* tried) {
   if (const char* env = getenv("STOKER_CUDART"); env && *env) {  // a choice: the only place tried

@@ -1,7 +1,6 @@
 // device/nvjpeg_api.cc — see nvjpeg_api.h.
 #include "device/nvjpeg_api.h"
 
-#include <dlfcn.h>
 #include <stdlib.h>
 
 #include <memory>
@@ -9,43 +8,11 @@
 #include <vector>
 
 #include "device/cuda_runtime.h"
+#include "device/shared_library.h"
 
 namespace stoker {
 
 namespace {
-
-struct Sym {
-  const char* name;
-  void** slot;
-};
-
-// Opens `path` (only if already loaded, with noload) and resolves `syms`; the
-// handle on success, else nullptr with the reason added to `tried`.
-void* OpenWith(const std::string& path, bool noload, const std::vector<Sym>& syms, std::vector<std::string>* tried) {
-  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | (noload ? RTLD_NOLOAD : 0));
-  if (handle == nullptr) {
-    if (!noload) {
-      const char* why = dlerror();
-      tried->push_back(path + " (" + (why ? why : "not found") + ")");
-    }
-    return nullptr;
-  }
-  for (const Sym& s : syms) {
-    *s.slot = dlsym(handle, s.name);
-    if (*s.slot == nullptr) {
-      tried->push_back(path + " (lacks " + s.name + ")");
-      dlclose(handle);
-      return nullptr;
-    }
-  }
-  return handle;
-}
-
-std::string PathOf(void* fn, const std::string& fallback) {
-  Dl_info info;
-  if (dladdr(fn, &info) != 0 && info.dli_fname) return info.dli_fname;
-  return fallback;
-}
 
 std::string List(const std::vector<std::string>& tried) {
   std::string s;
@@ -75,7 +42,7 @@ Result<const Api*> LoadNvjpeg() {
   std::lock_guard lock(mu);
   if (loaded) return loaded;
   auto api = std::make_unique<Api>();
-  const std::vector<Sym> syms = {
+  const std::vector<LibrarySymbol> syms = {
       {"nvjpegCreateEx", reinterpret_cast<void**>(&api->CreateEx)},
       {"nvjpegDestroy", reinterpret_cast<void**>(&api->Destroy)},
       {"nvjpegJpegStateCreate", reinterpret_cast<void**>(&api->JpegStateCreate)},
@@ -91,28 +58,28 @@ Result<const Api*> LoadNvjpeg() {
   std::vector<std::string> tried;
   void* handle = nullptr;
   if (const char* env = getenv("STOKER_NVJPEG"); env && *env) {
-    handle = OpenWith(env, false, syms, &tried);
+    handle = OpenLibrary(env, false, syms, &tried);
   } else {
     for (const char* name : kNvjpegNames) {
-      if ((handle = OpenWith(name, true, syms, &tried))) break;
+      if ((handle = OpenLibrary(name, true, syms, &tried))) break;
     }
     for (const std::string& dir : cuda::CudaSearchDirs()) {
       for (const char* name : kNvjpegNames) {
         if (handle) break;
         std::vector<std::string> quiet;
-        handle = OpenWith(dir + "/" + name, false, syms, &quiet);
+        handle = OpenLibrary(dir + "/" + name, false, syms, &quiet);
       }
       if (!handle) tried.push_back(dir + "/libnvjpeg.so* (none there)");
     }
     for (const char* name : kNvjpegNames) {
-      if (!handle) handle = OpenWith(name, false, syms, &tried);
+      if (!handle) handle = OpenLibrary(name, false, syms, &tried);
     }
   }
   if (!handle) {
     return FailedPrecondition("no libnvjpeg found for decode=\"gpu\": install the nvidia-nvjpeg wheel "
                               "(pip install nvidia-nvjpeg) or set STOKER_NVJPEG. Tried:" + List(tried));
   }
-  api->path = PathOf(reinterpret_cast<void*>(api->CreateEx), "libnvjpeg");
+  api->path = LibraryPathOf(reinterpret_cast<void*>(api->CreateEx), "libnvjpeg");
   loaded = api.release();
   return loaded;
 }
@@ -135,16 +102,16 @@ Result<const Driver*> LoadDriver() {
   std::lock_guard lock(mu);
   if (loaded) return loaded;
   auto drv = std::make_unique<Driver>();
-  const std::vector<Sym> syms = {
+  const std::vector<LibrarySymbol> syms = {
       {"cuModuleLoadData", reinterpret_cast<void**>(&drv->ModuleLoadData)},
       {"cuModuleGetFunction", reinterpret_cast<void**>(&drv->ModuleGetFunction)},
       {"cuLaunchKernel", reinterpret_cast<void**>(&drv->LaunchKernel)},
       {"cuGetErrorString", reinterpret_cast<void**>(&drv->GetErrorString)},
   };
   std::vector<std::string> tried;
-  void* handle = OpenWith("libcuda.so.1", false, syms, &tried);
+  void* handle = OpenLibrary("libcuda.so.1", false, syms, &tried);
   if (!handle) return FailedPrecondition("no CUDA driver (libcuda.so.1) to run stoker's kernels. Tried:" + List(tried));
-  drv->path = PathOf(reinterpret_cast<void*>(drv->LaunchKernel), "libcuda.so.1");
+  drv->path = LibraryPathOf(reinterpret_cast<void*>(drv->LaunchKernel), "libcuda.so.1");
   loaded = drv.release();
   return loaded;
 }

@@ -19,6 +19,7 @@
 
 #include "device/cuda_runtime.h"
 #include "formats/tar.h"
+#include "pipeline/drain_batches.h"
 #include "stoker/loader.h"
 
 namespace stoker {
@@ -58,22 +59,7 @@ LoaderOptions Options(const std::string& shards, const std::string& device, int 
   return o;
 }
 
-// Every array of every batch, as bytes, in delivery order; each batch is
-// released right after it is read (the consumer frees slots as fast as it can,
-// which is when a slot reused too early would show).
-std::vector<std::string> Drain(Loader& l) {
-  std::vector<std::string> out;
-  while (true) {
-    auto batch = l.Next();
-    EXPECT_TRUE(batch.ok()) << batch.status().ToString();
-    if (!batch.ok() || !*batch) break;
-    EXPECT_TRUE((*batch)->NeededOn(0).ok());
-    std::string bytes;
-    for (const ArrayView& a : (*batch)->arrays()) bytes.append(reinterpret_cast<const char*>(a.data), a.nbytes);
-    out.push_back(std::move(bytes));
-  }
-  return out;
-}
+using test_data::Drain;
 
 TEST(DeviceLoaderTest, LateCopiesDeliverTheHostStreamAndNeverRewriteASlotInFlight) {
   const std::string shards = MakeShards();

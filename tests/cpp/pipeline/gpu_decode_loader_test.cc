@@ -18,6 +18,7 @@
 #include "codecs/jpeg.h"
 #include "codecs/libjpeg_encode.h"
 #include "formats/tar.h"
+#include "pipeline/drain_batches.h"
 #include "stoker/loader.h"
 
 namespace stoker {
@@ -99,19 +100,7 @@ LoaderOptions Options(const std::string& shards, const std::string& device, Imag
   return o;
 }
 
-std::vector<std::string> Drain(Loader& l) {
-  std::vector<std::string> out;
-  while (true) {
-    auto batch = l.Next();
-    EXPECT_TRUE(batch.ok()) << batch.status().ToString();
-    if (!batch.ok() || !*batch) break;
-    EXPECT_TRUE((*batch)->NeededOn(0).ok());
-    std::string bytes;
-    for (const ArrayView& a : (*batch)->arrays()) bytes.append(reinterpret_cast<const char*>(a.data), a.nbytes);
-    out.push_back(std::move(bytes));
-  }
-  return out;
-}
+using test_data::Drain;
 
 uint64_t Refused(const RecorderSnapshot& s, const std::string& reason) {
   for (const auto& [r, n] : s.gpu_refused) {
