@@ -21,7 +21,6 @@
 // Thread-safety: Refuses from any thread; Decode from any, serialized inside.
 #pragma once
 
-#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -32,6 +31,13 @@
 #include "stoker/status.h"
 
 namespace stoker {
+
+// One Decode call's images: decoded on the device, and taken but failed by
+// the device decoder, then decoded on the CPU.
+struct GpuDecodeCounts {
+  uint64_t device = 0;
+  uint64_t cpu_fallbacks = 0;
+};
 
 class GpuDecoder {
  public:
@@ -49,15 +55,11 @@ class GpuDecoder {
   // batch's copy): each job's compressed bytes at job.bytes, its output
   // written at device_base + out_offset. The bytes must stay until the stream
   // passes this point (the batch keeps them: its lease and GpuJobs).
-  // An image the GPU decoder fails is decoded on this thread by the CPU
-  // (counted in cpu_fallbacks); one both fail is the error.
+  // An image the GPU decoder fails is decoded on this thread by the CPU; one
+  // both fail is the error. `counts` gets how many went where (a decoder is
+  // shared by every loader of the process: each loader counts its own).
   virtual Status Decode(std::span<const ImageJob> jobs, std::span<const GpuOutputSpec> specs, uint8_t* device_base,
-                        uintptr_t stream) = 0;
-
-  std::atomic<uint64_t> images{0};         // decoded on the device
-  std::atomic<uint64_t> cpu_fallbacks{0};  // taken, then failed by the device decoder and done on the CPU
-  std::atomic<uint64_t> batches{0};
-  std::atomic<uint64_t> busy_ns{0};        // host time inside Decode
+                        uintptr_t stream, GpuDecodeCounts* counts) = 0;
 };
 
 // Options of the stand-in (tests).

@@ -21,13 +21,12 @@
 // handle is shared: nvJPEG's handle is thread-safe, its states are not).
 // What the engine says it cannot take (nvjpegDecodeBatchedSupported) and a
 // batch nvJPEG fails are decoded on this thread by libjpeg-turbo and copied
-// into the arena, then resized by the same kernels; counted in cpu_fallbacks.
+// into the arena, then resized by the same kernels; counted as CPU fallbacks.
 // One decoder per device for the process (MakeNvjpegDecoder keeps it): its
 // nvJPEG handle and states live as long as the process, so loaders made and
 // dropped one after another do not create and destroy hardware-engine
 // handles each time; a loader that goes returns its arena memory (Trim).
 // Thread-safety: Decode and Trim from any thread; a lane is used by one at a time (lanes_mu_).
-#include <chrono>
 #include <condition_variable>
 #include <map>
 #include <memory>
@@ -163,9 +162,9 @@ class NvjpegDecoder : public GpuDecoder {
   const char* Refuses(const JpegHeader& h) const override { return h.GpuRefusal(); }
 
   Status Decode(std::span<const ImageJob> jobs, std::span<const GpuOutputSpec> specs, uint8_t* device_base,
-                uintptr_t copy_stream_id) override {
+                uintptr_t copy_stream_id, GpuDecodeCounts* counts) override {
     Lane* lane = Take();
-    Status st = DecodeOn(*lane, jobs, specs, device_base, reinterpret_cast<void*>(copy_stream_id));
+    Status st = DecodeOn(*lane, jobs, specs, device_base, reinterpret_cast<void*>(copy_stream_id), counts);
     Give(lane);
     return st;
   }
@@ -185,8 +184,7 @@ class NvjpegDecoder : public GpuDecoder {
   }
 
   Status DecodeOn(Lane& lane, std::span<const ImageJob> jobs, std::span<const GpuOutputSpec> specs,
-                  uint8_t* device_base, void* copy_stream) {
-    const auto begin = std::chrono::steady_clock::now();
+                  uint8_t* device_base, void* copy_stream, GpuDecodeCounts* counts) {
     void* stream = lane.stream;
     Arena& arena_slot = lane.arenas[lane.next_arena++ % kArenas];
     if (arena_slot.used) {  // the resize that last read it is done (it ran batches ago)
@@ -281,11 +279,8 @@ class NvjpegDecoder : public GpuDecoder {
                                                           nullptr), "cuLaunchKernel (output)"));
     STOKER_RETURN_IF_ERROR(rt_->Check(rt_->EventRecord(arena_slot.read, copy_stream), "cudaEventRecord (arena read)"));
     arena_slot.used = true;
-    images += gpu.size();
-    cpu_fallbacks += cpu.size();
-    batches += 1;
-    busy_ns += static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                         std::chrono::steady_clock::now() - begin).count());
+    counts->device += gpu.size();
+    counts->cpu_fallbacks += cpu.size();
     return Status::Ok();
   }
 

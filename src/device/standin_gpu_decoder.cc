@@ -30,9 +30,8 @@ class StandInGpuDecoder : public GpuDecoder {
   }
 
   Status Decode(std::span<const ImageJob> jobs, std::span<const GpuOutputSpec> specs, uint8_t* device_base,
-                uintptr_t) override {
+                uintptr_t, GpuDecodeCounts* counts) override {
     std::lock_guard lock(mu_);
-    const auto begin = std::chrono::steady_clock::now();
     for (const ImageJob& j : jobs) {
       int w = 0, h = 0;
       STOKER_RETURN_IF_ERROR(decoder_.DecodeRgb({j.bytes, j.length}, &rgb_, &w, &h)
@@ -54,10 +53,7 @@ class StandInGpuDecoder : public GpuDecoder {
         std::this_thread::sleep_for(std::chrono::microseconds(options_.delay_us_per_image));
       }
     }
-    images += jobs.size();
-    batches += 1;
-    busy_ns += static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                         std::chrono::steady_clock::now() - begin).count());
+    counts->device += jobs.size();
     return Status::Ok();
   }
 

@@ -112,10 +112,12 @@ class DeviceStage : public std::enable_shared_from_this<DeviceStage> {
   void ResolveDeferred();  // REQUIRES mu_
   static constexpr size_t kMaxDeferred = 64;
 
+  // Set once, before the first batch. Declared before the engine, so it
+  // outlives copies the engine still completes when it is destroyed.
+  std::shared_ptr<GpuDecode> gpu_;
   const std::shared_ptr<CopyEngine> engine_;
   const bool copies_;      // false: the stage only pins
   const size_t capacity_;  // device buffers kept for reuse (prefetch + 1); more are freed on return
-  std::shared_ptr<GpuDecode> gpu_;  // set once, before the first batch
 
   struct Free {
     void* device;

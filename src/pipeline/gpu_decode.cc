@@ -162,8 +162,12 @@ StreamWork GpuDecode::Work(GpuJobs& jobs, uint8_t* device_base) {
   }
   if (mine.empty()) return {};
   std::sort(mine.begin(), mine.end(), [](const ImageJob& a, const ImageJob& b) { return a.out_offset < b.out_offset; });
-  return [decoder = decoder_, specs = &specs_, jobs = std::move(mine), device_base](uintptr_t stream) {
-    return decoder->Decode(jobs, *specs, device_base, stream);
+  return [this, jobs = std::move(mine), device_base](uintptr_t stream) {
+    GpuDecodeCounts counts;
+    Status st = decoder_->Decode(jobs, specs_, device_base, stream, &counts);
+    device_images_.fetch_add(counts.device, std::memory_order_relaxed);
+    cpu_fallbacks_.fetch_add(counts.cpu_fallbacks, std::memory_order_relaxed);
+    return st;
   };
 }
 
@@ -204,13 +208,13 @@ void GpuDecode::Resplit() {
 void GpuDecode::Fill(RecorderSnapshot* s) const {
   s->gpu_decoder = decoder_->name();
   s->gpu_share = all_ ? 1.0 : share_.load();
-  s->gpu_images = decoder_->images.load();
-  s->gpu_cpu_fallbacks = decoder_->cpu_fallbacks.load();
+  s->gpu_images = device_images_.load();
+  s->gpu_cpu_fallbacks = cpu_fallbacks_.load();
   s->gpu_cpu_images = cpu_images_.load();
   std::lock_guard lock(mu_);
   s->gpu_share_why = why_;
   s->gpu_refused.assign(refused_.begin(), refused_.end());
-  if (decoder_->cpu_fallbacks.load() > 0) s->gpu_refused.emplace_back("decoder_failed", decoder_->cpu_fallbacks.load());
+  if (s->gpu_cpu_fallbacks > 0) s->gpu_refused.emplace_back("decoder_failed", s->gpu_cpu_fallbacks);
 }
 
 }  // namespace stoker

@@ -61,7 +61,8 @@ class GpuDecode {
              uint64_t out_offset, GpuJobs* jobs);
   void CpuDecoded(uint64_t ns);
   void SetDecodeThreads(int n) { threads_.store(n); }
-  // The batch's GPU work for its copy (empty when it staged nothing).
+  // The batch's GPU work for its copy (empty when it staged nothing). It
+  // refers to this object: the copy's stage keeps it alive until the copy is done.
   StreamWork Work(GpuJobs& jobs, uint8_t* device_base);
   // A batch's copy with `images` GPU decodes took `seconds` on the device.
   void DeviceTime(int images, double seconds);
@@ -84,6 +85,7 @@ class GpuDecode {
   std::atomic<int> threads_{1};
   std::atomic<double> share_{0.75};         // before any measurement: most to the engines
   std::atomic<uint64_t> cpu_images_{0}, cpu_ns_{0};  // images the CPU decoders decoded, and their time
+  std::atomic<uint64_t> device_images_{0}, cpu_fallbacks_{0};  // this loader's, from each Decode's counts
   mutable std::mutex mu_;
   std::map<std::string, uint64_t> refused_;  // guarded by mu_
   double cpu_s_per_image_ = 0;               // guarded by mu_; smoothed
