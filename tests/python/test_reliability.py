@@ -231,7 +231,10 @@ def test_max_open_files_is_honoured(damaged):
     loader = stoker.Loader(shards, fields(), batch_size=4, shuffle=True, max_open_files=1, output="numpy",
                            on_error="skip")
     assert len(list(loader)) == 15
-    assert loader._native.open_shard_files() == 1
+    # At most the limit. Not "exactly 1": the next epoch's first reads start as
+    # this one ends, and with a limit of 1 a reader closes the open shard
+    # before it opens its own (0 for that moment; the CI run of c320e05 saw it).
+    assert loader._native.open_shard_files() <= 1
 
 
 # -- kill and resume -----------------------------------------------------------
