@@ -195,6 +195,19 @@ def load_average() -> list[float]:
 
 # -- page cache -----------------------------------------------------------------
 
+def batches_of(loader, n: int):
+    """n batches of a stoker loader, over as many epochs as it takes (set_epoch 0, 1, ...)."""
+    epoch = 0
+    while True:
+        loader.set_epoch(epoch)
+        for b in loader:
+            yield b
+            n -= 1
+            if n == 0:
+                return
+        epoch += 1
+
+
 def hot_cache(paths: Iterable[os.PathLike | str]) -> int:
     """Reads every file once (hot page cache for what follows); returns bytes read."""
     total = 0

@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import io
 import statistics
+import sys
 import tarfile
 import tempfile
 import time
@@ -30,6 +31,9 @@ import numpy as np
 import torch
 
 import stoker
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import common  # noqa: E402  (batches_of)
 
 SHAPES = {  # workload -> (batch, {member: (shape, dtype)})
     "V": (64, {"img.npy": ((3, 224, 224), np.uint8)}),
@@ -50,19 +54,6 @@ def write_shard(path: Path, members: dict, n: int) -> None:
                 tar.addfile(info, buf)
 
 
-def batches_of(loader, n: int):
-    """n batches, over as many epochs as it takes."""
-    epoch = 0
-    while True:
-        loader.set_epoch(epoch)
-        for b in loader:
-            yield b
-            n -= 1
-            if n == 0:
-                return
-        epoch += 1
-
-
 def torch_pinned_copy_s(nbytes: int, reps: int = 20) -> float:
     host = torch.empty(nbytes, dtype=torch.uint8).pin_memory()
     side = torch.cuda.Stream()
@@ -81,7 +72,7 @@ def torch_pinned_copy_s(nbytes: int, reps: int = 20) -> float:
 def stoker_copy_s(shard: str, members: dict, batch: int, batches: int) -> tuple[float, int]:
     fields = {name: stoker.npy() for name in members}
     loader = stoker.Loader(shard, fields, batch_size=batch, device="cuda", keys=False, prefetch=2)
-    for b in batches_of(loader, batches):
+    for b in common.batches_of(loader, batches):
         del b
     torch.cuda.synchronize()
     h2d = loader._native.stats()["h2d"]
@@ -105,7 +96,7 @@ def waits_with_step(shard: str, members: dict, batch: int, batches: int, mode: s
     if mode == "stoker":
         loader = stoker.Loader(shard, fields, batch_size=batch, device="cuda", keys=False, prefetch=2)
         seen = 0.0
-        for i, b in enumerate(batches_of(loader, batches)):
+        for i, b in enumerate(common.batches_of(loader, batches)):
             torch.cuda._sleep(cycles)  # the step, on the current stream, after its wait for the batch
             del b
             exposed = loader._native.stats()["h2d"]["exposed_s"]
@@ -114,7 +105,7 @@ def waits_with_step(shard: str, members: dict, batch: int, batches: int, mode: s
             seen = exposed
     else:
         loader = stoker.Loader(shard, fields, batch_size=batch, keys=False, prefetch=2)
-        for b in batches_of(loader, batches):
+        for b in common.batches_of(loader, batches):
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             start.record()
             moved = {k: v.to("cuda", non_blocking=True) for k, v in b.items() if isinstance(v, torch.Tensor)}

@@ -102,19 +102,6 @@ def gpu_decode_stats(loader) -> dict | None:
     return stats
 
 
-def batches_of(loader, n: int):
-    """n batches, over as many epochs as it takes (as bench/device_copy.py)."""
-    epoch = 0
-    while True:
-        loader.set_epoch(epoch)
-        for b in loader:
-            yield b
-            n -= 1
-            if n == 0:
-                return
-        epoch += 1
-
-
 def verdict(name: str, value: float | None) -> str:
     threshold, how, _ = TARGETS[name]
     if value is None or value != value:
@@ -286,7 +273,7 @@ def jpeg_members(shards: list[str]) -> list[bytes]:
 def stoker_run(run: Run, shards: list[str], fields: dict, w: dict, label: str) -> dict:
     """Images/s and CPU s/image of a stoker Loader over w["measure"] batches after w["warm"]."""
     loader = run.stoker.Loader(shards, fields, batch_size=w["batch"], shuffle=True, seed=0, device=run.device)
-    it = batches_of(loader, w["warm"] + w["measure"])
+    it = common.batches_of(loader, w["warm"] + w["measure"])
     for _ in range(w["warm"]):
         b = next(it)
         del b
@@ -509,7 +496,7 @@ def part_resnet(run: Run, root: Path) -> None:
 
     def fed_rate() -> tuple[float, dict]:
         loader = run.stoker.Loader(shards, fields(), batch_size=batch, shuffle=True, seed=2, device=run.device)
-        it = batches_of(loader, cfg["warm"] + cfg["steps"])
+        it = common.batches_of(loader, cfg["warm"] + cfg["steps"])
         for _ in range(cfg["warm"]):
             b = next(it)
             step(b["jpg"], b["cls"])

@@ -65,7 +65,6 @@ class GpuDecoder {
 // Options of the stand-in (tests).
 struct StandInGpuOptions {
   int delay_us_per_image = 0;  // slows the "device" down, to test the split
-  bool refuse_progressive = true;  // as the hardware engine does
 };
 std::shared_ptr<GpuDecoder> MakeStandInGpuDecoder(StandInGpuOptions options);
 

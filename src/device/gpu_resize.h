@@ -11,7 +11,11 @@
 // Thread-safety: pure functions.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#if !defined(__CUDACC__)
+#include <vector>
+#endif
 
 #include "codecs/resample_taps.h"
 #include "device/image_job.h"
@@ -70,5 +74,22 @@ STOKER_HD void OutputPixel(const uint8_t* tmp, long tmp_pitch, const taps::Windo
     }
   }
 }
+
+#if !defined(__CUDACC__)
+// Both passes on the host, in the kernels' order, into the slot at `out`
+// (the stand-in decoder's, and the tests'); `tmp` is scratch.
+inline void BothPassesOnHost(const uint8_t* rgb, long pitch, const ImageJob& j, const GpuOutputSpec& s,
+                             std::vector<uint8_t>* tmp, uint8_t* out) {
+  const taps::Window span = RowSpan(j, s);
+  const long tmp_pitch = static_cast<long>(j.win_w) * 3;
+  tmp->assign(static_cast<size_t>(span.count) * tmp_pitch, 0);
+  for (int r = 0; r < span.count; ++r) {
+    for (int i = 0; i < j.win_w; ++i) HorizontalPixel(rgb, pitch, j, s, span, r, i, tmp->data(), tmp_pitch);
+  }
+  for (int y = 0; y < s.height; ++y) {
+    for (int x = 0; x < s.width; ++x) OutputPixel(tmp->data(), tmp_pitch, span, j, s, x, y, out);
+  }
+}
+#endif
 
 }  // namespace stoker::gpu_resize

@@ -24,10 +24,7 @@ class StandInGpuDecoder : public GpuDecoder {
  public:
   explicit StandInGpuDecoder(StandInGpuOptions options) : options_(options) {}
   std::string name() const override { return "stand-in"; }
-  const char* Refuses(const JpegHeader& h) const override {
-    if (!options_.refuse_progressive && h.progressive() && h.ends_with_eoi && h.components != 4) return nullptr;
-    return h.GpuRefusal();
-  }
+  const char* Refuses(const JpegHeader& h) const override { return h.GpuRefusal(); }
 
   Status Decode(std::span<const ImageJob> jobs, std::span<const GpuOutputSpec> specs, uint8_t* device_base,
                 uintptr_t, GpuDecodeCounts* counts) override {
@@ -36,19 +33,8 @@ class StandInGpuDecoder : public GpuDecoder {
       int w = 0, h = 0;
       STOKER_RETURN_IF_ERROR(decoder_.DecodeRgb({j.bytes, j.length}, &rgb_, &w, &h)
                                  .WithContext("slot " + std::to_string(j.slot)));
-      const GpuOutputSpec& s = specs[j.spec];
-      const taps::Window span = gpu_resize::RowSpan(j, s);
-      const long tmp_pitch = static_cast<long>(j.win_w) * 3;
-      tmp_.assign(static_cast<size_t>(span.count) * tmp_pitch, 0);
-      for (int r = 0; r < span.count; ++r) {
-        for (int i = 0; i < j.win_w; ++i) {
-          gpu_resize::HorizontalPixel(rgb_.data(), static_cast<long>(w) * 3, j, s, span, r, i, tmp_.data(), tmp_pitch);
-        }
-      }
-      uint8_t* out = device_base + j.out_offset;
-      for (int y = 0; y < s.height; ++y) {
-        for (int x = 0; x < s.width; ++x) gpu_resize::OutputPixel(tmp_.data(), tmp_pitch, span, j, s, x, y, out);
-      }
+      gpu_resize::BothPassesOnHost(rgb_.data(), static_cast<long>(w) * 3, j, specs[j.spec], &tmp_,
+                                   device_base + j.out_offset);
       if (options_.delay_us_per_image > 0) {
         std::this_thread::sleep_for(std::chrono::microseconds(options_.delay_us_per_image));
       }

@@ -8,27 +8,13 @@
 
 #include "codecs/image_format.h"
 #include "codecs/jpeg_header.h"
-#include "codecs/resample_taps.h"
 #include "codecs/sample_geometry.h"
+#include "device/image_job_plan.h"
 #include "pipeline/device_stage.h"
 
 namespace stoker {
 
 namespace {
-
-GpuOutputSpec OutputSpecOf(const ImageSpec& spec) {
-  GpuOutputSpec s;
-  s.height = spec.height;
-  s.width = spec.width;
-  s.chw = spec.chw ? 1 : 0;
-  s.float32 = spec.pixel == PixelType::kFloat32 ? 1 : 0;
-  s.filter = spec.resample == Resample::kBicubic ? taps::kBicubic : taps::kBilinear;
-  for (int c = 0; c < 3; ++c) {  // pixel_output.cc's FloatLut
-    s.mean[c] = spec.normalize ? spec.mean[c] : 0.0f;
-    s.inv_std[c] = spec.normalize ? 1.0f / spec.std[c] : 1.0f;
-  }
-  return s;
-}
 
 constexpr double kSmooth = 0.3;  // weight of the newest measurement
 
@@ -114,7 +100,7 @@ bool GpuDecode::Stage(size_t field, std::span<const uint8_t> data, uint64_t seed
     ++refused_[refused];
     return false;
   }
-  ImageJob j;
+  ImageJob j = JobOf(g, h.width, h.height);
   std::unique_ptr<uint8_t[]> large;
   if (data.size() <= out.size()) {
     std::memcpy(out.data(), data.data(), data.size());
@@ -125,19 +111,6 @@ bool GpuDecode::Stage(size_t field, std::span<const uint8_t> data, uint64_t seed
     j.bytes = large.get();
   }
   j.length = static_cast<uint32_t>(data.size());
-  j.width = h.width;
-  j.height = h.height;
-  j.crop_x = g.crop_x;
-  j.crop_y = g.crop_y;
-  j.crop_w = g.crop_w;
-  j.crop_h = g.crop_h;
-  j.resized_w = g.resized_w;
-  j.resized_h = g.resized_h;
-  j.win_x = g.win_x;
-  j.win_y = g.win_y;
-  j.win_w = g.win_w;
-  j.win_h = g.win_h;
-  j.hflip = g.hflip ? 1 : 0;
   j.out_offset = out_offset;
   j.spec = static_cast<int>(field);
   j.slot = slot;

@@ -16,6 +16,7 @@
 #include "codecs/decode_scratch.h"
 #include "codecs/rgb_window.h"
 #include "codecs/sample_geometry.h"
+#include "device/image_job_plan.h"
 
 namespace stoker {
 namespace {
@@ -31,51 +32,13 @@ std::vector<uint8_t> Image(int w, int h, uint32_t seed) {
   return v;
 }
 
-GpuOutputSpec OutputOf(const ImageSpec& spec) {  // as pipeline/gpu_decode.cc fills it
-  GpuOutputSpec s;
-  s.height = spec.height;
-  s.width = spec.width;
-  s.chw = spec.chw;
-  s.float32 = spec.pixel == PixelType::kFloat32;
-  s.filter = spec.resample == Resample::kBicubic ? taps::kBicubic : taps::kBilinear;
-  for (int c = 0; c < 3; ++c) {
-    s.mean[c] = spec.normalize ? spec.mean[c] : 0.0f;
-    s.inv_std[c] = spec.normalize ? 1.0f / spec.std[c] : 1.0f;
-  }
-  return s;
-}
-
 // The stand-in decoder's two passes over full-size RGB.
 std::vector<uint8_t> TwoPasses(const std::vector<uint8_t>& rgb, int w, int h, const ImageSpec& spec, uint64_t seed) {
   Result<SampleGeometry> g = PlanSample(spec, w, h, seed);
   EXPECT_TRUE(g.ok());
-  ImageJob j;
-  j.width = w;
-  j.height = h;
-  j.crop_x = g->crop_x;
-  j.crop_y = g->crop_y;
-  j.crop_w = g->crop_w;
-  j.crop_h = g->crop_h;
-  j.resized_w = g->resized_w;
-  j.resized_h = g->resized_h;
-  j.win_x = g->win_x;
-  j.win_y = g->win_y;
-  j.win_w = g->win_w;
-  j.win_h = g->win_h;
-  j.hflip = g->hflip;
-  const GpuOutputSpec s = OutputOf(spec);
-  const taps::Window span = gpu_resize::RowSpan(j, s);
-  const long tmp_pitch = static_cast<long>(j.win_w) * 3;
-  std::vector<uint8_t> tmp(static_cast<size_t>(span.count) * tmp_pitch);
-  for (int r = 0; r < span.count; ++r) {
-    for (int i = 0; i < j.win_w; ++i) {
-      gpu_resize::HorizontalPixel(rgb.data(), static_cast<long>(w) * 3, j, s, span, r, i, tmp.data(), tmp_pitch);
-    }
-  }
-  std::vector<uint8_t> out(spec.OutputBytes(), 0xAB);  // not zero: padding must be written
-  for (int y = 0; y < s.height; ++y) {
-    for (int x = 0; x < s.width; ++x) gpu_resize::OutputPixel(tmp.data(), tmp_pitch, span, j, s, x, y, out.data());
-  }
+  const ImageJob j = JobOf(*g, w, h);
+  std::vector<uint8_t> out(spec.OutputBytes(), 0xAB), tmp;  // not zero: padding must be written
+  gpu_resize::BothPassesOnHost(rgb.data(), static_cast<long>(w) * 3, j, OutputSpecOf(spec), &tmp, out.data());
   return out;
 }
 

@@ -102,6 +102,13 @@ LoaderOptions Options(const std::string& shards, const std::string& device, Imag
 
 using test_data::Drain;
 
+// The same loader decoding on the CPU only, on the host: the reference.
+LoaderOptions CpuTwin(LoaderOptions o) {
+  o.device = "cpu";
+  for (FieldSpec& f : o.fields) f.image.decode = ImageDecode::kCpu;
+  return o;
+}
+
 uint64_t Refused(const RecorderSnapshot& s, const std::string& reason) {
   for (const auto& [r, n] : s.gpu_refused) {
     if (r == reason) return n;
@@ -180,10 +187,7 @@ TEST(GpuDecodeLoaderTest, ACorruptJpegGetsTheCpuErrorAndTheSkipPolicy) {
   }
   EXPECT_TRUE(failed);
   o.on_error = OnError::kSkip;
-  LoaderOptions c = o;
-  c.device = "cpu";
-  c.fields[0].image.decode = ImageDecode::kCpu;
-  auto cpu = Loader::Create(c);
+  auto cpu = Loader::Create(CpuTwin(o));
   auto gpu = Loader::Create(o);
   ASSERT_TRUE(cpu.ok() && gpu.ok());
   EXPECT_TRUE(Drain(**gpu) == Drain(**cpu));
@@ -197,10 +201,7 @@ TEST(GpuDecodeLoaderTest, ASlotRefilledAfterAnotherFieldFailedKeepsItsReplacemen
   const std::string shards = MakeShards({{12, -1}, {40, -1}});
   LoaderOptions o = Options(shards, "cpu-late", ImageDecode::kGpu);
   o.on_error = OnError::kSkip;
-  LoaderOptions c = o;
-  c.device = "cpu";
-  c.fields[0].image.decode = ImageDecode::kCpu;
-  auto cpu = Loader::Create(c);
+  auto cpu = Loader::Create(CpuTwin(o));
   auto gpu = Loader::Create(o);
   ASSERT_TRUE(cpu.ok() && gpu.ok());
   EXPECT_TRUE(Drain(**gpu) == Drain(**cpu));
