@@ -17,4 +17,14 @@ ShardSummary SummaryOf(const ShardIndex& index) {
   return s;
 }
 
+// Stand-ins until the manifest branch lands (taken from it at the merge).
+bool IsManifestPath(const std::string& source) {
+  const std::string path = source.substr(0, source.find('?'));
+  return path.size() > 5 && path.compare(path.size() - 5, 5, ".json") == 0;
+}
+
+Result<DatasetManifest> ReadManifest(const std::string& path_or_url, const IoOptions&) {
+  return FailedPrecondition("reading " + path_or_url + ": manifests are not read yet");
+}
+
 }  // namespace stoker

@@ -324,6 +324,22 @@ bool EpochRun::ScheduleLeg(const Leg& leg, int64_t first_batch, Ahead* ahead) {
   return true;
 }
 
+void EpochRun::FetchIndexes(const EpochPlan& plan, int64_t first, int n) {
+  // Runs of remote samples are cut by their offsets (RunLength), here on the
+  // scheduler: the shards a batch meets for the first time are loaded
+  // together rather than one round trip after another. Local shards need no
+  // offsets to be cut (no coalescing): their readers load them, in parallel.
+  std::vector<uint32_t> shards;
+  for (int k = 0; k < n; ++k) {
+    const uint32_t s = plan.At(first + k).shard;
+    if (CoalesceLimit(data_->options, data_->shards[s]) > 0) shards.push_back(s);
+  }
+  if (shards.empty()) return;
+  CancelScope cancel_scope(&cancel_reads_);
+  // A failure is not reported here: each read of that shard meets and reports it.
+  (void)data_->indexes->Fetch(shards);
+}
+
 bool EpochRun::Begin(const Leg& leg, int64_t b, std::unique_ptr<BufferPool::Lease> lease) {
   const EpochPlan& plan = *leg.plan;
   const int bs = data_->options.batch_size;
@@ -361,10 +377,11 @@ bool EpochRun::Begin(const Leg& leg, int64_t b, std::unique_ptr<BufferPool::Leas
     in_flight_[leg.base + b] = std::move(work);
     if (rec_) rec_->batches_in_progress++;
   }
+  if (!data_->tokens) FetchIndexes(plan, b * bs, size);
   for (int slot = 0; slot < size;) {
     const SampleRef head = plan.At(b * bs + slot);
     const int count = data_->tokens ? std::min(run, size - slot)
-                                    : RunLength(plan, data_->indexes, b * bs + slot, size - slot,
+                                    : RunLength(plan, *data_->indexes, b * bs + slot, size - slot,
                                                 CoalesceLimit(data_->options, data_->shards[head.shard]));
     if (!read_queue_.Push(ReadTask{raw, slot, head, count})) return false;
     slot += count;
@@ -389,7 +406,7 @@ void EpochRun::ReadLoop(uint32_t thread) {
       ReadTokens(*task, thread);
       continue;
     }
-    if (data_->indexes[task->ref.shard].parquet) {
+    if (data_->parquet) {
       if (!ReadParquetRows(*task, thread)) return;
       continue;
     }
@@ -397,7 +414,17 @@ void EpochRun::ReadLoop(uint32_t thread) {
     // their whole byte range (pipeline/read_runs.h).
     const EpochPlan& plan = *task->batch->plan;
     const int64_t first = task->batch->index * data_->options.batch_size + task->slot;
-    const SampleTable& samples = data_->indexes[task->ref.shard].samples;
+    // The shard's offsets: loaded here the first time the reads reach it.
+    Result<std::shared_ptr<const ShardIndex>> index = data_->indexes->Get(task->ref.shard);
+    if (!index.ok()) {
+      for (int k = 0; k < task->count; ++k) {
+        const SampleRef ref = plan.At(first + k);
+        Finish(ReadTask{task->batch, task->slot + k, ref, 1},
+               index.status().WithContext("sample " + std::to_string(ref.sample) + " of the shard"));
+      }
+      continue;
+    }
+    const SampleTable& samples = (*index)->samples;
     const uint64_t run_begin = samples[task->ref.sample].begin;
     const uint64_t run_end = samples[plan.At(first + task->count - 1).sample].end;
     Bytes buf = TakeBuffer();
@@ -449,7 +476,7 @@ void EpochRun::ReadLoop(uint32_t thread) {
       const SampleRef ref = plan.At(first + k);
       const SampleView entry = samples[ref.sample];
       std::span<uint8_t> part(run->bytes.data() + (entry.begin - run_begin), entry.end - entry.begin);
-      decodes.push_back(DecodeTask{ReadTask{task->batch, task->slot + k, ref, 1}, run, part});
+      decodes.push_back(DecodeTask{ReadTask{task->batch, task->slot + k, ref, 1}, run, part, nullptr, *index});
     }
     run.reset();
     if (!Dispatch(task->batch, decodes, inline_decoder.get(), thread)) return;
@@ -480,7 +507,13 @@ bool EpochRun::Dispatch(BatchWork* batch, std::vector<DecodeTask>& decodes, Samp
 bool EpochRun::ReadParquetRows(const ReadTask& task, uint32_t thread) {
   const EpochPlan& plan = *task.batch->plan;
   const int64_t first = task.batch->index * data_->options.batch_size + task.slot;
-  const ShardIndex& index = data_->indexes[task.ref.shard];
+  // A Parquet file's index (its row groups) is held from the start.
+  Result<std::shared_ptr<const ShardIndex>> held = data_->indexes->Get(task.ref.shard);
+  if (!held.ok()) {
+    for (int k = 0; k < task.count; ++k) Finish(ReadTask{task.batch, task.slot + k, plan.At(first + k), 1}, held.status());
+    return true;
+  }
+  const ShardIndex& index = **held;
   Bytes buf = TakeBuffer();
   buf->bytes.clear();
   buf->direct.clear();
@@ -535,7 +568,7 @@ void EpochRun::DecodeOne(SampleDecoder& decoder, DecodeTask& task, uint32_t thre
   const SampleRef& ref = task.read.ref;
   BatchWork* batch = task.read.batch;
   const int slot = task.read.slot;
-  const SampleView entry = task.entry ? task.entry->view() : data_->indexes[ref.shard].samples[ref.sample];
+  const SampleView entry = task.entry ? task.entry->view() : task.index->samples[ref.sample];
   uint8_t* base = batch->lease->data();
   const uint64_t seed = MixSeed(data_->options.seed, batch->epoch, ref.global);
   const uint64_t begin = NowNs();

@@ -82,6 +82,7 @@
 #include "pipeline/gpu_decode.h"
 #include "pipeline/planner.h"
 #include "pipeline/shard_files.h"
+#include "pipeline/shard_index_cache.h"
 #include "pipeline/token_source.h"
 #include "formats/parquet_file.h"
 #include "formats/sample_index.h"
@@ -170,6 +171,8 @@ struct DecodeTask {
   std::span<uint8_t> bytes;  // inside run->bytes; run->direct holds a lone sample's direct ranges
   // Set for a Parquet row: its members, in run->entries (else the shard index's entry).
   const SampleEntry* entry = nullptr;
+  // The shard's index, held while the sample's view of it is in use.
+  std::shared_ptr<const ShardIndex> index;
 };
 
 // Everything one epoch's threads share with the loader; read-only for them.
@@ -177,7 +180,11 @@ struct Dataset {
   LoaderOptions options;
   Recorder* recorder = nullptr;  // null when record_stats is off; owned by LoaderImpl
   std::vector<std::string> shards;
-  std::vector<ShardIndex> indexes;
+  // Each shard's summary (what the plan and the estimates need) and sample
+  // offsets, the latter loaded as reads reach the shard (shard_index_cache.h).
+  std::shared_ptr<ShardIndexCache> indexes;
+  bool parquet = false;          // the shards are Parquet files
+  uint64_t row_group_bytes = 0;  // Parquet: the largest row group
   BatchLayout layout;
   // Set for a token loader: readers copy each sample's token window from the
   // mmap'd .bin straight into its slot (read and assembly are one copy), so
@@ -271,6 +278,8 @@ class EpochRun {
   // Publishes the leg's batch b and queues its reads; lease null: read ahead
   // of its buffer (the scheduler sets it later). False once cancelled.
   bool Begin(const Leg& leg, int64_t b, std::unique_ptr<BufferPool::Lease> lease);
+  // Loads the indexes of the remote shards of plan positions [first, first + n).
+  void FetchIndexes(const EpochPlan& plan, int64_t first, int n);
   // Reader i runs while i < active_readers_ (decoder i: active_decoders_);
   // false once cancelled.
   bool AwaitTurn(int i, const std::atomic<int>& active);

@@ -52,7 +52,8 @@ void DropRefilledJobs(BatchWork& work) {
 // budget leaves beyond the engine's own need; without one, no bound.
 uint64_t MappableBytes(const Dataset& d) {
   if (d.options.memory_budget == 0 || d.tokens) return ShardFiles::kMapUnbounded;
-  const uint64_t need = EstimateMemory(WithSettings(d.options, d.tune_max), d.layout, d.indexes).total();
+  const uint64_t need =
+      EstimateMemory(WithSettings(d.options, d.tune_max), d.layout, d.indexes->summaries(), d.row_group_bytes).total();
   return d.options.memory_budget > need ? d.options.memory_budget - need : 0;
 }
 
@@ -75,6 +76,10 @@ std::shared_ptr<BufferPool> BatchPool(const Dataset& d, int max_prefetch) {
   return BufferPool::Create(d.layout.buffer_bytes, static_cast<size_t>(max_prefetch) + 1,
                             d.device ? d.device->page_locker() : nullptr);
 }
+
+// An order that reads one part of the shards before the next (shard order, a
+// shuffle buffer's stream), so tables dropped are rarely needed again.
+bool HasLocality(const LoaderOptions& o) { return !o.shuffle || o.shuffle_buffer > 0; }
 
 // A Parquet row's fields are the columns of the same names (formats/parquet_file.h).
 // The key column rides along as one more value of each row (pipeline/sample_keys.h).
@@ -132,8 +137,7 @@ class LoaderImpl : public Loader {
 
   Status Init() {
     token_consumed_ = data_.options.tokens.consumed_samples;
-    counts_.reserve(data_.indexes.size());
-    for (const ShardIndex& index : data_.indexes) counts_.push_back(static_cast<uint32_t>(index.samples.size()));
+    for (const ShardSummary& shard : data_.indexes->summaries()) counts_.push_back(shard.samples);
     fingerprint_ = DatasetFingerprint(data_);
     STOKER_RETURN_IF_ERROR(Plan(0));
     // The first batch at once: epoch 0's reads begin now, with the index
@@ -574,26 +578,28 @@ Result<std::unique_ptr<Loader>> Loader::Create(LoaderOptions options) {
     data.options = std::move(options);
     return Finish(std::move(data), std::move(tune));
   }
-  if (IsImageFolderSource(options.sources)) {  // a directory of class sub-directories
-    STOKER_RETURN_IF_ERROR(ImageFolderShards(options.sources[0], &data.shards, &data.indexes));
-  } else {
-    STOKER_ASSIGN_OR_RETURN(data.shards, ExpandSources(options.sources, io));
-    STOKER_ASSIGN_OR_RETURN(data.indexes, LoadShardIndexes(data.shards, options.key_rule, io));
-  }
+  const uint64_t index_bytes = IndexCacheBytes(options);
+  STOKER_ASSIGN_OR_RETURN(ShardTables tables, SummarizeShards(options, io, index_bytes, &data.shards));
+  data.parquet = tables.parquet;
+  data.row_group_bytes = tables.row_group_bytes;
+  const KeyRule rule = options.key_rule;
+  data.indexes = std::make_shared<ShardIndexCache>(
+      std::move(tables.summaries),
+      [rule, io](const ShardSummary& shard) { return LoadOrBuildShardIndex(shard.path, rule, io); }, index_bytes);
+  for (auto& [shard, index] : tables.held) data.indexes->Put(shard, std::move(index));
+  const std::vector<ShardSummary>& summaries = data.indexes->summaries();
+  // Every table stays where the order would come back to them all the time
+  // (a permutation of the whole dataset) or where they fit; else the least
+  // recently used are dropped (shard_index_cache.h).
+  if (tables.all_held || tables.bytes <= index_bytes || !HasLocality(options)) data.indexes->SetMaxBytes(0);
   // The first sample teaches the shapes of array fields.
-  const ShardIndex* first = nullptr;
-  for (const ShardIndex& index : data.indexes)
-    if (!index.samples.empty()) {
-      first = &index;
-      break;
-    }
-  if (first == nullptr) return InvalidArgument("the shards hold no samples");
-  const bool parquet = std::any_of(data.indexes.begin(), data.indexes.end(),
-                                   [](const ShardIndex& index) { return index.parquet != nullptr; });
-  if (parquet && !std::all_of(data.indexes.begin(), data.indexes.end(),
-                              [](const ShardIndex& index) { return index.parquet != nullptr; })) {
-    return InvalidArgument("sources mix Parquet files with tar shards; give one kind per loader");
-  }
+  const auto first_shard =
+      std::find_if(summaries.begin(), summaries.end(), [](const ShardSummary& s) { return s.samples > 0; });
+  if (first_shard == summaries.end()) return InvalidArgument("the shards hold no samples");
+  STOKER_ASSIGN_OR_RETURN(std::shared_ptr<const ShardIndex> first_index,
+                          data.indexes->Get(static_cast<uint32_t>(first_shard - summaries.begin())));
+  const ShardIndex* first = first_index.get();
+  const bool parquet = data.parquet;
   if (!parquet && !options.key_column.empty()) {
     return InvalidArgument("key_column='" + options.key_column +
                            "' names a Parquet column, but the sources are not Parquet files (" + data.shards[0] + ")");
@@ -613,7 +619,7 @@ Result<std::unique_ptr<Loader>> Loader::Create(LoaderOptions options) {
     // A row is read out of its decoded row group, so the order's unit is the
     // row group's rows (pipeline/planner.h's blocks): a global permutation of
     // single rows would decode a row group for nearly every row.
-    if (options.shuffle_block == -1) options.shuffle_block = ParquetShuffleBlock(data.indexes);
+    if (options.shuffle_block == -1) options.shuffle_block = tables.parquet_block;
   } else {
     probe.resize(probe_entry.end - probe_entry.begin);
     STOKER_RETURN_IF_ERROR(file->PRead(probe_entry.begin, probe));
@@ -625,7 +631,7 @@ Result<std::unique_ptr<Loader>> Loader::Create(LoaderOptions options) {
   // The auto settings (-1) resolved once, from where the shards are: the
   // plan and the engine then see plain numbers, and options() reports them.
   options.shuffle_block = AutoShuffleBlock(options, remote);
-  options.io_depth = AutoIoDepth(options, data.layout, data.indexes, remote);
+  options.io_depth = AutoIoDepth(options, data.layout, summaries, remote, data.row_group_bytes);
   if (parquet) {
     // Decoded row groups kept: one per read in flight and two more, so the
     // row groups of the blocks being read stay decoded while their rows are
@@ -633,8 +639,10 @@ Result<std::unique_ptr<Loader>> Loader::Create(LoaderOptions options) {
     // flight (EpochRun::Apply).
     data.parquet_rows->SetMaxGroups(ParquetGroupsKept(options.io_depth));
   }
-  STOKER_RETURN_IF_ERROR(CheckMemoryBudget(options, EstimateMemory(options, data.layout, data.indexes)));
-  TuneConfig tune = MakeTuneConfig(user, options, data.layout, data.indexes, remote, /*tokens=*/false, cores);
+  STOKER_RETURN_IF_ERROR(
+      CheckMemoryBudget(options, EstimateMemory(options, data.layout, summaries, data.row_group_bytes)));
+  TuneConfig tune =
+      MakeTuneConfig(user, options, data.layout, summaries, remote, /*tokens=*/false, cores, data.row_group_bytes);
   data.options = std::move(options);
   return Finish(std::move(data), std::move(tune));
 }

@@ -4,7 +4,6 @@
 #include <algorithm>
 
 #include "core/cpu_share.h"
-#include "formats/parquet_file.h"
 #include "pipeline/read_runs.h"
 
 namespace stoker {
@@ -24,16 +23,15 @@ std::string MemoryNeed::ToString() const {
          (row_groups ? ", " + MiB(row_groups) + " decoded Parquet row groups" : "") + ")";
 }
 
-MemoryNeed EstimateMemory(const LoaderOptions& o, const BatchLayout& layout, const std::vector<ShardIndex>& indexes) {
+MemoryNeed EstimateMemory(const LoaderOptions& o, const BatchLayout& layout, const std::vector<ShardSummary>& shards,
+                          uint64_t row_group_bytes) {
   uint64_t max_sample = 0;
-  for (const ShardIndex& index : indexes)
-    for (SampleView s : index.samples) max_sample = std::max<uint64_t>(max_sample, s.end - s.begin);
+  for (const ShardSummary& s : shards) max_sample = std::max(max_sample, s.max_sample_bytes);
   const uint64_t readers = static_cast<uint64_t>(std::max(1, o.io_depth));
   // Auto decode threads start at this process's CPU share (core/cpu_share.h).
   const uint64_t decoders = o.decode_threads > 0 ? static_cast<uint64_t>(o.decode_threads)
                                                  : static_cast<uint64_t>(CurrentCpuShare().cores);
-  const bool parquet =
-      std::any_of(indexes.begin(), indexes.end(), [](const ShardIndex& index) { return index.parquet != nullptr; });
+  const bool parquet = row_group_bytes > 0;
   const uint64_t queue = DecodeQueueCapacity(o, parquet);
   bool jpeg = false, npz = false;
   for (const FieldSpec& f : o.fields) {
@@ -47,10 +45,10 @@ MemoryNeed EstimateMemory(const LoaderOptions& o, const BatchLayout& layout, con
   // than the coalesce limit. Runs belong to batches in progress, so all of
   // them together never exceed those batches' samples.
   uint64_t limit = 0, ahead = 0;
-  for (const ShardIndex& index : indexes) {
-    limit = std::max(limit, CoalesceLimit(o, index.shard_path));
+  for (const ShardSummary& shard : shards) {
+    limit = std::max(limit, CoalesceLimit(o, shard.path));
     ahead = std::max<uint64_t>(
-        ahead, static_cast<uint64_t>(ReadAheadBatches(o, index.shard_path,
+        ahead, static_cast<uint64_t>(ReadAheadBatches(o, shard.path,
                                                       static_cast<uint64_t>(std::max(1, o.batch_size)) * max_sample)));
   }
   need.read_buffers = (readers + queue + decoders + 1) * max_sample;
@@ -65,19 +63,17 @@ MemoryNeed EstimateMemory(const LoaderOptions& o, const BatchLayout& layout, con
   need.overhead = uint64_t{16} << 20;
   // Parquet: the decoded row groups kept, and one more being decoded per
   // reader; each at most the largest row group.
-  uint64_t group = 0;
-  for (const ShardIndex& index : indexes) group = std::max(group, ParquetMaxRowGroupBytes(index));
-  need.row_groups = (ParquetGroupsKept(o.io_depth) + readers) * group;
+  need.row_groups = (ParquetGroupsKept(o.io_depth) + readers) * row_group_bytes;
   return need;
 }
 
-int AutoIoDepth(const LoaderOptions& options, const BatchLayout& layout, const std::vector<ShardIndex>& indexes,
-                bool remote) {
+int AutoIoDepth(const LoaderOptions& options, const BatchLayout& layout, const std::vector<ShardSummary>& shards,
+                bool remote, uint64_t row_group_bytes) {
   if (options.io_depth >= 0) return options.io_depth;
   LoaderOptions o = options;
   o.io_depth = remote ? RemoteIoDepth(o) : kLocalIoDepth;
   while (o.memory_budget > 0 && o.io_depth > kLocalIoDepth &&
-         EstimateMemory(o, layout, indexes).total() > o.memory_budget) {
+         EstimateMemory(o, layout, shards, row_group_bytes).total() > o.memory_budget) {
     o.io_depth = std::max(kLocalIoDepth, o.io_depth / 2);
   }
   return o.io_depth;

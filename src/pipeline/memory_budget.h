@@ -5,7 +5,7 @@
 //  * batch buffers: (prefetch_batches + 1) pooled buffers of the layout's size;
 //  * read buffers: one per reader (io_depth), per decode-queue slot
 //    (max(2, io_depth)), per decoder and one for refills, each as large as the
-//    largest sample in the shard indexes;
+//    largest sample in the shard summaries;
 //  * decode scratch, per decoder: for JPEG fields a decoded plane estimated at
 //    12 bytes per compressed byte of the largest sample (about 4:1 compression of
 //    RGB, with DCT-scaled and resize planes beside it), for NPZ the largest
@@ -23,7 +23,7 @@
 #include <string>
 #include <vector>
 
-#include "formats/sample_index.h"
+#include "formats/dataset_manifest.h"
 #include "pipeline/batch_layout.h"
 #include "stoker/loader.h"
 
@@ -39,8 +39,10 @@ struct MemoryNeed {
   std::string ToString() const;
 };
 
+// `shards`: the dataset's summaries; `row_group_bytes`: for Parquet files,
+// the largest row group (ParquetMaxRowGroupBytes), else 0.
 MemoryNeed EstimateMemory(const LoaderOptions& options, const BatchLayout& layout,
-                          const std::vector<ShardIndex>& indexes);
+                          const std::vector<ShardSummary>& shards, uint64_t row_group_bytes = 0);
 
 // Samples read and waiting for a decoder (the queue between the stages).
 // Tar reads are each a sample's bytes, so a few queued keep the decoders
@@ -62,8 +64,8 @@ inline size_t ParquetGroupsKept(int io_depth) { return static_cast<size_t>(std::
 // RemoteIoDepth (read_runs.h) halved (not below kLocalIoDepth) while the need
 // exceeds options.memory_budget: fewer reads in flight rather than a refusal.
 // `options` has shuffle_block resolved.
-int AutoIoDepth(const LoaderOptions& options, const BatchLayout& layout, const std::vector<ShardIndex>& indexes,
-                bool remote);
+int AutoIoDepth(const LoaderOptions& options, const BatchLayout& layout, const std::vector<ShardSummary>& shards,
+                bool remote, uint64_t row_group_bytes = 0);
 
 // Ok when options.memory_budget is 0 (no budget) or the need fits in it.
 Status CheckMemoryBudget(const LoaderOptions& options, const MemoryNeed& need);

@@ -33,10 +33,12 @@ int RemoteIoDepth(const LoaderOptions& options) {
   return std::clamp(kRemoteBatchesInFlight * ReadsPerBatch(options), kRemoteBatchesInFlight, kMaxRemoteIoDepth);
 }
 
-int RunLength(const EpochPlan& plan, const std::vector<ShardIndex>& indexes, int64_t first, int n, uint64_t limit) {
+int RunLength(const EpochPlan& plan, ShardIndexCache& indexes, int64_t first, int n, uint64_t limit) {
   if (n <= 1 || limit == 0 || plan.strided) return 1;
   const SampleRef head = plan.At(first);
-  const SampleTable& samples = indexes[head.shard].samples;
+  Result<std::shared_ptr<const ShardIndex>> index = indexes.Get(head.shard);
+  if (!index.ok()) return 1;
+  const SampleTable& samples = (*index)->samples;
   const uint64_t begin = samples[head.sample].begin;
   uint64_t end = samples[head.sample].end;
   int count = 1;

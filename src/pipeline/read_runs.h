@@ -17,6 +17,7 @@
 
 #include "formats/sample_index.h"
 #include "pipeline/planner.h"
+#include "pipeline/shard_index_cache.h"
 #include "stoker/loader.h"
 
 namespace stoker {
@@ -65,7 +66,9 @@ int RemoteIoDepth(const LoaderOptions& options);
 
 // How many of the plan positions [first, first + n) one read covers, from
 // `first` (at least 1): the longest prefix in one shard whose samples follow
-// each other (gaps of at most kMaxCoalesceGap) within `limit` bytes.
-int RunLength(const EpochPlan& plan, const std::vector<ShardIndex>& indexes, int64_t first, int n, uint64_t limit);
+// each other (gaps of at most kMaxCoalesceGap) within `limit` bytes. With
+// `limit` > 0 it reads the shard's index (1 when that fails: the read meets
+// the same failure and reports it).
+int RunLength(const EpochPlan& plan, ShardIndexCache& indexes, int64_t first, int n, uint64_t limit);
 
 }  // namespace stoker

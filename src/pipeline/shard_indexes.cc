@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <mutex>
 #include <optional>
 #include <thread>
 
@@ -13,15 +14,17 @@
 #include "core/cpu_share.h"
 #include "formats/parquet_file.h"
 #include "io/reader.h"
+#include "pipeline/image_folder.h"
 
 namespace stoker {
 
-Result<std::vector<ShardIndex>> LoadShardIndexes(const std::vector<std::string>& shards, KeyRule rule,
-                                                 const IoOptions& io) {
+Status ForEachShardIndex(const std::vector<std::string>& shards, KeyRule rule, const IoOptions& io,
+                         const std::function<void(size_t, ShardIndex&&)>& take) {
   const bool remote = std::any_of(shards.begin(), shards.end(), [](const std::string& s) { return IsRemoteUrl(s); });
   const size_t cores = static_cast<size_t>(CurrentCpuShare().cores);  // the job's CPUs, not the machine's
   const int threads = static_cast<int>(std::min<size_t>(shards.size(), remote ? kParallelIndexLoads : cores));
-  std::vector<std::optional<Result<ShardIndex>>> results(shards.size());
+  std::vector<std::optional<Status>> results(shards.size());
+  std::mutex take_mu;
   std::atomic<size_t> next{0};
   std::atomic<bool> failed{false};
   // Each worker claims the next shard and loads every shard it claims; after
@@ -31,8 +34,15 @@ Result<std::vector<ShardIndex>> LoadShardIndexes(const std::vector<std::string>&
     while (!failed.load()) {
       const size_t i = next.fetch_add(1);
       if (i >= shards.size()) break;
-      results[i] = IsParquetPath(shards[i]) ? LoadParquetIndex(shards[i], io) : LoadOrBuildShardIndex(shards[i], rule, io);
-      if (!results[i]->ok()) failed = true;
+      Result<ShardIndex> index =
+          IsParquetPath(shards[i]) ? LoadParquetIndex(shards[i], io) : LoadOrBuildShardIndex(shards[i], rule, io);
+      results[i] = index.status();
+      if (!index.ok()) {
+        failed = true;
+        continue;
+      }
+      std::lock_guard lock(take_mu);
+      take(i, std::move(index.value()));
     }
   };
   if (threads <= 1) {
@@ -43,13 +53,8 @@ Result<std::vector<ShardIndex>> LoadShardIndexes(const std::vector<std::string>&
     for (int t = 0; t < threads; ++t) pool.emplace_back(work);
     for (std::thread& t : pool) t.join();
   }
-  std::vector<ShardIndex> out;
-  out.reserve(shards.size());
-  for (std::optional<Result<ShardIndex>>& r : results) {
-    if (!r) continue;  // unclaimed: above a failed shard, which returns first
-    if (!r->ok()) return r->status();
-    out.push_back(std::move(r->value()));
-  }
+  for (std::optional<Status>& r : results)
+    if (r && !r->ok()) return *r;  // the lowest failing shard (unclaimed ones lie above it)
 #if defined(__GLIBC__)
   // A scan's scratch (the tar's members, its samples before they are packed
   // into the table: ~5 MB for 10,000 samples) is freed, but its pages stay
@@ -57,7 +62,86 @@ Result<std::vector<ShardIndex>> LoadShardIndexes(const std::vector<std::string>&
   // or more, held for the loader's life. Give them back.
   malloc_trim(0);
 #endif
+  return Status::Ok();
+}
+
+Result<std::vector<ShardIndex>> LoadShardIndexes(const std::vector<std::string>& shards, KeyRule rule,
+                                                 const IoOptions& io) {
+  std::vector<ShardIndex> out(shards.size());
+  STOKER_RETURN_IF_ERROR(ForEachShardIndex(shards, rule, io, [&](size_t i, ShardIndex&& index) {
+    out[i] = std::move(index);
+  }));
   return out;
+}
+
+std::vector<ShardSummary> SummariesOf(const std::vector<ShardIndex>& indexes) {
+  std::vector<ShardSummary> out;
+  for (const ShardIndex& index : indexes) out.push_back(SummaryOf(index));
+  return out;
+}
+
+Result<ShardTables> SummarizeShards(const LoaderOptions& options, const IoOptions& io, uint64_t keep_bytes,
+                                    std::vector<std::string>* shards) {
+  ShardTables t;
+  const std::vector<std::string>& sources = options.sources;
+  if (IsImageFolderSource(sources)) {  // a directory of class sub-directories
+    std::vector<ShardIndex> indexes;
+    STOKER_RETURN_IF_ERROR(ImageFolderShards(sources[0], shards, &indexes));
+    t.all_held = true;
+    for (uint32_t i = 0; i < indexes.size(); ++i) {
+      t.summaries.push_back(SummaryOf(indexes[i]));
+      t.bytes += indexes[i].samples.MemoryBytes();
+      t.held.emplace_back(i, std::move(indexes[i]));
+    }
+    return t;
+  }
+  const auto manifest = std::find_if(sources.begin(), sources.end(), IsManifestPath);
+  if (manifest != sources.end()) {
+    if (sources.size() > 1) {
+      return InvalidArgument("a dataset manifest (" + *manifest + ") is the loader's only source; " +
+                             std::to_string(sources.size() - 1) + " more were given");
+    }
+    STOKER_ASSIGN_OR_RETURN(DatasetManifest m, ReadManifest(*manifest, io));
+    if (m.key_rule != options.key_rule) {
+      return InvalidArgument(*manifest + " counts samples by another key rule than this loader's key_rule; index "
+                             "the shards again with the loader's rule, or give the loader the manifest's");
+    }
+    for (ShardSummary& s : m.shards) {
+      t.bytes += kIndexBytesPerSample * s.samples;
+      shards->push_back(s.path);
+    }
+    t.summaries = std::move(m.shards);
+    return t;
+  }
+  STOKER_ASSIGN_OR_RETURN(*shards, ExpandSources(sources, io));
+  t.summaries.resize(shards->size());
+  uint64_t kept = 0;
+  size_t parquet_files = 0;
+  STOKER_RETURN_IF_ERROR(ForEachShardIndex(*shards, options.key_rule, io, [&](size_t i, ShardIndex&& index) {
+    t.summaries[i] = SummaryOf(index);
+    const uint64_t bytes = index.samples.MemoryBytes();
+    t.bytes += bytes;
+    if (index.parquet) {
+      ++parquet_files;
+      t.row_group_bytes = std::max(t.row_group_bytes, ParquetMaxRowGroupBytes(index));
+    }
+    if (index.parquet || kept + bytes <= keep_bytes) {
+      kept += bytes;
+      t.held.emplace_back(static_cast<uint32_t>(i), std::move(index));
+    }
+  }));
+  if (parquet_files > 0) {
+    t.parquet = true;
+    if (parquet_files != shards->size()) {
+      return InvalidArgument("sources mix Parquet files with tar shards; give one kind per loader");
+    }
+    t.all_held = true;
+    std::vector<ShardIndex> indexes;
+    for (auto& [i, index] : t.held) indexes.push_back(std::move(index));
+    t.parquet_block = ParquetShuffleBlock(indexes);
+    for (size_t k = 0; k < indexes.size(); ++k) t.held[k].second = std::move(indexes[k]);
+  }
+  return t;
 }
 
 }  // namespace stoker

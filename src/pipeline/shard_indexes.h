@@ -10,21 +10,57 @@
 // first read (12 such shards: ~4 ms alone, ~2 ms on 2 cores); a single shard
 // is loaded on the calling thread.
 // The result is in shard order whatever the timing; of several failures the
-// first shard's is returned, so the error is deterministic.
+// first shard's is returned, so the error is deterministic. A loader that
+// keeps only some of the tables (shard_index_cache.h) takes each one as it
+// is loaded (ForEachShardIndex), so they are never all held at once.
 // Thread-safety: a free function; the threads it starts are joined before it returns.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
+#include "formats/dataset_manifest.h"
 #include "formats/sample_index.h"
+#include "stoker/loader.h"
 
 namespace stoker {
 
 // Index loads in flight at once for remote shards.
 inline constexpr int kParallelIndexLoads = 16;
 
+// Hands each shard's index to `take(i, index)` as it is loaded, one call at
+// a time, in any order; stops claiming shards after a failure.
+Status ForEachShardIndex(const std::vector<std::string>& shards, KeyRule rule, const IoOptions& io,
+                         const std::function<void(size_t, ShardIndex&&)>& take);
+
 Result<std::vector<ShardIndex>> LoadShardIndexes(const std::vector<std::string>& shards, KeyRule rule,
                                                  const IoOptions& io);
+
+// Each index's summary, in order.
+std::vector<ShardSummary> SummariesOf(const std::vector<ShardIndex>& indexes);
+
+// A loader's shards as it starts: a summary of each, and the tables loaded
+// on the way that it keeps.
+struct ShardTables {
+  std::vector<ShardSummary> summaries;
+  std::vector<std::pair<uint32_t, ShardIndex>> held;
+  uint64_t bytes = 0;         // every table's bytes: measured, or from a manifest estimated
+  bool all_held = false;      // tables that cannot be loaded again by path (image folder, Parquet)
+  bool parquet = false;
+  uint64_t row_group_bytes = 0;  // Parquet: the largest row group
+  int parquet_block = 0;         // Parquet: ParquetShuffleBlock
+};
+
+// Bytes a manifest's shards' tables are taken to need per sample before any
+// is loaded (a 2-member sample with an 11-byte key takes 51, sample_index.h).
+inline constexpr uint64_t kIndexBytesPerSample = 64;
+
+// The shards of options.sources (written to *shards): a manifest is read
+// alone and no shard is opened; an image folder is listed; otherwise every
+// shard's index is loaded (ForEachShardIndex) and summarized, and the tables
+// are kept while they fit in `keep_bytes` (all for Parquet).
+Result<ShardTables> SummarizeShards(const LoaderOptions& options, const IoOptions& io, uint64_t keep_bytes,
+                                    std::vector<std::string>* shards);
 
 }  // namespace stoker

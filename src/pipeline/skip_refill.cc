@@ -62,7 +62,8 @@ Status SkipRefiller::Resolve(BatchWork& work, const EpochPlan& plan) {
 }
 
 Status SkipRefiller::Fill(BatchWork& work, int slot, const SampleRef& ref) {
-  const ShardIndex& shard_index = data_->indexes[ref.shard];
+  STOKER_ASSIGN_OR_RETURN(std::shared_ptr<const ShardIndex> held, data_->indexes->Get(ref.shard));
+  const ShardIndex& shard_index = *held;
   SampleView entry = shard_index.samples[ref.sample];
   const std::string& shard = data_->shards[ref.shard];
   Result<std::shared_ptr<const RandomAccessReader>> file = files_->Get(ref.shard);
@@ -104,7 +105,10 @@ void SkipRefiller::NoteBad(const BatchWork& work, int slot, const SampleRef& ref
   r.batch = work.index;
   r.slot = slot;
   r.sample = ref.global;
-  r.key = InternalKey(data_->shards[ref.shard], data_->indexes[ref.shard].samples[ref.sample]);
+  // Its index served the failed read or decode a moment ago: held, or loaded again.
+  Result<std::shared_ptr<const ShardIndex>> index = data_->indexes->Get(ref.shard);
+  r.key = index.ok() ? InternalKey(data_->shards[ref.shard], (*index)->samples[ref.sample])
+                     : data_->shards[ref.shard] + ":" + std::to_string(ref.sample);
   r.cause = last_cause_;
   log_.push_back(std::move(r));
   if (log_.size() > 10000) log_.erase(log_.begin());  // nobody takes them: keep the newest
@@ -164,12 +168,12 @@ std::string DatasetFingerprint(const Dataset& data) {
     const auto* b = static_cast<const uint8_t*>(p);
     for (size_t i = 0; i < n; ++i) h = (h ^ b[i]) * 1099511628211ull;
   };
-  for (const ShardIndex& index : data.indexes) {
-    const std::string path = SplitQuery(index.shard_path).path;  // a signed URL's query changes; the shard does not
+  for (const ShardSummary& shard : data.indexes->summaries()) {
+    const std::string path = SplitQuery(shard.path).path;  // a signed URL's query changes; the shard does not
     const size_t slash = path.find_last_of('/');
     const std::string base = slash == std::string::npos ? path : path.substr(slash + 1);
     mix(base.data(), base.size() + 1);
-    const uint64_t words[2] = {index.shard_size, index.samples.size()};
+    const uint64_t words[2] = {shard.bytes, shard.samples};
     mix(words, sizeof words);
   }
   char buf[17];

@@ -11,11 +11,11 @@ namespace stoker {
 namespace {
 
 // The mean stored sample times the batch: the read-ahead's byte cap (read_runs.h).
-uint64_t BatchBytes(const LoaderOptions& o, const std::vector<ShardIndex>& indexes) {
+uint64_t BatchBytes(const LoaderOptions& o, const std::vector<ShardSummary>& shards) {
   uint64_t bytes = 0, samples = 0;
-  for (const ShardIndex& index : indexes) {
-    for (SampleView e : index.samples) bytes += e.end - e.begin;
-    samples += index.samples.size();
+  for (const ShardSummary& s : shards) {
+    bytes += s.sample_bytes;
+    samples += s.samples;
   }
   return samples ? bytes / samples * static_cast<uint64_t>(std::max(1, o.batch_size)) : 0;
 }
@@ -31,13 +31,14 @@ LoaderOptions WithSettings(LoaderOptions o, const TuneSettings& s) {
 }
 
 TuneConfig MakeTuneConfig(const LoaderOptions& user, const LoaderOptions& o, const BatchLayout& layout,
-                          const std::vector<ShardIndex>& indexes, bool remote, bool tokens, int cores) {
+                          const std::vector<ShardSummary>& shards, bool remote, bool tokens, int cores,
+                          uint64_t row_group_bytes) {
   TuneConfig c;
   c.cores = std::max(1, cores);
   c.has_decoders = !tokens;
   c.reads_per_batch = tokens ? 1 : ReadsPerBatch(o);
-  const std::string shard = indexes.empty() ? std::string() : indexes.front().shard_path;
-  const uint64_t batch_bytes = tokens ? 0 : BatchBytes(o, indexes);
+  const std::string shard = shards.empty() ? std::string() : shards.front().path;
+  const uint64_t batch_bytes = tokens ? 0 : BatchBytes(o, shards);
   TuneSettings& s = c.start;
   s[Knob::kIoDepth] = std::max(1, o.io_depth);
   s[Knob::kReadAhead] = tokens ? 0 : ReadAheadBatches(o, shard, batch_bytes);
@@ -82,7 +83,7 @@ TuneConfig MakeTuneConfig(const LoaderOptions& user, const LoaderOptions& o, con
   // Every ceiling at once within the memory budget: reads first, then prefetch.
   if (o.memory_budget > 0 && !tokens) {
     auto fits = [&] {
-      return EstimateMemory(WithSettings(o, c.max), layout, indexes).total() <= o.memory_budget;
+      return EstimateMemory(WithSettings(o, c.max), layout, shards, row_group_bytes).total() <= o.memory_budget;
     };
     while (!fits() && c.max[Knob::kIoDepth] > s[Knob::kIoDepth]) {
       c.max[Knob::kIoDepth] = std::max(s[Knob::kIoDepth], c.max[Knob::kIoDepth] / 2);

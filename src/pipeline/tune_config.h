@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "formats/sample_index.h"
+#include "formats/dataset_manifest.h"
 #include "pipeline/autotune.h"
 #include "pipeline/batch_layout.h"
 #include "stoker/loader.h"
@@ -35,9 +35,11 @@ inline constexpr int kMaxPrefetch = 8;
 inline constexpr uint64_t kMaxPrefetchBytes = 512ull << 20;
 
 // `user`: the options as given (auto knobs still -1 / 0); `resolved`: with
-// io_depth, shuffle_block and prefetch_batches resolved. `cores`: hardware threads.
+// io_depth, shuffle_block and prefetch_batches resolved. `cores`: hardware
+// threads. `row_group_bytes`: as EstimateMemory's.
 TuneConfig MakeTuneConfig(const LoaderOptions& user, const LoaderOptions& resolved, const BatchLayout& layout,
-                          const std::vector<ShardIndex>& indexes, bool remote, bool tokens, int cores);
+                          const std::vector<ShardSummary>& shards, bool remote, bool tokens, int cores,
+                          uint64_t row_group_bytes = 0);
 
 // `options` with the four knobs set to `s` (for memory estimates).
 LoaderOptions WithSettings(LoaderOptions options, const TuneSettings& s);

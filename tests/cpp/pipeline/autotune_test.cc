@@ -6,6 +6,7 @@
 
 #include "pipeline/memory_budget.h"
 #include "pipeline/read_runs.h"
+#include "pipeline/shard_indexes.h"
 #include "pipeline/tune_config.h"
 
 namespace stoker {
@@ -215,7 +216,7 @@ TEST(TuneConfig, UserKnobsAreFixedAndAutotuneOffFixesAll) {
   std::vector<ShardIndex> ix(1);
   ix[0].shard_path = "/local/a.tar";
   ix[0].samples.push_back({"k", {}, 0, 100});
-  TuneConfig c = MakeTuneConfig(user, resolved, layout, ix, /*remote=*/false, /*tokens=*/false, 2);
+  TuneConfig c = MakeTuneConfig(user, resolved, layout, SummariesOf(ix), /*remote=*/false, /*tokens=*/false, 2);
   EXPECT_TRUE(c.fixed[static_cast<int>(Knob::kIoDepth)]);
   EXPECT_TRUE(c.fixed[static_cast<int>(Knob::kReadAhead)]);  // local: nothing is read ahead
   EXPECT_FALSE(c.fixed[static_cast<int>(Knob::kDecodeThreads)]);
@@ -225,7 +226,7 @@ TEST(TuneConfig, UserKnobsAreFixedAndAutotuneOffFixesAll) {
   EXPECT_EQ(c.max[Knob::kPrefetch], kMaxPrefetch);
   EXPECT_EQ(ToLoaderSettings(c, c.start, true).fixed, std::vector<std::string>{"io_depth"});
   user.autotune = false;
-  c = MakeTuneConfig(user, resolved, layout, ix, false, false, 2);
+  c = MakeTuneConfig(user, resolved, layout, SummariesOf(ix), false, false, 2);
   for (bool f : c.fixed) EXPECT_TRUE(f);
 }
 
@@ -244,8 +245,8 @@ TEST(TuneConfig, CeilingsFitTheMemoryBudgetTogether) {
   ix[0].shard_path = "http://host/a.tar";
   for (uint64_t i = 0; i < 64; ++i) ix[0].samples.push_back({"k", {}, i << 20, (i + 1) << 20});
   resolved.memory_budget = 160ull << 20;
-  TuneConfig c = MakeTuneConfig(user, resolved, layout, ix, /*remote=*/true, /*tokens=*/false, 2);
-  EXPECT_LE(EstimateMemory(WithSettings(resolved, c.max), layout, ix).total(), resolved.memory_budget);
+  TuneConfig c = MakeTuneConfig(user, resolved, layout, SummariesOf(ix), /*remote=*/true, /*tokens=*/false, 2);
+  EXPECT_LE(EstimateMemory(WithSettings(resolved, c.max), layout, SummariesOf(ix)).total(), resolved.memory_budget);
   EXPECT_LT(c.max[Knob::kIoDepth], kMaxRemoteIoDepth);
   EXPECT_GE(c.max[Knob::kIoDepth], c.start[Knob::kIoDepth]);
 }

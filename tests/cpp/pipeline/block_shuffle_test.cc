@@ -12,6 +12,7 @@
 #include "pipeline/memory_budget.h"
 #include "pipeline/planner.h"
 #include "pipeline/read_runs.h"
+#include "pipeline/shard_indexes.h"
 
 namespace stoker {
 namespace {
@@ -197,7 +198,7 @@ TEST(BlockShuffleTest, BlocksAreContiguousInTheirShardAndTheirEdgesMove) {
 
 TEST(BlockShuffleTest, EachBatchIsAtMostCeilBatchOverBlockPlusOneReads) {
   const std::vector<uint32_t> counts = {768, 768, 768, 768, 100, 64, 300};  // shards no shorter than a block
-  const auto ix = Contiguous(counts);
+  const auto ix = ShardIndexCache::Holding(Contiguous(counts));
   for (int block : {4, 16, 64}) {
     for (int bs : {16, 64, 100}) {
       for (int world : {1, 3}) {
@@ -210,7 +211,7 @@ TEST(BlockShuffleTest, EachBatchIsAtMostCeilBatchOverBlockPlusOneReads) {
           for (int64_t b = 0; b < p->info.batches; ++b) {
             int64_t reads = 0;
             for (int slot = 0; slot < bs;) {
-              slot += RunLength(*p, ix, b * bs + slot, bs - slot, kRemoteCoalesceBytes);
+              slot += RunLength(*p, *ix, b * bs + slot, bs - slot, kRemoteCoalesceBytes);
               ++reads;
             }
             ASSERT_LE(reads, bound) << "block " << block << " batch " << bs << " #" << b;
@@ -227,7 +228,7 @@ TEST(BlockShuffleTest, EachBatchIsAtMostCeilBatchOverBlockPlusOneReads) {
   ASSERT_TRUE(p.ok());
   int64_t reads = 0;
   for (int64_t b = 0; b < p->info.batches; ++b)
-    for (int slot = 0; slot < 64; ++reads) slot += RunLength(*p, ix, b * 64 + slot, 64 - slot, kRemoteCoalesceBytes);
+    for (int slot = 0; slot < 64; ++reads) slot += RunLength(*p, *ix, b * 64 + slot, 64 - slot, kRemoteCoalesceBytes);
   EXPECT_GT(reads, p->info.batches * 60);
 }
 
@@ -269,20 +270,20 @@ TEST(BlockShuffleTest, AutoIoDepthIsLowerUnderAMemoryBudgetAndFourLocally) {
   layout.buffer_bytes = 64 * 224 * 224 * 3;
   LoaderOptions o = Opts(16, 64);
   o.decode_threads = 2;
-  EXPECT_EQ(AutoIoDepth(o, layout, ix, false), kLocalIoDepth);
-  EXPECT_EQ(AutoIoDepth(o, layout, ix, true), 40);
+  EXPECT_EQ(AutoIoDepth(o, layout, SummariesOf(ix), false), kLocalIoDepth);
+  EXPECT_EQ(AutoIoDepth(o, layout, SummariesOf(ix), true), 40);
   o.io_depth = 40;
-  const uint64_t need40 = EstimateMemory(o, layout, ix).total();
+  const uint64_t need40 = EstimateMemory(o, layout, SummariesOf(ix)).total();
   o.io_depth = 10;
-  const uint64_t need10 = EstimateMemory(o, layout, ix).total();
+  const uint64_t need10 = EstimateMemory(o, layout, SummariesOf(ix)).total();
   ASSERT_LT(need10, need40);
   o.io_depth = -1;
   o.memory_budget = need10 + 1;  // 40 and 20 do not fit, 10 does
-  EXPECT_EQ(AutoIoDepth(o, layout, ix, true), 10);
+  EXPECT_EQ(AutoIoDepth(o, layout, SummariesOf(ix), true), 10);
   o.memory_budget = 1;  // nothing fits: the floor, and Create's check names the need
-  EXPECT_EQ(AutoIoDepth(o, layout, ix, true), kLocalIoDepth);
+  EXPECT_EQ(AutoIoDepth(o, layout, SummariesOf(ix), true), kLocalIoDepth);
   o.io_depth = 7;  // a number given is kept
-  EXPECT_EQ(AutoIoDepth(o, layout, ix, true), 7);
+  EXPECT_EQ(AutoIoDepth(o, layout, SummariesOf(ix), true), 7);
 }
 
 TEST(BlockShuffleTest, ElasticResumeReCutsTheSameBlockOrder) {

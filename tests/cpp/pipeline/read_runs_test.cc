@@ -32,21 +32,21 @@ EpochPlan Plan(std::vector<std::pair<uint32_t, uint32_t>> order) {
 }
 
 TEST(ReadRuns, NeighboursInOneShardAreOneRun) {
-  auto ix = Indexes();
+  auto ix = ShardIndexCache::Holding(Indexes());
   EpochPlan p = Plan({{0, 0}, {0, 1}, {0, 2}, {0, 3}, {1, 0}, {1, 1}});
-  EXPECT_EQ(RunLength(p, ix, 0, 6, 1 << 20), 3);  // the gap before "far" ends it
-  EXPECT_EQ(RunLength(p, ix, 3, 3, 1 << 20), 1);  // the shard changes after "far"
-  EXPECT_EQ(RunLength(p, ix, 4, 2, 1 << 20), 2);  // a small gap is read through
+  EXPECT_EQ(RunLength(p, *ix, 0, 6, 1 << 20), 3);  // the gap before "far" ends it
+  EXPECT_EQ(RunLength(p, *ix, 3, 3, 1 << 20), 1);  // the shard changes after "far"
+  EXPECT_EQ(RunLength(p, *ix, 4, 2, 1 << 20), 2);  // a small gap is read through
 }
 
 TEST(ReadRuns, TheBatchTheLimitAndTheOrderBoundARun) {
-  auto ix = Indexes();
+  auto ix = ShardIndexCache::Holding(Indexes());
   EpochPlan p = Plan({{0, 0}, {0, 1}, {0, 2}});
-  EXPECT_EQ(RunLength(p, ix, 0, 2, 1 << 20), 2);  // n: the batch's remaining slots
-  EXPECT_EQ(RunLength(p, ix, 0, 3, 200), 2);      // 300 bytes would pass the limit
-  EXPECT_EQ(RunLength(p, ix, 0, 3, 0), 1);        // off
+  EXPECT_EQ(RunLength(p, *ix, 0, 2, 1 << 20), 2);  // n: the batch's remaining slots
+  EXPECT_EQ(RunLength(p, *ix, 0, 3, 200), 2);      // 300 bytes would pass the limit
+  EXPECT_EQ(RunLength(p, *ix, 0, 3, 0), 1);        // off
   EpochPlan back = Plan({{0, 1}, {0, 0}});
-  EXPECT_EQ(RunLength(back, ix, 0, 2, 1 << 20), 1);  // backwards: two reads
+  EXPECT_EQ(RunLength(back, *ix, 0, 2, 1 << 20), 1);  // backwards: two reads
 }
 
 TEST(ReadRuns, AutoCoalescesRemoteShardsOnly) {

@@ -67,8 +67,10 @@ std::unique_ptr<World> MakeWorld(const std::vector<std::string>& shards) {
   w->data.shards = shards;
   auto ix = LoadShardIndexes(shards, o.key_rule, DefaultIoOptions());
   EXPECT_TRUE(ix.ok());
-  w->data.indexes = std::move(*ix);
-  const SampleView e = w->data.indexes[0].samples[0];
+  w->data.indexes = ShardIndexCache::Holding(std::move(*ix));
+  auto first = w->data.indexes->Get(0);
+  EXPECT_TRUE(first.ok());
+  const SampleView e = (*first)->samples[0];
   auto file = OpenReader(shards[0], DefaultIoOptions());
   EXPECT_TRUE(file.ok());
   std::vector<uint8_t> probe(e.end - e.begin);
@@ -78,7 +80,7 @@ std::unique_ptr<World> MakeWorld(const std::vector<std::string>& shards) {
   w->data.layout = std::move(*layout);
   w->data.tuned.v = {2, 0, 2, 2};
   w->data.tune_max.v = {8, 0, 4, 6};
-  for (const ShardIndex& i : w->data.indexes) w->counts.push_back(static_cast<uint32_t>(i.samples.size()));
+  for (const ShardSummary& s : w->data.indexes->summaries()) w->counts.push_back(s.samples);
   w->files = std::make_unique<ShardFiles>(&w->data.shards, 0, ShardFiles::kMapUnbounded, DefaultIoOptions());
   return w;
 }
