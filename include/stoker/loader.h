@@ -172,6 +172,10 @@ struct LoaderOptions {
   // >0: bytes for batch buffers, read buffers and decode scratch together;
   // Create refuses, naming what it would need, a configuration above it.
   uint64_t memory_budget = 0;
+  // >0: bytes of shard index tables (each sample's offsets, ~50 bytes a
+  // sample) kept in memory when they do not all fit; 0: 64 MiB, or an eighth
+  // of memory_budget (pipeline/shard_index_cache.h).
+  uint64_t index_cache_bytes = 0;
 
   // Where batches are delivered. "cpu": pooled host memory. "cuda" or
   // "cuda:N": device memory; each batch's copy is issued on a stream of the

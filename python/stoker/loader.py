@@ -166,6 +166,11 @@ class Loader:
     quarter of RLIMIT_NOFILE). ``memory_budget`` (bytes) bounds batch buffers,
     read buffers and decode scratch together: a configuration that cannot fit
     is refused at construction with the number it would need.
+    ``index_cache_bytes`` bounds the shard index tables held (each sample's
+    offsets) when they do not all fit (default 64 MiB, or an eighth of
+    ``memory_budget``): a shard's table is loaded when the reads reach it and
+    the least recently used are dropped; ``loader.settings["index"]`` says
+    what is held.
 
     ``shuffle=True`` permutes every sample (``shuffle_block=1``) or, over
     remote shards by default (``shuffle_block=None``: auto), blocks of 16
@@ -289,6 +294,7 @@ class Loader:
         skip_probation: int = 1000,
         max_open_files: int | None = None,
         memory_budget: int | None = None,
+        index_cache_bytes: int | None = None,
         device: str = "cpu",
         pin_memory: bool = False,
         _late_copy_ms: int = 20,  # device="cpu-late" (tests only): how late each copy completes
@@ -352,6 +358,7 @@ class Loader:
         opt.skip_probation = int(skip_probation)
         opt.max_open_files = int(max_open_files or 0)
         opt.memory_budget = int(memory_budget or 0)
+        opt.index_cache_bytes = int(index_cache_bytes or 0)
         device = _device_options(opt, device, pin_memory, output, _late_copy_ms)
         opt.gpu_standin_delay_us = int(_gpu_standin_delay_us)
         if device.startswith("cuda") and any(s.kind in (_stoker.FieldKind.text, _stoker.FieldKind.json)
