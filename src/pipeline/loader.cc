@@ -607,7 +607,8 @@ Result<std::unique_ptr<Loader>> Loader::Create(LoaderOptions options) {
   const KeyRule rule = options.key_rule;
   data.indexes = std::make_shared<ShardIndexCache>(
       std::move(tables.summaries),
-      [rule, io](const ShardSummary& shard) { return LoadOrBuildShardIndex(shard.path, rule, io); }, index_bytes);
+      [rule, io](const ShardSummary& shard) { return LoadOrBuildShardIndex(shard.path, rule, io, shard.bytes); },
+      index_bytes);
   for (auto& [shard, index] : tables.held) data.indexes->Put(shard, std::move(index));
   const std::vector<ShardSummary>& summaries = data.indexes->summaries();
   // Every table stays where the order would come back to them all the time
