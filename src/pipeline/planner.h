@@ -42,13 +42,13 @@
 //    and the last few are kept. This is Mosaic Streaming's py1b with the
 //    block made of whole shards instead of a sample count (py1b shuffles
 //    shards, cuts their concatenation into fixed blocks and permutes samples
-//    within each; a window here never splits a shard, so its shards are
-//    wholly inside it; K = 1 is their py1s), and webdataset's shard shuffle with a buffer of K
-//    whole shards instead of a sliding one of samples: a sample moves only
-//    inside its window, exactly once, and the order is a random-access
-//    function of the position, so ranks cut it and resume re-cuts it as
-//    every other order. shuffle_window 0 (and -1, auto, unresolved) is the
-//    whole dataset: the two orders above, unchanged;
+//    within each; a window never splits a shard; K = 1 is their py1s), and
+//    webdataset's shard shuffle with a buffer of K whole shards instead of a
+//    sliding one of samples: a sample moves only inside its window, exactly
+//    once, and the order is a random-access function of the position, so
+//    ranks cut it and resume re-cuts it as every other order. shuffle_window
+//    0 (and -1, auto, unresolved) is the whole dataset: the two orders
+//    above, unchanged;
 //  * shuffle, shuffle_buffer > 0: shards permuted, then samples streamed
 //    through a buffer of that many samples (WebDataset's scheme, simulated
 //    here so it is deterministic), so reads stay mostly sequential. This one
