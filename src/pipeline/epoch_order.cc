@@ -194,6 +194,7 @@ std::shared_ptr<const EpochOrder::WindowTable> EpochOrder::BuildTable(size_t w) 
   // whole-dataset block order cuts it (CutShard) at a phase keyed by the
   // shard and the epoch; then permuted by the window's IndexShuffle.
   std::vector<Block> blocks;
+  blocks.reserve((perm_first_[WindowEnd(w)] - perm_first_[WindowBegin(w)]) / block_ + window_);
   for (size_t i = WindowBegin(w); i < WindowEnd(w); ++i) {
     const uint32_t s = shard_perm_[i];
     const uint32_t n = static_cast<uint32_t>(first_[s + 1] - first_[s]);
