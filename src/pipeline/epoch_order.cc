@@ -98,7 +98,9 @@ Result<std::shared_ptr<const EpochOrder>> EpochOrder::Make(const std::vector<uin
     Shuffle(buffer, rng);
     o.listed_.insert(o.listed_.end(), buffer.begin(), buffer.end());
   } else if (options.shuffle_window > 0) {
-    STOKER_RETURN_IF_ERROR(o.MakeWindowed(samples_per_shard, options, rng.Next()));
+    // Windows of shards (planner.h); 0, and -1 (auto) that reaches the
+    // planner unresolved, fall through to the whole-dataset orders below.
+    o.MakeWindowed(samples_per_shard, options, rng.Next());
   } else if (options.shuffle_block > 1) {
     // The block shuffle (planner.h), its cuts as CutShard says, each shard's
     // phase drawn in shard order from the epoch's stream.
@@ -131,8 +133,8 @@ Result<std::shared_ptr<const EpochOrder>> EpochOrder::Make(const std::vector<uin
   return std::shared_ptr<const EpochOrder>(std::move(order));
 }
 
-Status EpochOrder::MakeWindowed(const std::vector<uint32_t>& samples_per_shard, const LoaderOptions& options,
-                                uint64_t key) {
+void EpochOrder::MakeWindowed(const std::vector<uint32_t>& samples_per_shard, const LoaderOptions& options,
+                              uint64_t key) {
   // Keys drawn from the epoch's: one for the shard permutation, one that
   // keys every window's permutation with the window's index, one that keys
   // every shard's block phase with the shard's id (so a window's blocks are
@@ -151,7 +153,6 @@ Status EpochOrder::MakeWindowed(const std::vector<uint32_t>& samples_per_shard, 
     shard_perm_[i] = static_cast<uint32_t>(shard_perm(i));
     perm_first_[i + 1] = perm_first_[i] + samples_per_shard[shard_perm_[i]];
   }
-  return Status::Ok();
 }
 
 size_t EpochOrder::num_windows() const {

@@ -102,7 +102,7 @@ class EpochOrder {
   };
 
   // The windowed order's shard permutation and prefix sums; key: the epoch's.
-  Status MakeWindowed(const std::vector<uint32_t>& samples_per_shard, const LoaderOptions& options, uint64_t key);
+  void MakeWindowed(const std::vector<uint32_t>& samples_per_shard, const LoaderOptions& options, uint64_t key);
   // Windowed order: the first permuted shard of window w and one past its last.
   size_t WindowBegin(size_t w) const { return w * window_; }
   size_t WindowEnd(size_t w) const;
