@@ -177,6 +177,11 @@ class Loader:
     consecutive samples of a shard cut afresh each epoch, so a batch of 64 is
     about 5 ranged GETs instead of 64 (README, "Shuffle quality").
     ``shuffle_block=N`` sets the block; ``shuffle_buffer=N`` streams instead.
+    ``shuffle_window=K`` bounds the shards read at a time: the shards are
+    permuted, taken K at a time, and the samples (or blocks) of each K shards
+    permuted among themselves, so a rank reads about K shards at once and the
+    order costs memory per shard, not per sample (``0``: one permutation of
+    the whole dataset; ``None``: auto).
 
     Remote shards (``http://``, ``https://``, ``s3://``, ``hf://``): ``io_depth`` reads
     (default: 4 local; remote, the reads of 8 batches: 8 unshuffled, 40 for
@@ -257,6 +262,7 @@ class Loader:
         seed: int = 0,
         shuffle_buffer: int = 0,
         shuffle_block: int | None = None,
+        shuffle_window: int | None = None,
         drop_last: bool | None = None,
         partition: str = "drop",
         rank: int | None = None,
@@ -335,6 +341,7 @@ class Loader:
         opt.seed = seed
         opt.shuffle_buffer = shuffle_buffer
         opt.shuffle_block = -1 if shuffle_block is None else int(shuffle_block)
+        opt.shuffle_window = -1 if shuffle_window is None else int(shuffle_window)
         opt.drop_last = drop_last
         opt.partition = _PARTITION[partition]
         opt.rank = rank

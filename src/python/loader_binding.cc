@@ -209,6 +209,7 @@ void RegisterLoader(nb::module_& m) {
       .def_rw("seed", &LoaderOptions::seed)
       .def_rw("shuffle_buffer", &LoaderOptions::shuffle_buffer)
       .def_rw("shuffle_block", &LoaderOptions::shuffle_block)
+      .def_rw("shuffle_window", &LoaderOptions::shuffle_window)
       .def_rw("rank", &LoaderOptions::rank)
       .def_rw("world_size", &LoaderOptions::world_size)
       .def_rw("partition", &LoaderOptions::partition)
