@@ -561,7 +561,11 @@ class Loader:
         from (``cores_from``: "1 core: affinity 2, no quota, 2 local ranks
         (LOCAL_WORLD_SIZE)"). Where image fields decode on the GPU too
         (``stoker.image(decode=...)``), ``gpu_decode``: the decoder, the share
-        of each batch's images it is sent now and why."""
+        of each batch's images it is sent now and why. ``order``: the epoch
+        order in words ("samples permuted within windows of 64 shards (auto:
+        ...)"); ``index``: the shard index tables held (``held_bytes``), their
+        bound (``max_bytes``, 0: every table stays), the tables loaded since
+        the start (``loads``) and the shards."""
         s = self._native.settings()
         s["changes"] = len(self._native.tune_log())
         return s
