@@ -183,7 +183,7 @@ struct LoaderOptions {
   // Create refuses, naming what it would need, a configuration above it.
   uint64_t memory_budget = 0;
   // >0: bytes of shard index tables (each sample's offsets, ~50 bytes a
-  // sample) kept in memory when they do not all fit; 0: 64 MiB, or an eighth
+  // sample) kept in memory when they do not all fit; 0: 16 MiB, or an eighth
   // of memory_budget (pipeline/shard_index_cache.h).
   uint64_t index_cache_bytes = 0;
 

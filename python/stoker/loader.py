@@ -167,7 +167,7 @@ class Loader:
     read buffers and decode scratch together: a configuration that cannot fit
     is refused at construction with the number it would need.
     ``index_cache_bytes`` bounds the shard index tables held (each sample's
-    offsets) when they do not all fit (default 64 MiB, or an eighth of
+    offsets) when they do not all fit (default 16 MiB, or an eighth of
     ``memory_budget``): a shard's table is loaded when the reads reach it and
     the least recently used are dropped; ``loader.settings["index"]`` says
     what is held.
