@@ -159,7 +159,8 @@ Result<DatasetManifest> ReadManifest(const std::string& path_or_url, const IoOpt
     if (!seen.insert(s.path).second) {
       const auto first = std::find_if(manifest.shards.begin(), manifest.shards.begin() + static_cast<ptrdiff_t>(i),
                                       [&](const ShardSummary& o) { return o.path == s.path; });
-      return bad("shards[" + std::to_string(i) + "] " + Quoted(RedactUrl(s.path)) + " is listed twice (also shards[" +
+      const std::string& written = (*shards)[i]["path"].get_ref<const std::string&>();
+      return bad("shards[" + std::to_string(i) + "] " + Quoted(RedactUrl(written)) + " is listed twice (also shards[" +
                  std::to_string(first - manifest.shards.begin()) + "])");
     }
     sum += s.samples;
