@@ -11,9 +11,9 @@
 // (upload the .idx files next to the shards). Its manifest goes there too,
 // listing the shards by name, to be uploaded beside them with the sidecars: a
 // URL's query (a presigned signature) is never written into it.
-// Local shards are listed from the manifest's folder (cli/manifest_output.h):
-// by default stoker-manifest.json beside them when they share one folder, or
-// in --out-dir when given.
+// Local shards are listed from the manifest's folder: by default
+// stoker-manifest.json beside them when they share one folder, or in
+// --out-dir when given, updated rather than replaced (cli/manifest_output.h).
 #include <cstdio>
 #include <filesystem>
 #include <system_error>
@@ -161,9 +161,10 @@ Status RunIndex(const IndexOptions& opt) {
     if (!opt.quiet) std::fprintf(stderr, "stoker index: no dataset manifest written: %s\n", mixed.c_str());
     return Status::Ok();
   }
-  std::string default_path, why;
-  STOKER_RETURN_IF_ERROR(PlanManifest(opt, &manifest.shards, &default_path, &why));
-  return WriteManifestOutput(manifest, opt.manifest, default_path, why, "index", opt.quiet);
+  ManifestPlace place;
+  place.by_sidecar = IsRemoteUrl(manifest.shards.front().path);  // before PlanManifest names them locally
+  STOKER_RETURN_IF_ERROR(PlanManifest(opt, &manifest.shards, &place.default_path, &place.why_none));
+  return WriteManifestOutput(manifest, opt.manifest, place, "index", opt.quiet);
 }
 
 }  // namespace

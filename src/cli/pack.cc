@@ -12,8 +12,9 @@
 //    gives the same file read as an image folder (pipeline/image_folder.h),
 //    so a packed folder and the folder name their samples alike.
 // Samples go in natural name order, or a seeded shuffle. Each shard gets its
-// sidecar index, and the run its dataset manifest (stoker-manifest.json in
-// the output folder, from the writer's own counts: cli/manifest_output.h).
+// sidecar index, and the output folder its dataset manifest
+// (stoker-manifest.json, from the writer's own counts, other prefixes' shards
+// there kept: cli/manifest_output.h).
 // Hidden names (".*") are skipped, so temporary files are too.
 #include <algorithm>
 #include <cctype>
@@ -235,7 +236,9 @@ Status RunPack(const PackOptions& opt) {
   DatasetManifest manifest;
   manifest.key_rule = rule;
   manifest.shards = writer.summaries();
-  return WriteManifestOutput(manifest, opt.manifest, (parent / kManifestName).string(), "", "pack", opt.quiet);
+  // The folder's manifest, updated: this prefix's shards are this run's.
+  const ManifestPlace place{(parent / kManifestName).string(), "", opt.out_prefix};
+  return WriteManifestOutput(manifest, opt.manifest, place, "pack", opt.quiet);
 }
 
 void RegisterPack(CLI::App& app, Status* status) {

@@ -54,7 +54,13 @@ def wds_counts(shards):
     return [counts[str(p)] for p in shards]
 
 
-def tar_sample_bytes(shard, key_of=lambda name: name.split("/")[-1].split(".")[0]):
+def wds_key(name):
+    """webdataset's key: the member path up to the first dot of its basename."""
+    folder, _, base = name.rpartition("/")
+    return folder + "/" * bool(folder) + base.split(".")[0]
+
+
+def tar_sample_bytes(shard, key_of=wds_key):
     """(sum, max) over the shard's samples of end - begin: the first member's
     header through the last member's data, as tarfile lays them out."""
     ranges = {}
@@ -140,19 +146,51 @@ def test_manifest_flags(tmp_path):
     assert [e["samples"] for e in doc["shards"]] == [PER_SHARD[0], 2]
 
 
-def test_a_manifest_of_other_shards_is_not_replaced(tmp_path):
+def test_the_folders_manifest_is_updated_not_replaced(tmp_path):
     shards = write_shards(tmp_path / "data")
-    run("index", "-q", tmp_path / "data")
     path = tmp_path / "data" / "stoker-manifest.json"
-    before = path.read_text()
-    proc = run("index", shards[2])  # one shard again: the manifest would lose the other three
-    assert "is left as it is: it lists 3 other shards" in proc.stderr, proc.stderr
-    assert path.read_text() == before
+    # Shards indexed one at a time, in any order, give the manifest of them all.
+    for p in (shards[2], shards[0], shards[3], shards[1]):
+        proc = run("index", p)
+    assert "stoker-manifest.json: 4 shards (3 kept from before), 25 samples" in proc.stdout, proc.stdout
+    one_by_one = path.read_text()
+    path.unlink()
+    run("index", "-q", tmp_path / "data")
+    assert path.read_text() == one_by_one
     # A shard that is gone is dropped.
     for p in shards[1:]:
         p.unlink()
     run("index", "-q", shards[0])
     assert [e["path"] for e in json.loads(path.read_text())["shards"]] == [shards[0].name]
+
+
+def test_pack_updates_its_folders_manifest(tmp_path):
+    rng = np.random.default_rng(2)
+    src = tmp_path / "src"
+    for c in ("a", "b"):
+        (src / c).mkdir(parents=True)
+        for i in range(8):
+            (src / c / f"{i}.jpg").write_bytes(rng.bytes(3000))
+    out = tmp_path / "out"
+    run("pack", src, out / "big", "--shard-size", "10KB", "-q")
+    run("pack", src, out / "other", "--shard-size", "1MB", "-q")
+    manifest = out / "stoker-manifest.json"
+    listed = lambda: [e["path"] for e in json.loads(manifest.read_text())["shards"]]
+    big = sorted(p.name for p in out.glob("big-*.tar"))
+    assert listed() == big + ["other-000000.tar"]
+    # The same prefix again in fewer shards: the earlier run's leftovers are not listed.
+    run("pack", src, out / "big", "--shard-size", "1MB", "-q")
+    assert listed() == ["big-000000.tar", "other-000000.tar"]
+    check_manifest(manifest, [out / "big-000000.tar", out / "other-000000.tar"])
+    # SA-1B pairs (the underscore rule) into the same folder: left as it was, with a warning.
+    sa = tmp_path / "sa"
+    sa.mkdir()
+    (sa / "sa_1.jpg").write_bytes(b"x" * 10)
+    (sa / "sa_1_features.npz").write_bytes(b"y" * 10)
+    before = manifest.read_text()
+    proc = run("pack", sa, out / "sa", "-q")
+    assert "is left as it was" in proc.stderr and "key rule webdataset" in proc.stderr, proc.stderr
+    assert manifest.read_text() == before
 
 
 def corrupt(doc, path, edit):
