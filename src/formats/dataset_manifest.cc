@@ -44,11 +44,19 @@ struct Complaint {
 
 std::string Quoted(const std::string& s) { return "'" + s + "'"; }
 
-// A JSON value's type, in words, for "is a string, not a count".
+// A JSON value's type, in words, for "is a string, not a count"; a number
+// or string shown as written, up to 40 characters of it.
 std::string TypeOf(const json& j) {
-  if (j.is_number_integer() && !j.is_number_unsigned()) return "negative (" + j.dump() + ")";
-  if (j.is_number_float()) return "a fraction (" + j.dump() + ")";
-  return std::string(j.type_name()) + (j.is_string() ? " (" + j.dump() + ")" : "");
+  auto shown = [&] {
+    std::string text = j.dump();  // the parser took only valid UTF-8, so dump does not throw
+    if (text.size() <= 40) return text;
+    size_t cut = 37;
+    while (cut > 0 && (static_cast<uint8_t>(text[cut]) & 0xC0) == 0x80) --cut;  // not inside a UTF-8 sequence
+    return text.substr(0, cut) + "...";
+  };
+  if (j.is_number_integer() && !j.is_number_unsigned()) return "negative (" + shown() + ")";
+  if (j.is_number_float()) return "a fraction (" + shown() + ")";
+  return std::string(j.type_name()) + (j.is_string() ? " (" + shown() + ")" : "");
 }
 
 // An unsigned integer field of `obj`, or why not (`where` names obj).

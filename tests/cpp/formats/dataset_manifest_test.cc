@@ -221,6 +221,9 @@ TEST(DatasetManifestTest, EachMalformedManifestSaysWhatAndWhere) {
       {"version as text", R"({"format": "stoker-manifest", "version": "1"})", {"\"version\" is string (\"1\")"}},
       {"no key rule", R"({"format": "stoker-manifest", "version": 1, "samples": 0, "shards": []})",
        {"\"key_rule\" is missing"}},
+      {"a long string where a count goes",
+       R"({"format": "stoker-manifest", "version": "xééééééééééééééééééééééé"})",
+       {"\"version\" is string (\"x\xC3\xA9\xC3\xA9", "\xC3\xA9...), not a count"}},  // cut between characters
       {"an unknown key rule", R"({"format": "stoker-manifest", "version": 1, "key_rule": "dots"})",
        {"\"key_rule\"", "dots"}},
       {"no total", R"({"format": "stoker-manifest", "version": 1, "key_rule": "webdataset", "shards": []})",
