@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <string_view>
 #include <unordered_set>
 
 #include "cli/common.h"
@@ -17,6 +18,13 @@ std::string Normal(const std::string& path) {
   if (IsRemoteUrl(path)) return path;
   std::error_code ec;
   return fs::absolute(fs::path(path), ec).lexically_normal().string();
+}
+
+// "<prefix>-000012.tar": a shard pack numbers under this prefix (not "<prefix>-hard-000000.tar").
+bool IsNumbered(const std::string& path, const std::string& prefix_dash) {
+  if (!path.starts_with(prefix_dash) || !path.ends_with(".tar")) return false;
+  const std::string_view number(path.data() + prefix_dash.size(), path.size() - prefix_dash.size() - 4);
+  return !number.empty() && number.find_first_not_of("0123456789") == std::string_view::npos;
 }
 
 // The entries of the manifest at `path` to keep beside this run's (see the
@@ -37,7 +45,7 @@ std::vector<ShardSummary> EntriesToKeep(const DatasetManifest& manifest, const M
   std::vector<ShardSummary> keep;
   for (ShardSummary& s : old->shards) {
     const std::string n = Normal(s.path);
-    if (ours.contains(n) || (!owned.empty() && n.starts_with(owned))) continue;
+    if (ours.contains(n) || (!owned.empty() && IsNumbered(n, owned))) continue;
     const bool there = IsRemoteUrl(s.path) || fs::exists(place.by_sidecar ? IndexPathFor(s.path) : s.path, ec);
     if (!there) continue;  // dropped with its shard
     keep.push_back(std::move(s));

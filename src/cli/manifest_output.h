@@ -33,7 +33,7 @@ void AddManifestFlags(CLI::App* cmd, ManifestFlags* flags);
 struct ManifestPlace {
   std::string default_path;  // empty: there is none (the shards span folders), because of `why_none`
   std::string why_none;
-  std::string owned_prefix;  // see above; empty: none
+  std::string owned_prefix;  // see above: its "<prefix>-<digits>.tar" shards; empty: none
   // URL shards indexed into --out-dir are listed by name there: an entry is
   // still there while its sidecar is, rather than its shard.
   bool by_sidecar = false;

@@ -173,15 +173,16 @@ def test_pack_updates_its_folders_manifest(tmp_path):
             (src / c / f"{i}.jpg").write_bytes(rng.bytes(3000))
     out = tmp_path / "out"
     run("pack", src, out / "big", "--shard-size", "10KB", "-q")
-    run("pack", src, out / "other", "--shard-size", "1MB", "-q")
+    run("pack", src, out / "big-other", "--shard-size", "1MB", "-q")
     manifest = out / "stoker-manifest.json"
     listed = lambda: [e["path"] for e in json.loads(manifest.read_text())["shards"]]
-    big = sorted(p.name for p in out.glob("big-*.tar"))
-    assert listed() == big + ["other-000000.tar"]
-    # The same prefix again in fewer shards: the earlier run's leftovers are not listed.
+    big = sorted(p.name for p in out.glob("big-0*.tar"))
+    assert len(big) > 1 and listed() == big + ["big-other-000000.tar"]
+    # The same prefix again in fewer shards: the earlier run's leftovers are
+    # not listed; another prefix that begins alike stays.
     run("pack", src, out / "big", "--shard-size", "1MB", "-q")
-    assert listed() == ["big-000000.tar", "other-000000.tar"]
-    check_manifest(manifest, [out / "big-000000.tar", out / "other-000000.tar"])
+    assert listed() == ["big-000000.tar", "big-other-000000.tar"]
+    check_manifest(manifest, [out / "big-000000.tar", out / "big-other-000000.tar"])
     # SA-1B pairs (the underscore rule) into the same folder: left as it was, with a warning.
     sa = tmp_path / "sa"
     sa.mkdir()
