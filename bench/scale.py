@@ -545,13 +545,14 @@ def main(argv=None) -> int:
     only = None if args.only is None else {s.strip() for s in args.only.split(",")}
     if only is not None and not only <= set(LOADERS):
         ap.error(f"--only: unknown loaders {sorted(only - set(LOADERS))}; known: {', '.join(LOADERS)}")
-    info = common.machine_info(["stoker", "numpy", "webdataset"])
-    try:
-        from importlib.metadata import version
+    info = common.machine_info(["stoker", "numpy"])
+    from importlib.metadata import PackageNotFoundError, version
 
-        info["versions"]["mosaicml-streaming"] = version("mosaicml-streaming")
-    except Exception as e:  # noqa: BLE001
-        info["versions"]["mosaicml-streaming"] = f"unavailable: {e}"
+    for dist in ("webdataset", "mosaicml-streaming", "torch"):  # not imported here: torch takes seconds
+        try:
+            info["versions"][dist] = version(dist)
+        except PackageNotFoundError as e:
+            info["versions"][dist] = f"unavailable: not installed ({e})"
     info["stoker_binary"] = stoker_binary()
     loadavg_start = common.load_average()
     print(f"scale bench {info['utc']}: sizes {sizes}, {reps} rounds, rank {RANK} of {WORLD}, batch {BATCH}; "
