@@ -36,9 +36,10 @@ for mode in "${modes[@]}"; do
       targets=(test_core_buffer_pool_test test_pipeline_shard_files_test test_io_mapped_reader_test
                test_pipeline_loader_reliability_test test_io_cancel_test test_pipeline_remote_run_test
                test_device_late_copy_engine_test test_pipeline_device_loader_test
-               test_pipeline_exact_partition_test test_pipeline_gpu_decode_loader_test)
+               test_pipeline_exact_partition_test test_pipeline_gpu_decode_loader_test
+               test_pipeline_shard_index_cache_test)
       select="BufferPool|ShardFiles|MappedReader|LoaderReliability|Cancellation|RemoteRun"
-      select+="|LateCopyEngine|DeviceLoader|ExactPartition|GpuDecodeLoader"
+      select+="|LateCopyEngine|DeviceLoader|ExactPartition|GpuDecodeLoader|ShardIndexCache"
       ;;
     *) echo "unknown mode $mode (asan, tsan)"; exit 2 ;;
   esac

@@ -120,6 +120,14 @@ struct LoaderOptions {
   // epoch, so a batch's reads are a few coalesced ranges; -1: auto (1 for
   // local files, kRemoteShuffleBlock for http/https/s3 shards).
   int shuffle_block = -1;
+  // With shuffle and shuffle_buffer 0, how far the permutation reaches
+  // (pipeline/planner.h): K > 0: the shards are permuted, the permuted list
+  // is cut into windows of K consecutive shards, and each window's samples
+  // (or blocks, shuffle_block) are permuted among themselves; windows follow
+  // one another, so a rank reads about K shards at a time and the order costs
+  // O(shards) memory. 0: the whole dataset is one window (a global
+  // permutation). -1: auto (the loader resolves it; unresolved means 0).
+  int shuffle_window = -1;
 
   int rank = 0;
   int world_size = 1;
@@ -172,6 +180,10 @@ struct LoaderOptions {
   // >0: bytes for batch buffers, read buffers and decode scratch together;
   // Create refuses, naming what it would need, a configuration above it.
   uint64_t memory_budget = 0;
+  // >0: bytes of shard index tables (each sample's offsets, ~50 bytes a
+  // sample) kept in memory when they do not all fit; 0: 64 MiB, or an eighth
+  // of memory_budget (pipeline/shard_index_cache.h).
+  uint64_t index_cache_bytes = 0;
 
   // Where batches are delivered. "cpu": pooled host memory. "cuda" or
   // "cuda:N": device memory; each batch's copy is issued on a stream of the

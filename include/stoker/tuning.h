@@ -23,6 +23,13 @@ struct LoaderSettings {
   std::string gpu_decoder;
   double gpu_share = 0;
   std::string gpu_share_why;
+  // The shard index tables (pipeline/shard_index_cache.h): bytes held now,
+  // their bound (0: none, every table stays), loads so far (again after
+  // being dropped, too) and the shards.
+  uint64_t index_held_bytes = 0;
+  uint64_t index_max_bytes = 0;
+  uint64_t index_loads = 0;
+  uint64_t index_shards = 0;
 };
 
 // One change the controller made, with the evidence it acted on.

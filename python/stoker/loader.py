@@ -166,12 +166,22 @@ class Loader:
     quarter of RLIMIT_NOFILE). ``memory_budget`` (bytes) bounds batch buffers,
     read buffers and decode scratch together: a configuration that cannot fit
     is refused at construction with the number it would need.
+    ``index_cache_bytes`` bounds the shard index tables held (each sample's
+    offsets) when they do not all fit (default 64 MiB, or an eighth of
+    ``memory_budget``): a shard's table is loaded when the reads reach it and
+    the least recently used are dropped; ``loader.settings["index"]`` says
+    what is held.
 
     ``shuffle=True`` permutes every sample (``shuffle_block=1``) or, over
     remote shards by default (``shuffle_block=None``: auto), blocks of 16
     consecutive samples of a shard cut afresh each epoch, so a batch of 64 is
     about 5 ranged GETs instead of 64 (README, "Shuffle quality").
     ``shuffle_block=N`` sets the block; ``shuffle_buffer=N`` streams instead.
+    ``shuffle_window=K`` bounds the shards read at a time: the shards are
+    permuted, taken K at a time, and the samples (or blocks) of each K shards
+    permuted among themselves, so a rank reads about K shards at once and the
+    order costs memory per shard, not per sample (``0``: one permutation of
+    the whole dataset; ``None``: auto).
 
     Remote shards (``http://``, ``https://``, ``s3://``, ``hf://``): ``io_depth`` reads
     (default: 4 local; remote, the reads of 8 batches: 8 unshuffled, 40 for
@@ -252,6 +262,7 @@ class Loader:
         seed: int = 0,
         shuffle_buffer: int = 0,
         shuffle_block: int | None = None,
+        shuffle_window: int | None = None,
         drop_last: bool | None = None,
         partition: str = "drop",
         rank: int | None = None,
@@ -289,6 +300,7 @@ class Loader:
         skip_probation: int = 1000,
         max_open_files: int | None = None,
         memory_budget: int | None = None,
+        index_cache_bytes: int | None = None,
         device: str = "cpu",
         pin_memory: bool = False,
         _late_copy_ms: int = 20,  # device="cpu-late" (tests only): how late each copy completes
@@ -329,6 +341,7 @@ class Loader:
         opt.seed = seed
         opt.shuffle_buffer = shuffle_buffer
         opt.shuffle_block = -1 if shuffle_block is None else int(shuffle_block)
+        opt.shuffle_window = -1 if shuffle_window is None else int(shuffle_window)
         opt.drop_last = drop_last
         opt.partition = _PARTITION[partition]
         opt.rank = rank
@@ -352,6 +365,7 @@ class Loader:
         opt.skip_probation = int(skip_probation)
         opt.max_open_files = int(max_open_files or 0)
         opt.memory_budget = int(memory_budget or 0)
+        opt.index_cache_bytes = int(index_cache_bytes or 0)
         device = _device_options(opt, device, pin_memory, output, _late_copy_ms)
         opt.gpu_standin_delay_us = int(_gpu_standin_delay_us)
         if device.startswith("cuda") and any(s.kind in (_stoker.FieldKind.text, _stoker.FieldKind.json)

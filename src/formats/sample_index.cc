@@ -482,8 +482,17 @@ Result<ShardIndex> ReadShardIndex(const std::string& index_path, const IoOptions
   return index;
 }
 
-Result<ShardIndex> LoadOrBuildShardIndex(const std::string& shard_path, KeyRule rule, const IoOptions& io) {
+Result<ShardIndex> LoadOrBuildShardIndex(const std::string& shard_path, KeyRule rule, const IoOptions& io,
+                                         uint64_t known_size) {
   const std::string index_path = IndexPathFor(shard_path);
+  if (known_size > 0 && IsRemoteUrl(shard_path)) {
+    Result<ShardIndex> sidecar = ReadShardIndex(index_path, io);
+    if (sidecar.ok() && sidecar->shard_size == known_size && sidecar->key_rule == rule) {
+      sidecar->shard_path = shard_path;
+      return std::move(sidecar).value();
+    }
+    // Missing, stale or corrupt: the full path below says which.
+  }
   // A remote shard's open (a HEAD) and its sidecar's GET are a round trip
   // each: they go out together, so a loader's start waits for one, not two.
   std::future<Result<ShardIndex>> remote_sidecar;

@@ -298,7 +298,10 @@ Result<ShardIndex> ReadShardIndex(const std::string& index_path, const IoOptions
 // rule); otherwise scans the tar headers. Never writes. For a remote shard
 // (io/reader.h) the "<url>.idx" sidecar is fetched when present, else the shard
 // is streamed once in large sequential reads to build the index.
+// `known_size` > 0 (a manifest's): a remote shard's sidecar for a shard of
+// that size is taken without asking the shard (no HEAD: one round trip, not
+// two); otherwise, as above.
 Result<ShardIndex> LoadOrBuildShardIndex(const std::string& shard_path, KeyRule rule,
-                                         const IoOptions& io = DefaultIoOptions());
+                                         const IoOptions& io = DefaultIoOptions(), uint64_t known_size = 0);
 
 }  // namespace stoker

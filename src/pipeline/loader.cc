@@ -81,6 +81,20 @@ std::shared_ptr<BufferPool> BatchPool(const Dataset& d, int max_prefetch) {
 // shuffle buffer's stream), so tables dropped are rarely needed again.
 bool HasLocality(const LoaderOptions& o) { return !o.shuffle || o.shuffle_buffer > 0; }
 
+// This rank's first sample of epoch 0 (the first shard's first where the
+// rank has none): the sample that teaches the layout then costs no other
+// shard's index or bytes, which over remote shards are round trips before
+// the first batch.
+Result<SampleRef> ProbeSample(const std::vector<ShardSummary>& shards, const LoaderOptions& options) {
+  std::vector<uint32_t> counts;
+  for (const ShardSummary& s : shards) counts.push_back(s.samples);
+  const auto first = std::find_if(counts.begin(), counts.end(), [](uint32_t n) { return n > 0; });
+  if (first == counts.end()) return InvalidArgument("the shards hold no samples");
+  Result<EpochPlan> plan = PlanEpoch(counts, options, 0);
+  if (plan.ok() && plan->info.rank_samples > 0) return plan->At(0);
+  return SampleRef{static_cast<uint32_t>(first - counts.begin()), 0, 0};
+}
+
 // A Parquet row's fields are the columns of the same names (formats/parquet_file.h).
 // The key column rides along as one more value of each row (pipeline/sample_keys.h).
 std::vector<std::string> ParquetColumns(const LoaderOptions& options) {
@@ -137,8 +151,10 @@ class LoaderImpl : public Loader {
 
   Status Init() {
     token_consumed_ = data_.options.tokens.consumed_samples;
-    for (const ShardSummary& shard : data_.indexes->summaries()) counts_.push_back(shard.samples);
-    fingerprint_ = DatasetFingerprint(data_);
+    if (data_.indexes) {  // not for tokens
+      for (const ShardSummary& shard : data_.indexes->summaries()) counts_.push_back(shard.samples);
+      fingerprint_ = DatasetFingerprint(data_);
+    }
     STOKER_RETURN_IF_ERROR(Plan(0));
     // The first batch at once: epoch 0's reads begin now, with the index
     // loaded and the threads started, while the caller sets itself up; a
@@ -357,6 +373,12 @@ class LoaderImpl : public Loader {
     LoaderSettings s = ToLoaderSettings(tune_config_, data_.tuned, data_.options.autotune);
     s.cores = data_.cpu.cores;
     s.cores_from = data_.cpu.ToString();
+    if (data_.indexes) {
+      s.index_held_bytes = data_.indexes->held_bytes();
+      s.index_max_bytes = data_.indexes->max_bytes();
+      s.index_loads = data_.indexes->loads();
+      s.index_shards = data_.indexes->summaries().size();
+    }
     if (data_.gpu) {
       RecorderSnapshot g;
       data_.gpu->Fill(&g);
@@ -585,27 +607,32 @@ Result<std::unique_ptr<Loader>> Loader::Create(LoaderOptions options) {
   const KeyRule rule = options.key_rule;
   data.indexes = std::make_shared<ShardIndexCache>(
       std::move(tables.summaries),
-      [rule, io](const ShardSummary& shard) { return LoadOrBuildShardIndex(shard.path, rule, io); }, index_bytes);
+      [rule, io](const ShardSummary& shard) { return LoadOrBuildShardIndex(shard.path, rule, io, shard.bytes); },
+      index_bytes);
   for (auto& [shard, index] : tables.held) data.indexes->Put(shard, std::move(index));
   const std::vector<ShardSummary>& summaries = data.indexes->summaries();
   // Every table stays where the order would come back to them all the time
   // (a permutation of the whole dataset) or where they fit; else the least
   // recently used are dropped (shard_index_cache.h).
   if (tables.all_held || tables.bytes <= index_bytes || !HasLocality(options)) data.indexes->SetMaxBytes(0);
-  // The first sample teaches the shapes of array fields.
-  const auto first_shard =
-      std::find_if(summaries.begin(), summaries.end(), [](const ShardSummary& s) { return s.samples > 0; });
-  if (first_shard == summaries.end()) return InvalidArgument("the shards hold no samples");
-  STOKER_ASSIGN_OR_RETURN(std::shared_ptr<const ShardIndex> first_index,
-                          data.indexes->Get(static_cast<uint32_t>(first_shard - summaries.begin())));
-  const ShardIndex* first = first_index.get();
   const bool parquet = data.parquet;
   if (!parquet && !options.key_column.empty()) {
     return InvalidArgument("key_column='" + options.key_column +
                            "' names a Parquet column, but the sources are not Parquet files (" + data.shards[0] + ")");
   }
   const bool remote = std::any_of(data.shards.begin(), data.shards.end(), IsRemoteUrl);
-  SampleEntry probe_entry = first->samples[0].ToEntry();
+  // The auto settings (-1) resolved once, from where the shards are: the
+  // plan and the engine then see plain numbers, and options() reports them.
+  // A Parquet row is read out of its decoded row group, so the order's unit
+  // is the row group's rows (pipeline/planner.h's blocks): a global
+  // permutation of single rows would decode a row group for nearly every row.
+  if (parquet && options.shuffle_block == -1) options.shuffle_block = tables.parquet_block;
+  options.shuffle_block = AutoShuffleBlock(options, remote);
+  // The first sample teaches the shapes of array fields.
+  STOKER_ASSIGN_OR_RETURN(const SampleRef probe_ref, ProbeSample(summaries, options));
+  STOKER_ASSIGN_OR_RETURN(std::shared_ptr<const ShardIndex> first_index, data.indexes->Get(probe_ref.shard));
+  const ShardIndex* first = first_index.get();
+  SampleEntry probe_entry = first->samples[parquet ? 0 : probe_ref.sample].ToEntry();
   STOKER_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessReader> file, OpenReader(first->shard_path, io));
   std::vector<uint8_t> probe;
   if (parquet) {
@@ -616,10 +643,6 @@ Result<std::unique_ptr<Loader>> Loader::Create(LoaderOptions options) {
     RowBytes row;
     STOKER_RETURN_IF_ERROR(data.parquet_rows->Read(*first, *file, 0, &row, &probe_entry));
     probe.assign(row.begin(), row.end());
-    // A row is read out of its decoded row group, so the order's unit is the
-    // row group's rows (pipeline/planner.h's blocks): a global permutation of
-    // single rows would decode a row group for nearly every row.
-    if (options.shuffle_block == -1) options.shuffle_block = tables.parquet_block;
   } else {
     probe.resize(probe_entry.end - probe_entry.begin);
     STOKER_RETURN_IF_ERROR(file->PRead(probe_entry.begin, probe));
@@ -628,9 +651,6 @@ Result<std::unique_ptr<Loader>> Loader::Create(LoaderOptions options) {
                                                        first->shard_path));
   STOKER_ASSIGN_OR_RETURN(data.gpu, GpuDecode::Create(options, data.layout, &data.gpu_why_not));
   if (data.gpu && data.device) data.device->SetGpu(data.gpu);
-  // The auto settings (-1) resolved once, from where the shards are: the
-  // plan and the engine then see plain numbers, and options() reports them.
-  options.shuffle_block = AutoShuffleBlock(options, remote);
   options.io_depth = AutoIoDepth(options, data.layout, summaries, remote, data.row_group_bytes);
   if (parquet) {
     // Decoded row groups kept: one per read in flight and two more, so the

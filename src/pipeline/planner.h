@@ -26,6 +26,29 @@
 //    as each must be a few whole shards held on local disk. Here a block is
 //    a byte range read once, so it is tiny (tens of samples), and the moving
 //    edge is py1br's idea done as a random phase per shard;
+//  * shuffle, shuffle_buffer == 0, shuffle_window K > 0 (the windowed
+//    shuffle): the shards are permuted (an IndexShuffle of the shard ids),
+//    the permuted list is cut into windows of K consecutive shards, and each
+//    window's units (single samples for shuffle_block 1; for B > 1 the blocks
+//    cut as above, at a phase per shard and epoch) are permuted by an
+//    IndexShuffle keyed by (seed, epoch, window). Windows follow one another,
+//    so a window's shards are read to their end before the next window's
+//    begin, a batch draws from K shards (2K where it crosses a window's
+//    edge), and a rank's contiguous part (below) meets only the shards of
+//    its run of windows: the shard indexes a reader needs are those of one
+//    or two windows at a time, which a loader can load lazily and drop. The
+//    order costs O(shards) (the permuted list and its position prefix); for
+//    blocks, a window's block table is built when a position of it is asked
+//    and the last few are kept. This is Mosaic Streaming's py1b with the
+//    block made of whole shards instead of a sample count (py1b shuffles
+//    shards, cuts their concatenation into fixed blocks and permutes samples
+//    within each; a window never splits a shard; K = 1 is their py1s), and
+//    webdataset's shard shuffle with a buffer of K whole shards instead of a
+//    sliding one of samples: a sample moves only inside its window, exactly
+//    once, and the order is a random-access function of the position, so
+//    ranks cut it and resume re-cuts it as every other order. shuffle_window
+//    0 (and -1, auto, unresolved) is the whole dataset: the two orders
+//    above, unchanged;
 //  * shuffle, shuffle_buffer > 0: shards permuted, then samples streamed
 //    through a buffer of that many samples (WebDataset's scheme, simulated
 //    here so it is deterministic), so reads stay mostly sequential. This one

@@ -34,9 +34,11 @@
 
 namespace stoker {
 
-// The tables a loader keeps when they do not all fit: 64 MiB (1.3M samples
-// of 2 members), or under a memory budget an eighth of it, at least 8 MiB.
+// The tables a loader keeps when they do not all fit: index_cache_bytes, or
+// 64 MiB (1.3M samples of 2 members), or under a memory budget an eighth of
+// it, at least 8 MiB.
 inline uint64_t IndexCacheBytes(const LoaderOptions& options) {
+  if (options.index_cache_bytes > 0) return options.index_cache_bytes;
   if (options.memory_budget == 0) return uint64_t{64} << 20;
   return std::max<uint64_t>(uint64_t{8} << 20, options.memory_budget / 8);
 }

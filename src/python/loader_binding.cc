@@ -209,6 +209,7 @@ void RegisterLoader(nb::module_& m) {
       .def_rw("seed", &LoaderOptions::seed)
       .def_rw("shuffle_buffer", &LoaderOptions::shuffle_buffer)
       .def_rw("shuffle_block", &LoaderOptions::shuffle_block)
+      .def_rw("shuffle_window", &LoaderOptions::shuffle_window)
       .def_rw("rank", &LoaderOptions::rank)
       .def_rw("world_size", &LoaderOptions::world_size)
       .def_rw("partition", &LoaderOptions::partition)
@@ -229,6 +230,7 @@ void RegisterLoader(nb::module_& m) {
       .def_rw("skip_probation", &LoaderOptions::skip_probation)
       .def_rw("max_open_files", &LoaderOptions::max_open_files)
       .def_rw("memory_budget", &LoaderOptions::memory_budget)
+      .def_rw("index_cache_bytes", &LoaderOptions::index_cache_bytes)
       .def_rw("storage", &LoaderOptions::storage)
       .def_rw("device", &LoaderOptions::device)
       .def_rw("pin_memory", &LoaderOptions::pin_memory)
@@ -358,6 +360,14 @@ void RegisterLoader(nb::module_& m) {
                gpu["share"] = s.gpu_share;
                gpu["why"] = s.gpu_share_why;
                d["gpu_decode"] = gpu;
+             }
+             if (s.index_shards > 0) {
+               nb::dict index;  // the shard index tables: held now, their bound (0: none), loads so far
+               index["held_bytes"] = s.index_held_bytes;
+               index["max_bytes"] = s.index_max_bytes;
+               index["loads"] = s.index_loads;
+               index["shards"] = s.index_shards;
+               d["index"] = index;
              }
              nb::list fixed;
              for (const std::string& k : s.fixed) fixed.append(k);
