@@ -111,6 +111,18 @@ def resident_bytes(paths) -> int:
     return total
 
 
+def read_ahead_kb(path) -> int | None:
+    """The kernel's read-ahead of the block device holding path (a partition's is its disk's)."""
+    st = os.stat(path)
+    dev = Path(f"/sys/dev/block/{os.major(st.st_dev)}:{os.minor(st.st_dev)}")
+    for q in (dev / "queue/read_ahead_kb", dev / "../queue/read_ahead_kb"):
+        try:
+            return int(q.read_text())
+        except (OSError, ValueError):
+            continue
+    return None
+
+
 def warm(paths) -> None:
     for p in paths:
         with open(p, "rb", buffering=0) as f:
@@ -351,7 +363,6 @@ def measure_size(n: int, loaders: dict, reps: int, cold: bool) -> dict:
             else:
                 print(f"  cold {name}: {r['error']}", flush=True)
             cold_runs[name] = r
-        warm(every_file)  # leave the cache as the hot runs found it
     rows = {}
     for name, d in loaders.items():
         if "unavailable" in d:
@@ -455,7 +466,9 @@ def write(payload: dict, stem: Path) -> None:
              f"noisy; memory does not depend on it.", "",
              "Growth = VmRSS after the first batch less VmRSS after the imports; peak = VmHWM less the same. "
              "Read = bytes of the loader's files in the page cache at its first batch, from a cold cache "
-             "(posix_fadvise DONTNEED per file; mincore), the kernel's read-ahead included; one cold run each.", ""]
+             "(posix_fadvise DONTNEED per file; mincore), the kernel's read-ahead included (read_ahead_kb "
+             f"{m.get('read_ahead_kb')} on this disk: a read into a mapped or sequentially read file brings up to that "
+             "much around it); one cold run each.", ""]
     for n, res in payload["results"].items():
         lines += [f"## {int(n):,} samples ({res['shards']} shards)", "",
                   "| loader | RSS growth MB | peak growth MB | first batch s (hot) | read before first batch MB (of) | "
@@ -557,6 +570,8 @@ def main(argv=None) -> int:
     loadavg_start = common.load_average()
     print(f"scale bench {info['utc']}: sizes {sizes}, {reps} rounds, rank {RANK} of {WORLD}, batch {BATCH}; "
           f"load average {loadavg_start}", flush=True)
+    root.mkdir(parents=True, exist_ok=True)
+    info["read_ahead_kb"] = read_ahead_kb(root)
     t0 = time.monotonic()
     results = {}
     for n in sizes:
