@@ -126,7 +126,9 @@ struct LoaderOptions {
   // (or blocks, shuffle_block) are permuted among themselves; windows follow
   // one another, so a rank reads about K shards at a time and the order costs
   // O(shards) memory. 0: the whole dataset is one window (a global
-  // permutation). -1: auto (the loader resolves it; unresolved means 0).
+  // permutation). -1: auto: 0 while every shard's index table fits in
+  // index_cache_bytes, else as many shards as half of it holds (two windows'
+  // tables at a window's edge), at least kMinShuffleWindow; unresolved means 0.
   int shuffle_window = -1;
 
   int rank = 0;
@@ -181,7 +183,7 @@ struct LoaderOptions {
   // Create refuses, naming what it would need, a configuration above it.
   uint64_t memory_budget = 0;
   // >0: bytes of shard index tables (each sample's offsets, ~50 bytes a
-  // sample) kept in memory when they do not all fit; 0: 64 MiB, or an eighth
+  // sample) kept in memory when they do not all fit; 0: 16 MiB, or an eighth
   // of memory_budget (pipeline/shard_index_cache.h).
   uint64_t index_cache_bytes = 0;
 

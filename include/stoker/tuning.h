@@ -26,6 +26,7 @@ struct LoaderSettings {
   // The shard index tables (pipeline/shard_index_cache.h): bytes held now,
   // their bound (0: none, every table stays), loads so far (again after
   // being dropped, too) and the shards.
+  std::string order;  // the epoch order in words, and why where the loader chose it
   uint64_t index_held_bytes = 0;
   uint64_t index_max_bytes = 0;
   uint64_t index_loads = 0;

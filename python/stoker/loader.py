@@ -167,7 +167,7 @@ class Loader:
     read buffers and decode scratch together: a configuration that cannot fit
     is refused at construction with the number it would need.
     ``index_cache_bytes`` bounds the shard index tables held (each sample's
-    offsets) when they do not all fit (default 64 MiB, or an eighth of
+    offsets) when they do not all fit (default 16 MiB, or an eighth of
     ``memory_budget``): a shard's table is loaded when the reads reach it and
     the least recently used are dropped; ``loader.settings["index"]`` says
     what is held.
@@ -561,7 +561,11 @@ class Loader:
         from (``cores_from``: "1 core: affinity 2, no quota, 2 local ranks
         (LOCAL_WORLD_SIZE)"). Where image fields decode on the GPU too
         (``stoker.image(decode=...)``), ``gpu_decode``: the decoder, the share
-        of each batch's images it is sent now and why."""
+        of each batch's images it is sent now and why. ``order``: the epoch
+        order in words ("samples permuted within windows of 64 shards (auto:
+        ...)"); ``index``: the shard index tables held (``held_bytes``), their
+        bound (``max_bytes``, 0: every table stays), the tables loaded since
+        the start (``loads``) and the shards."""
         s = self._native.settings()
         s["changes"] = len(self._native.tune_log())
         return s

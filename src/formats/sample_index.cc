@@ -536,6 +536,7 @@ Result<ShardIndex> LoadOrBuildShardIndex(const std::string& shard_path, KeyRule 
   STOKER_ASSIGN_OR_RETURN(std::vector<TarMember> members, ScanTar(*file, size));
   STOKER_ASSIGN_OR_RETURN(std::vector<SampleEntry> samples, GroupSamples(members, rule, shard_path));
   index.samples = SampleTable(samples);
+  index.scanned = true;
   return index;
 }
 

@@ -282,6 +282,9 @@ struct ShardIndex {
   // Set for a Parquet file (formats/parquet_file.h): its samples are rows,
   // whose bytes come from decoded column chunks, not from [begin, end).
   std::shared_ptr<const ParquetFooter> parquet;
+  // Built by reading the shard's tar headers (no sidecar): for a remote
+  // shard, the whole shard was read.
+  bool scanned = false;
 };
 
 Result<std::vector<SampleEntry>> GroupSamples(const std::vector<TarMember>& members, KeyRule rule,

@@ -183,6 +183,7 @@ struct Dataset {
   // Each shard's summary (what the plan and the estimates need) and sample
   // offsets, the latter loaded as reads reach the shard (shard_index_cache.h).
   std::shared_ptr<ShardIndexCache> indexes;
+  std::string order;             // the order in words (planner.h's DescribeOrder), and why where auto
   bool parquet = false;          // the shards are Parquet files
   uint64_t row_group_bytes = 0;  // Parquet: the largest row group
   BatchLayout layout;

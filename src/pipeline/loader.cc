@@ -79,7 +79,7 @@ std::shared_ptr<BufferPool> BatchPool(const Dataset& d, int max_prefetch) {
 
 // An order that reads one part of the shards before the next (shard order, a
 // shuffle buffer's stream), so tables dropped are rarely needed again.
-bool HasLocality(const LoaderOptions& o) { return !o.shuffle || o.shuffle_buffer > 0; }
+bool HasLocality(const LoaderOptions& o) { return !o.shuffle || o.shuffle_buffer > 0 || o.shuffle_window > 0; }
 
 // This rank's first sample of epoch 0 (the first shard's first where the
 // rank has none): the sample that teaches the layout then costs no other
@@ -275,7 +275,10 @@ class LoaderImpl : public Loader {
                         {"skip", refill_.ToJson()}};
     // The order's unit (auto resolves it from where the shards are): a state
     // restored over a copy of the shards elsewhere must follow the same order.
-    if (data_.options.shuffle && data_.options.shuffle_buffer == 0) j["shuffle_block"] = data_.options.shuffle_block;
+    if (data_.options.shuffle && data_.options.shuffle_buffer == 0) {
+      j["shuffle_block"] = data_.options.shuffle_block;
+      j["shuffle_window"] = std::max(0, data_.options.shuffle_window);  // -1 unresolved plans as 0
+    }
     if (!elastic_.empty()) {  // this epoch resumed on another world size: the stages before this one
       j["elastic"] = nlohmann::json::array();
       for (const ElasticStage& st : elastic_) j["elastic"].push_back({st.world_size, st.next_batch});
@@ -331,6 +334,12 @@ class LoaderImpl : public Loader {
                              " (auto picks by where the shards are): pass shuffle_block=" +
                              j["shuffle_block"].dump() + " to continue that order");
     }
+    if (data_.options.shuffle && data_.options.shuffle_buffer == 0 && j.contains("shuffle_window") &&
+        j["shuffle_window"] != std::max(0, data_.options.shuffle_window)) {
+      return InvalidArgument("loader state was saved with shuffle_window=" + j["shuffle_window"].dump() +
+                             ", this loader has " + std::to_string(std::max(0, data_.options.shuffle_window)) +
+                             ": pass shuffle_window=" + j["shuffle_window"].dump() + " to continue that order");
+    }
     // Each policy cuts the epoch differently: the batches one delivered are
     // not the batches another would skip.
     const char* partition = PartitionName(data_.options.partition);
@@ -373,6 +382,7 @@ class LoaderImpl : public Loader {
     LoaderSettings s = ToLoaderSettings(tune_config_, data_.tuned, data_.options.autotune);
     s.cores = data_.cpu.cores;
     s.cores_from = data_.cpu.ToString();
+    s.order = data_.order;
     if (data_.indexes) {
       s.index_held_bytes = data_.indexes->held_bytes();
       s.index_max_bytes = data_.indexes->max_bytes();
@@ -614,7 +624,6 @@ Result<std::unique_ptr<Loader>> Loader::Create(LoaderOptions options) {
   // Every table stays where the order would come back to them all the time
   // (a permutation of the whole dataset) or where they fit; else the least
   // recently used are dropped (shard_index_cache.h).
-  if (tables.all_held || tables.bytes <= index_bytes || !HasLocality(options)) data.indexes->SetMaxBytes(0);
   const bool parquet = data.parquet;
   if (!parquet && !options.key_column.empty()) {
     return InvalidArgument("key_column='" + options.key_column +
@@ -628,6 +637,26 @@ Result<std::unique_ptr<Loader>> Loader::Create(LoaderOptions options) {
   // permutation of single rows would decode a row group for nearly every row.
   if (parquet && options.shuffle_block == -1) options.shuffle_block = tables.parquet_block;
   options.shuffle_block = AutoShuffleBlock(options, remote);
+  // Where the shards' tables do not fit, the auto order is windows of shards
+  // (planner.h), so the tables in use fit; with a window given, or none
+  // wanted, it is what the user set.
+  const bool auto_window = options.shuffle_window == -1;
+  options.shuffle_window =
+      tables.all_held ? std::max(0, options.shuffle_window)
+                      : AutoShuffleWindow(options, tables.bytes, index_bytes, summaries.size());
+  data.order = DescribeOrder(options);
+  if (auto_window && options.shuffle_window > 0) {
+    data.order += " (auto: the shards' index tables, " + std::to_string(tables.bytes >> 20) + " MiB, exceed " +
+                  "index_cache_bytes " + std::to_string(index_bytes >> 20) + " MiB)";
+  }
+  // Every table stays where the order comes back to them all the time (a
+  // permutation of the whole dataset), where they fit, or where they cannot
+  // be loaded again; else the least recently used are dropped (shard_index_cache.h).
+  if (tables.all_held || tables.bytes <= index_bytes || !HasLocality(options)) {
+    data.indexes->SetMaxBytes(0);
+  } else {
+    data.order += "; index tables loaded as the reads reach their shards";
+  }
   // The first sample teaches the shapes of array fields.
   STOKER_ASSIGN_OR_RETURN(const SampleRef probe_ref, ProbeSample(summaries, options));
   STOKER_ASSIGN_OR_RETURN(std::shared_ptr<const ShardIndex> first_index, data.indexes->Get(probe_ref.shard));

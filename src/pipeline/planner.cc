@@ -9,6 +9,24 @@ int AutoShuffleBlock(const LoaderOptions& options, bool remote) {
   return remote ? kRemoteShuffleBlock : 1;
 }
 
+int AutoShuffleWindow(const LoaderOptions& options, uint64_t table_bytes, uint64_t index_bytes, size_t shards) {
+  if (options.shuffle_window != -1) return options.shuffle_window;
+  if (!options.shuffle || options.shuffle_buffer > 0 || table_bytes <= index_bytes || shards == 0) return 0;
+  const uint64_t per_shard = std::max<uint64_t>(1, table_bytes / shards);
+  const uint64_t k = std::max<uint64_t>(kMinShuffleWindow, index_bytes / 2 / per_shard);
+  return k >= shards ? 0 : static_cast<int>(k);
+}
+
+std::string DescribeOrder(const LoaderOptions& o) {
+  if (!o.shuffle) return "shard order";
+  if (o.shuffle_buffer > 0) {
+    return "shards shuffled, then a buffer of " + std::to_string(o.shuffle_buffer) + " samples";
+  }
+  const std::string unit = o.shuffle_block > 1 ? "blocks of " + std::to_string(o.shuffle_block) + " samples" : "samples";
+  if (o.shuffle_window > 0) return unit + " permuted within windows of " + std::to_string(o.shuffle_window) + " shards";
+  return unit + " permuted over the whole dataset";
+}
+
 Result<RankShare> ShareOfRank(uint64_t total, const LoaderOptions& options, int world, int rank,
                               const std::string& left) {
   const uint64_t w = static_cast<uint64_t>(world), r = static_cast<uint64_t>(rank);

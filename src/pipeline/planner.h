@@ -148,4 +148,15 @@ inline constexpr int kRemoteShuffleBlock = 16;
 // options.shuffle_block, or the auto choice for shards that are `remote`.
 int AutoShuffleBlock(const LoaderOptions& options, bool remote);
 
+// The fewest shards the auto window permutes together: below it a batch
+// would mix too few shards (webdataset's advice is several per worker).
+inline constexpr int kMinShuffleWindow = 8;
+// options.shuffle_window, or the auto choice (loader.h) for `shards` whose
+// index tables take `table_bytes` together against a bound of `index_bytes`.
+int AutoShuffleWindow(const LoaderOptions& options, uint64_t table_bytes, uint64_t index_bytes, size_t shards);
+
+// The order in words, for settings and the log: "samples permuted within
+// windows of 64 shards", "shard order", ...
+std::string DescribeOrder(const LoaderOptions& options);
+
 }  // namespace stoker

@@ -88,6 +88,7 @@ Result<ShardTables> SummarizeShards(const LoaderOptions& options, const IoOption
     std::vector<ShardIndex> indexes;
     STOKER_RETURN_IF_ERROR(ImageFolderShards(sources[0], shards, &indexes));
     t.all_held = true;
+    t.from = "the image folder's listing";
     for (uint32_t i = 0; i < indexes.size(); ++i) {
       t.summaries.push_back(SummaryOf(indexes[i]));
       t.bytes += indexes[i].samples.MemoryBytes();
@@ -111,14 +112,17 @@ Result<ShardTables> SummarizeShards(const LoaderOptions& options, const IoOption
       shards->push_back(s.path);
     }
     t.summaries = std::move(m.shards);
+    t.from = "the manifest " + *manifest;
     return t;
   }
   STOKER_ASSIGN_OR_RETURN(*shards, ExpandSources(sources, io));
   t.summaries.resize(shards->size());
   uint64_t kept = 0;
-  size_t parquet_files = 0;
+  size_t parquet_files = 0, scanned = 0;
   STOKER_RETURN_IF_ERROR(ForEachShardIndex(*shards, options.key_rule, io, [&](size_t i, ShardIndex&& index) {
     t.summaries[i] = SummaryOf(index);
+    scanned += index.scanned;
+    t.remote_scanned += index.scanned && IsRemoteUrl(index.shard_path);
     const uint64_t bytes = index.samples.MemoryBytes();
     t.bytes += bytes;
     if (index.parquet) {
@@ -130,6 +134,12 @@ Result<ShardTables> SummarizeShards(const LoaderOptions& options, const IoOption
       t.held.emplace_back(static_cast<uint32_t>(i), std::move(index));
     }
   }));
+  const size_t n = shards->size();
+  t.from = parquet_files > 0 ? std::to_string(n) + " Parquet footers"
+           : scanned == 0    ? std::to_string(n) + " index sidecars"
+                             : std::to_string(n - scanned) + " index sidecars and the tar headers of " +
+                                std::to_string(scanned) + " shards" +
+                                (t.remote_scanned ? " (" + std::to_string(t.remote_scanned) + " remote, read whole)" : "");
   if (parquet_files > 0) {
     t.parquet = true;
     if (parquet_files != shards->size()) {

@@ -50,6 +50,10 @@ struct ShardTables {
   bool parquet = false;
   uint64_t row_group_bytes = 0;  // Parquet: the largest row group
   int parquet_block = 0;         // Parquet: ParquetShuffleBlock
+  // Where the counts came from, for settings: "the manifest <path>", "20
+  // sidecars", "the tar headers of 20 remote shards, read whole", ...
+  std::string from;
+  uint64_t remote_scanned = 0;  // remote shards read whole to count their samples
 };
 
 // Bytes a manifest's shards' tables are taken to need per sample before any

@@ -354,6 +354,7 @@ void RegisterLoader(nb::module_& m) {
              d["prefetch"] = s.prefetch_batches;
              d["cores"] = s.cores;
              d["cores_from"] = s.cores_from;
+             if (!s.order.empty()) d["order"] = s.order;
              if (!s.gpu_decoder.empty() || !s.gpu_share_why.empty()) {
                nb::dict gpu;  // decode="auto"/"gpu": the decoder, its share of each batch and why
                gpu["decoder"] = s.gpu_decoder;

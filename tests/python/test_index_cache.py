@@ -72,9 +72,10 @@ def test_tables_past_the_bound_are_dropped_and_loaded_again_in_shard_order(data)
 def test_a_global_permutation_keeps_every_table_whatever_the_bound(data):
     # Samples permuted over the whole dataset come back to every shard all the
     # time: dropping tables would load one per sample, so all are kept.
-    keys, _, settings = stream(data, shuffle=True, index_cache_bytes=1)
-    whole, _, _ = stream(data, shuffle=True)
+    keys, _, settings = stream(data, shuffle=True, shuffle_window=0, index_cache_bytes=1)
+    whole, _, whole_settings = stream(data, shuffle=True)
     assert keys == whole
+    assert settings["order"] == whole_settings["order"] == "samples permuted over the whole dataset"
     assert settings["index"]["max_bytes"] == 0
     assert settings["index"]["loads"] <= SHARDS  # each at most once
 
@@ -94,4 +95,30 @@ def test_a_shard_changed_after_planning_is_named(data, tmp_path):
     with pytest.raises(RuntimeError, match=r"shard-000005\.tar changed since the loader planned"):
         for _ in ld:
             pass
+    ld.close()
+
+
+def test_tables_that_do_not_fit_make_the_auto_order_windows_of_shards(tmp_path):
+    shards = 20
+    write_vision_shards(tmp_path, shards=shards, per_shard=6, size=(40, 32), seed=8)
+    source = str(tmp_path / "shard-{000000..000019}.tar")
+    ld = stoker.Loader(source, {"cls": stoker.scalar("int64")}, batch_size=4, output="numpy", decode_threads=2,
+                       shuffle=True, seed=2, index_cache_bytes=1)
+    settings = ld.settings
+    assert settings["order"].startswith("samples permuted within windows of 8 shards (auto: ")
+    assert settings["index"]["max_bytes"] == 1
+    assert ld._native.options.shuffle_window == 8
+    expected = {s["__key__"]: s["__url__"] for s in wds.WebDataset(source, shardshuffle=False)}
+    for epoch in range(2):
+        ld.set_epoch(epoch)
+        got = [(k.split(":")[-1], u) for b in ld for k, u in zip(b["__key__"], b["__url__"])]
+        assert sorted(k for k, _ in got) == sorted(expected)  # exactly once
+        # A window's 8 shards are read to their end before the next window's begin.
+        first_seen = {}
+        for i, (_, url) in enumerate(got):
+            first_seen.setdefault(url, i)
+        last_seen = {url: i for i, (_, url) in enumerate(got)}
+        windows = sorted(first_seen, key=first_seen.get)
+        for w in range(0, shards - 8, 8):
+            assert max(last_seen[u] for u in windows[w:w + 8]) < min(first_seen[u] for u in windows[w + 8:w + 16])
     ld.close()

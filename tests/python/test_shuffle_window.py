@@ -88,8 +88,9 @@ def test_the_option_is_shown_and_checked(shards):
                        observe=False)
     assert ld._native.options.shuffle_window == 3
     ld.close()
-    ld = stoker.Loader(shards, {"id": stoker.scalar("int64")}, batch_size=4, observe=False)
-    assert ld._native.options.shuffle_window == -1  # auto
+    ld = stoker.Loader(shards, {"id": stoker.scalar("int64")}, batch_size=4, shuffle=True, observe=False)
+    assert ld._native.options.shuffle_window == 0  # auto: the index tables fit, so the whole dataset
+    assert ld.settings["order"] == "samples permuted over the whole dataset"
     ld.close()
     with pytest.raises(ValueError, match="shuffle_window"):
         order(shards, shuffle_window=-2)
