@@ -60,6 +60,7 @@ BATCH, RANK, WORLD, SEED, SHUFFLE_BUFFER = 64, 0, 8, 0, 1000
 MANIFEST = "stoker-manifest.json"
 CHILD_TIMEOUT_S = 300
 LOADERS = ("stoker, shards", "stoker, .idx", "stoker, manifest", "Mosaic Streaming", "webdataset")
+LOADER_IDS = dict(zip(("stoker", "stoker-idx", "stoker-manifest", "mosaic", "webdataset"), LOADERS))  # --only
 PEERS = ("Mosaic Streaming", "webdataset")
 
 
@@ -524,6 +525,11 @@ HOW = [
     "webdataset: `wds.WebDataset(pattern, shardshuffle=<shards>, nodesplitter=wds.split_by_node, seed=0)"
     ".shuffle(1000).decode().to_tuple(\"bin\", \"cls\").batched(64)` iterated in the process (streaming, no "
     "index); RANK=0 WORLD_SIZE=8 in the environment, which split_by_node reads.",
+    "Before its first batch, webdataset opens the first of its shards (every 8th of the list, in shuffled order) "
+    "and fills its shuffle buffer's first 100 samples: it never learns the dataset's size, and its shuffle mixes one shard's "
+    "neighbours. Mosaic reads index.json (each shard's count) and computes the epoch's py1e partition of every "
+    "sample for every rank (the peak), then reads the samples of its first batch. stoker counts every shard's "
+    "samples (tar headers, sidecars or the manifest), plans the rank's shuffled epoch and reads the batch.",
     "No DataLoader workers anywhere: every loader's memory is in the one process measured (stoker's own threads "
     "included). /proc/self/io is not used for the bytes: read_bytes needs the cache dropped machine-wide, and "
     "rchar misses what stoker reads through mmap.",
@@ -539,7 +545,7 @@ def main(argv=None) -> int:
     ap.add_argument("--dir", default="/tmp/stoker-scale", help="the tar shards (bench/scale_memory.py's; written if missing)")
     ap.add_argument("--work", default=None, help="the MDS copies and indexed links (default <dir>-bench)")
     ap.add_argument("--per-shard", type=int, default=None, help="samples per tar shard (default 10000; a --dir per size)")
-    ap.add_argument("--only", default=None, help="comma list of loaders: " + ", ".join(LOADERS))
+    ap.add_argument("--only", default=None, help="comma list of loaders: " + ",".join(LOADER_IDS))
     ap.add_argument("--no-cold", action="store_true", help="skip the cold pass (bytes read)")
     ap.add_argument("--out", default=None, help="output stem (default bench/results/<UTC>-scale)")
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
@@ -556,8 +562,9 @@ def main(argv=None) -> int:
     root = Path(args.dir)
     work = Path(args.work) if args.work else root.with_name(root.name + "-bench")
     only = None if args.only is None else {s.strip() for s in args.only.split(",")}
-    if only is not None and not only <= set(LOADERS):
-        ap.error(f"--only: unknown loaders {sorted(only - set(LOADERS))}; known: {', '.join(LOADERS)}")
+    if only is not None and not only <= set(LOADER_IDS):
+        ap.error(f"--only: unknown loaders {sorted(only - set(LOADER_IDS))}; known: {','.join(LOADER_IDS)}")
+    only = None if only is None else {LOADER_IDS[i] for i in only}
     info = common.machine_info(["stoker", "numpy"])
     from importlib.metadata import PackageNotFoundError, version
 
