@@ -31,6 +31,8 @@ struct LoaderSettings {
   uint64_t index_max_bytes = 0;
   uint64_t index_loads = 0;
   uint64_t index_shards = 0;
+  std::string index_from;          // where the shards' counts came from ("the manifest ...", "20 index sidecars")
+  uint64_t index_remote_read = 0;  // remote shards read whole to count their samples (no sidecar, no manifest)
 };
 
 // One change the controller made, with the evidence it acted on.

@@ -375,6 +375,13 @@ class Loader:
         self._with_keys = keys
 
         self._native = _stoker.NativeLoader.create(opt)
+        index = self._native.settings().get("index", {})
+        if index.get("remote_read_whole"):
+            # The reads a manifest saves, said where they happen (issue 31).
+            _log.warning("stoker: %d remote shards have no index sidecar and were read whole to count their "
+                         "samples before the first batch; `stoker index --out-dir DIR <shards>` writes the sidecars and "
+                         "a stoker-manifest.json to upload beside them, and a loader given that manifest "
+                         "reads no shard before its first batch's", index["remote_read_whole"])
         self._npz_fields = {name for name, spec in fields.items() if spec.kind == _stoker.FieldKind.npz}
         # text/json: [B, max_bytes] + "<field>.len" in the buffer, a list here.
         self._str_fields = {name: spec.kind == _stoker.FieldKind.json for name, spec in fields.items()

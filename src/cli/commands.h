@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/manifest_output.h"
 #include "stoker/status.h"
 
 namespace stoker::cli {
@@ -26,6 +27,7 @@ struct PackOptions {
   std::optional<uint64_t> shuffle_seed;   // none: natural name order
   bool rename_wds = false;                // sa1b: "{id}_features.npz" -> "{id}.features.npz"
   bool quiet = false;
+  ManifestFlags manifest;                 // default: stoker-manifest.json beside the shards
 };
 Status RunPack(const PackOptions& options);
 

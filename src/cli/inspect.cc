@@ -2,6 +2,9 @@
 // fields with their counts and sizes, and the first samples' members, as text
 // or (--json) as one JSON object. It scans the tar itself rather than trusting
 // a sidecar, so it is also the tool that says where a damaged shard breaks.
+// Given a dataset manifest (*.json), it reads and checks that instead: its
+// shards, samples and sizes, and the first shards' entries.
+#include <algorithm>
 #include <cctype>
 #include <cstdio>
 #include <filesystem>
@@ -12,6 +15,7 @@
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "cli/infer_fields.h"
+#include "formats/dataset_manifest.h"
 #include "formats/parquet_file.h"
 #include "formats/sample_index.h"
 #include "formats/tar.h"
@@ -118,7 +122,48 @@ Status InspectParquet(const InspectOptions& opt) {
   return Status::Ok();
 }
 
+// A dataset manifest, read and checked as a loader reads it (path or URL).
+Status InspectManifest(const InspectOptions& opt) {
+  STOKER_ASSIGN_OR_RETURN(DatasetManifest m, ReadManifest(opt.shard, DefaultIoOptions()));
+  uint64_t bytes = 0, sample_bytes = 0, largest = 0;
+  for (const ShardSummary& s : m.shards) {
+    bytes += s.bytes, sample_bytes += s.sample_bytes;
+    largest = std::max(largest, s.max_sample_bytes);
+  }
+  const uint64_t samples = TotalSamples(m);
+  const size_t shown = std::min(m.shards.size(), size_t(std::max(opt.samples, 0)));
+  if (opt.json) {
+    nlohmann::ordered_json out;
+    out["manifest"] = opt.shard;
+    out["key_rule"] = KeyRuleName(m.key_rule);
+    out["num_shards"] = m.shards.size();
+    out["num_samples"] = samples;
+    out["size_bytes"] = bytes;
+    out["sample_bytes"] = sample_bytes;
+    out["max_sample_bytes"] = largest;
+    out["shards"] = nlohmann::ordered_json::array();
+    for (size_t i = 0; i < shown; ++i) {
+      const ShardSummary& s = m.shards[i];
+      out["shards"].push_back({{"path", s.path}, {"bytes", s.bytes}, {"samples", s.samples},
+                               {"sample_bytes", s.sample_bytes}, {"max_sample_bytes", s.max_sample_bytes}});
+    }
+    std::printf("%s\n", out.dump(2).c_str());
+    return Status::Ok();
+  }
+  std::printf("manifest  %s\nshards    %zu (%s), key rule %s\nsamples   %llu, mean %s, largest %s\n",
+              opt.shard.c_str(), m.shards.size(), FormatBytes(double(bytes)).c_str(), KeyRuleName(m.key_rule),
+              (unsigned long long)samples, FormatBytes(samples ? double(sample_bytes) / samples : 0.0).c_str(),
+              FormatBytes(double(largest)).c_str());
+  if (shown > 0) std::printf("first %zu shards:\n", shown);
+  for (size_t i = 0; i < shown; ++i) {
+    const ShardSummary& s = m.shards[i];
+    std::printf("  %s: %u samples, %s\n", s.path.c_str(), s.samples, FormatBytes(double(s.bytes)).c_str());
+  }
+  return Status::Ok();
+}
+
 Status RunInspect(const InspectOptions& opt) {
+  if (IsManifestPath(opt.shard)) return InspectManifest(opt);
   if (opt.shard.ends_with(".idx") || opt.shard.ends_with(".bin")) return InspectTokens(opt.shard, opt.json);
   if (IsParquetPath(opt.shard)) return InspectParquet(opt);
   if (IsImageFolderSource({opt.shard})) return InspectImageFolder(opt);
@@ -192,9 +237,9 @@ Status RunInspect(const InspectOptions& opt) {
 
 void RegisterInspect(CLI::App& app, Status* status) {
   auto opt = std::make_shared<InspectOptions>();
-  CLI::App* cmd = app.add_subcommand("inspect", "Show the samples and fields of a tar shard (.tar or .tar.gz), a Parquet file, an image folder, or a Megatron .idx");
+  CLI::App* cmd = app.add_subcommand("inspect", "Show the samples and fields of a tar shard (.tar or .tar.gz), a Parquet file, an image folder, a Megatron .idx, or a dataset manifest (.json)");
   cmd->add_option("SHARD", opt->shard, "tar shard")->required();
-  cmd->add_option("-n,--samples", opt->samples, "how many samples to list")->capture_default_str();
+  cmd->add_option("-n,--samples", opt->samples, "how many samples (of a manifest: shards) to list")->capture_default_str();
   cmd->add_option("--key-rule", opt->key_rule, "how members group into samples")
       ->capture_default_str()->check(CLI::IsMember({"auto", "webdataset", "underscore"}));
   cmd->add_flag("--json", opt->json, "one JSON object on stdout");

@@ -12,7 +12,10 @@
 //    gives the same file read as an image folder (pipeline/image_folder.h),
 //    so a packed folder and the folder name their samples alike.
 // Samples go in natural name order, or a seeded shuffle. Each shard gets its
-// sidecar index. Hidden names (".*") are skipped, so temporary files are too.
+// sidecar index, and the output folder its dataset manifest
+// (stoker-manifest.json, from the writer's own counts, other prefixes' shards
+// there kept: cli/manifest_output.h).
+// Hidden names (".*") are skipped, so temporary files are too.
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
@@ -230,7 +233,12 @@ Status RunPack(const PackOptions& opt) {
                 FormatBytes(double(writer.bytes())).c_str(), KeyRuleName(rule), paths.front().c_str(),
                 paths.size() > 1 ? " .. " : "", paths.size() > 1 ? paths.back().c_str() : "");
   }
-  return Status::Ok();
+  DatasetManifest manifest;
+  manifest.key_rule = rule;
+  manifest.shards = writer.summaries();
+  // The folder's manifest, updated: this prefix's shards are this run's.
+  const ManifestPlace place{(parent / kManifestName).string(), "", opt.out_prefix};
+  return WriteManifestOutput(manifest, opt.manifest, place, "pack", opt.quiet);
 }
 
 void RegisterPack(CLI::App& app, Status* status) {
@@ -246,6 +254,7 @@ void RegisterPack(CLI::App& app, Status* status) {
   cmd->add_flag("--rename-wds", opt->rename_wds,
                 "sa1b: name members {id}.features.npz instead of {id}_features.npz (plain WebDataset fields)");
   cmd->add_flag("-q,--quiet", opt->quiet, "no progress and no summary");
+  AddManifestFlags(cmd, &opt->manifest);
   cmd->callback([=] {
     auto bytes = ParseByteSize(*shard_size);
     if (!bytes.ok()) {

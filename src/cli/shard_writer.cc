@@ -78,6 +78,7 @@ Status ShardWriter::CloseShard() {
   index.samples = SampleTable(samples);
   STOKER_RETURN_IF_ERROR(WriteIndexAtomically(index));
   shard_paths_.push_back(final_path_);
+  summaries_.push_back(SummaryOf(index));
   bytes_ += size;
   return Status::Ok();
 }

@@ -4,7 +4,8 @@
 // A shard is written as "<name>.tmp" and renamed when complete, so a failure
 // (disk full, killed process) never leaves a half-written shard under a final
 // name; an unfinished .tmp is removed when the writer is destroyed. The index
-// is computed from the writer's own offsets, not by re-reading the shard.
+// is computed from the writer's own offsets, not by re-reading the shard, and
+// so is each finished shard's summary for the dataset manifest.
 // Thread-safety: single-threaded.
 #pragma once
 
@@ -14,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "formats/dataset_manifest.h"
 #include "formats/sample_index.h"
 #include "formats/tar.h"
 #include "stoker/status.h"
@@ -40,6 +42,7 @@ class ShardWriter {
   Status Finish();
 
   const std::vector<std::string>& shard_paths() const { return shard_paths_; }
+  const std::vector<ShardSummary>& summaries() const { return summaries_; }  // of finished shards
   uint64_t samples() const { return samples_; }
   uint64_t bytes() const { return bytes_; }  // of finished shards
 
@@ -55,6 +58,7 @@ class ShardWriter {
   std::vector<TarMember> members_;      // of the open shard
   uint64_t shard_samples_ = 0;
   std::vector<std::string> shard_paths_;
+  std::vector<ShardSummary> summaries_;
   uint64_t samples_ = 0, bytes_ = 0;
 };
 

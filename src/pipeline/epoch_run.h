@@ -184,6 +184,8 @@ struct Dataset {
   // offsets, the latter loaded as reads reach the shard (shard_index_cache.h).
   std::shared_ptr<ShardIndexCache> indexes;
   std::string order;             // the order in words (planner.h's DescribeOrder), and why where auto
+  std::string index_from;        // where the shards' counts came from (ShardTables::from)
+  uint64_t remote_scanned = 0;   // remote shards read whole to count them
   bool parquet = false;          // the shards are Parquet files
   uint64_t row_group_bytes = 0;  // Parquet: the largest row group
   BatchLayout layout;

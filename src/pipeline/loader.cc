@@ -388,6 +388,8 @@ class LoaderImpl : public Loader {
       s.index_max_bytes = data_.indexes->max_bytes();
       s.index_loads = data_.indexes->loads();
       s.index_shards = data_.indexes->summaries().size();
+      s.index_from = data_.index_from;
+      s.index_remote_read = data_.remote_scanned;
     }
     if (data_.gpu) {
       RecorderSnapshot g;
@@ -613,6 +615,8 @@ Result<std::unique_ptr<Loader>> Loader::Create(LoaderOptions options) {
   const uint64_t index_bytes = IndexCacheBytes(options);
   STOKER_ASSIGN_OR_RETURN(ShardTables tables, SummarizeShards(options, io, index_bytes, &data.shards));
   data.parquet = tables.parquet;
+  data.index_from = tables.from;
+  data.remote_scanned = tables.remote_scanned;
   data.row_group_bytes = tables.row_group_bytes;
   const KeyRule rule = options.key_rule;
   data.indexes = std::make_shared<ShardIndexCache>(

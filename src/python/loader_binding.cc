@@ -368,6 +368,8 @@ void RegisterLoader(nb::module_& m) {
                index["max_bytes"] = s.index_max_bytes;
                index["loads"] = s.index_loads;
                index["shards"] = s.index_shards;
+               index["from"] = s.index_from;
+               index["remote_read_whole"] = s.index_remote_read;
                d["index"] = index;
              }
              nb::list fixed;

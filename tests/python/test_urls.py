@@ -7,6 +7,7 @@ are not read, and a token that never appears in an error, a log line or a
 report. Each stream is compared with the same shards read from local files."""
 from __future__ import annotations
 
+import json
 import logging
 import subprocess
 import sys
@@ -312,8 +313,13 @@ def test_the_command_indexes_a_signed_url_and_keeps_its_token_to_itself(data, si
     proc = subprocess.run(cmd + [f"{signed.url}/{NAMES[0]}?token={TOKEN}"], capture_output=True, text=True,
                           env=stoker_env())
     assert proc.returncode == 0, proc.stderr
-    assert [p.name for p in out.iterdir()] == [NAMES[0] + ".idx"]  # named from the path, not the query
+    # Named from the path, not the query; the manifest, to upload beside the
+    # shards, lists them by name: the token is in neither.
+    assert sorted(p.name for p in out.iterdir()) == [NAMES[0] + ".idx", "stoker-manifest.json"]
     assert (out / (NAMES[0] + ".idx")).read_bytes() == (data / (NAMES[0] + ".idx")).read_bytes()
+    manifest = (out / "stoker-manifest.json").read_text()
+    assert TOKEN not in manifest
+    assert [(e["path"], e["bytes"]) for e in json.loads(manifest)["shards"]] == [(NAMES[0], (data / NAMES[0]).stat().st_size)]
     wrong = TOKEN[::-1]
     proc = subprocess.run(cmd + ["--io-attempts", "1", f"{signed.url}/{NAMES[1]}?token={wrong}"],
                           capture_output=True, text=True, env=stoker_env())
