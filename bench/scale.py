@@ -465,7 +465,8 @@ def write(payload: dict, stem: Path) -> None:
              f"**Shared machine**: the 2 cores ran other engineers' builds and tests meanwhile (load average "
              f"{payload['loadavg_start']} at the start, {payload['loadavg_end']} at the end), so the seconds are "
              f"noisy; memory does not depend on it.", "",
-             "Growth = VmRSS after the first batch less VmRSS after the imports; peak = VmHWM less the same. "
+             "Growth = VmRSS after the first batch less VmRSS after the imports (the last column: torch's "
+             "included for the peers, which import it); peak = VmHWM less the same. "
              "Read = bytes of the loader's files in the page cache at its first batch, from a cold cache "
              "(posix_fadvise DONTNEED per file; mincore), the kernel's read-ahead included (read_ahead_kb "
              f"{m.get('read_ahead_kb')} on this disk: a read into a mapped or sequentially read file brings up to that "
@@ -473,17 +474,17 @@ def write(payload: dict, stem: Path) -> None:
     for n, res in payload["results"].items():
         lines += [f"## {int(n):,} samples ({res['shards']} shards)", "",
                   "| loader | RSS growth MB | peak growth MB | first batch s (hot) | read before first batch MB (of) | "
-                  "first batch s (cold) |", "| --- | ---: | ---: | ---: | ---: | ---: |"]
+                  "first batch s (cold) | RSS after imports MB |", "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
         for name, row in res["loaders"].items():
             if "rss_growth_mb" not in row:
-                lines.append(f"| {name} | {row.get('unavailable', 'did not run')} | | | | |")
+                lines.append(f"| {name} | {row.get('unavailable', 'did not run')} | | | | | |")
                 continue
             read = row.get("read_bytes_before_first_batch")
             read_s = f"{read / 1e6:,.1f} ({row['dataset_bytes'] / 1e6:,.0f})" if read is not None else \
                 row.get("cold", {}).get("error", "–")
             cold_s = f"{row['cold_first_batch_s']:.2f}" if "cold_first_batch_s" in row else "–"
             lines.append(f"| {name} | {fmt_range(row['rss_growth_mb'])} | {fmt_range(row['peak_growth_mb'])} | "
-                         f"{fmt_range(row['first_batch_s'], 2)} | {read_s} | {cold_s} |")
+                         f"{fmt_range(row['first_batch_s'], 2)} | {read_s} | {cold_s} | {row['rss_before_mb']:,.0f} |")
         if res["ratios"]:
             lines += ["", "| stoker / peer (medians) | RSS growth | peak growth | first batch | read |",
                       "| --- | ---: | ---: | ---: | ---: |"]
