@@ -2,6 +2,7 @@
 #include "pipeline/epoch_run.h"
 
 #include <algorithm>
+#include <future>
 #include <cstring>
 
 #include "observe/clock.h"
@@ -324,20 +325,18 @@ bool EpochRun::ScheduleLeg(const Leg& leg, int64_t first_batch, Ahead* ahead) {
   return true;
 }
 
-void EpochRun::FetchIndexes(const EpochPlan& plan, int64_t first, int n) {
-  // Runs of remote samples are cut by their offsets (RunLength), here on the
-  // scheduler: the shards a batch meets for the first time are loaded
-  // together rather than one round trip after another. Local shards need no
-  // offsets to be cut (no coalescing): their readers load them, in parallel.
-  std::vector<uint32_t> shards;
-  for (int k = 0; k < n; ++k) {
-    const uint32_t s = plan.At(first + k).shard;
-    if (CoalesceLimit(data_->options, data_->shards[s]) > 0) shards.push_back(s);
-  }
-  if (shards.empty()) return;
-  CancelScope cancel_scope(&cancel_reads_);
-  // A failure is not reported here: each read of that shard meets and reports it.
-  (void)data_->indexes->Fetch(shards);
+int EpochRun::SampleRun(const EpochPlan& plan, int64_t first, int n) {
+  const uint32_t shard = plan.At(first).shard;
+  const uint64_t limit = CoalesceLimit(data_->options, data_->shards[shard]);
+  if (limit == 0 || n <= 1) return 1;
+  // Cut by the shard's offsets when they are loaded; else (the reads reach
+  // the shard for the first time) the whole stretch in this shard, for the
+  // reader to cut once it has loaded them: the scheduler waits on no round
+  // trip, and the batches queued after this one keep their turn.
+  if (data_->indexes->Held(shard)) return RunLength(plan, *data_->indexes, first, n, limit);
+  int count = 1;
+  while (count < n && plan.At(first + count).shard == shard) ++count;
+  return count;
 }
 
 bool EpochRun::Begin(const Leg& leg, int64_t b, std::unique_ptr<BufferPool::Lease> lease) {
@@ -377,12 +376,9 @@ bool EpochRun::Begin(const Leg& leg, int64_t b, std::unique_ptr<BufferPool::Leas
     in_flight_[leg.base + b] = std::move(work);
     if (rec_) rec_->batches_in_progress++;
   }
-  if (!data_->tokens) FetchIndexes(plan, b * bs, size);
   for (int slot = 0; slot < size;) {
     const SampleRef head = plan.At(b * bs + slot);
-    const int count = data_->tokens ? std::min(run, size - slot)
-                                    : RunLength(plan, *data_->indexes, b * bs + slot, size - slot,
-                                                CoalesceLimit(data_->options, data_->shards[head.shard]));
+    const int count = data_->tokens ? std::min(run, size - slot) : SampleRun(plan, b * bs + slot, size - slot);
     if (!read_queue_.Push(ReadTask{raw, slot, head, count})) return false;
     slot += count;
   }
@@ -397,7 +393,6 @@ void EpochRun::ReadLoop(uint32_t thread) {
   CancelScope cancel_scope(&cancel_reads_);
   std::unique_ptr<SampleDecoder> inline_decoder;
   if (arrays_only_) inline_decoder = std::make_unique<SampleDecoder>(&data_->layout);
-  const BatchLayout& layout = data_->layout;
   const int me = static_cast<int>(thread) - 1;
   while (AwaitTurn(me, active_readers_)) {
     std::optional<ReadTask> task = read_queue_.Pop();
@@ -410,12 +405,21 @@ void EpochRun::ReadLoop(uint32_t thread) {
       if (!ReadParquetRows(*task, thread)) return;
       continue;
     }
-    // A run of task->count samples, consecutive in one shard: one read of
-    // their whole byte range (pipeline/read_runs.h).
     const EpochPlan& plan = *task->batch->plan;
     const int64_t first = task->batch->index * data_->options.batch_size + task->slot;
     // The shard's offsets: loaded here the first time the reads reach it.
-    Result<std::shared_ptr<const ShardIndex>> index = data_->indexes->Get(task->ref.shard);
+    // A remote shard's open (a HEAD) goes out beside that load (a sidecar's
+    // GET): the first read of a shard waits for one round trip, not two.
+    std::future<void> opened;
+    const uint32_t shard = task->ref.shard;
+    if (IsRemoteUrl(data_->shards[shard]) && !data_->indexes->Held(shard)) {
+      opened = std::async(std::launch::async, [this, shard] {
+        CancelScope scope(&cancel_reads_);
+        (void)files_->Get(shard);  // cached for the read; a failure is met again, and reported, there
+      });
+    }
+    Result<std::shared_ptr<const ShardIndex>> index = data_->indexes->Get(shard);
+    if (opened.valid()) opened.wait();
     if (!index.ok()) {
       for (int k = 0; k < task->count; ++k) {
         const SampleRef ref = plan.At(first + k);
@@ -424,63 +428,84 @@ void EpochRun::ReadLoop(uint32_t thread) {
       }
       continue;
     }
-    const SampleTable& samples = (*index)->samples;
-    const uint64_t run_begin = samples[task->ref.sample].begin;
-    const uint64_t run_end = samples[plan.At(first + task->count - 1).sample].end;
-    Bytes buf = TakeBuffer();
-    // Cleared first: growing a buffer that still holds its last run would
-    // copy that run into the new block, touching the pages a detoured range
-    // leaves unwritten, so RSS would rise by a sample whenever timing handed
-    // a spare buffer a longer run (the memory test's +2 MiB at random epochs).
-    buf->bytes.clear();
-    buf->bytes.resize(run_end - run_begin);
-    buf->direct.clear();
-    buf->detours.clear();
-    if (task->count == 1 && !reads_ahead_) {
-      // A lone sample whose batch has its buffer: array data goes straight
-      // to its slots (direct_arrays.h).
-      PredictDirect(layout, samples[task->ref.sample], &buf->direct);
-      uint8_t* base = task->batch->lease->data();
-      for (const DirectRange& r : buf->direct) {
-        const ArraySlot& a = layout.arrays[r.array];
-        buf->detours.push_back(
-            {r.offset, {base + a.offset + a.sample_bytes * static_cast<size_t>(task->slot), r.size}});
+    // The task's samples in runs, each one read (pipeline/read_runs.h). A
+    // task that Begin cut is one run; one begun before its shard's offsets
+    // were loaded holds all its consecutive samples of the shard, cut here.
+    const uint64_t limit = CoalesceLimit(data_->options, data_->shards[task->ref.shard]);
+    for (int done = 0; done < task->count;) {
+      const int n = RunLength(plan, *data_->indexes, first + done, task->count - done, limit);
+      if (!ReadRun(ReadTask{task->batch, task->slot + done, plan.At(first + done), n}, *index,
+                   inline_decoder.get(), thread)) {
+        return;
       }
+      done += n;
     }
-    const uint64_t begin = NowNs();
-    if (rec_) rec_->reads_in_flight++;
-    if (!throttle_.Acquire(buf->bytes.size())) return;  // cancelled
-    Result<std::shared_ptr<const RandomAccessReader>> file = files_->Get(task->ref.shard);  // a lease: survives eviction
-    Status st = file.ok() ? (*file)->PReadDetoured(run_begin, buf->bytes, buf->detours) : file.status();
-    if (rec_) {
-      const uint64_t end = NowNs();
-      rec_->reads_in_flight--;
-      rec_->read.Add(buf->bytes.size(), end - begin);
-      rec_->read_latency.Record(end - begin);
-      rec_->AddSpan({SpanKind::kRead, thread, begin, end, task->batch->index, task->slot});
-    }
-    if (!st.ok()) {
-      // Every sample of the run fails with the read's error, each named.
-      for (int k = 0; k < task->count; ++k) {
-        const SampleRef ref = plan.At(first + k);
-        Finish(ReadTask{task->batch, task->slot + k, ref, 1},
-               st.WithContext("sample '" + std::string(samples[ref.sample].key) + "'"));
-      }
-      GiveBuffer(std::move(buf));
-      continue;
-    }
-    std::shared_ptr<ReadBuffer> run = Share(std::move(buf));
-    std::vector<DecodeTask> decodes;
-    decodes.reserve(static_cast<size_t>(task->count));
-    for (int k = 0; k < task->count; ++k) {
-      const SampleRef ref = plan.At(first + k);
-      const SampleView entry = samples[ref.sample];
-      std::span<uint8_t> part(run->bytes.data() + (entry.begin - run_begin), entry.end - entry.begin);
-      decodes.push_back(DecodeTask{ReadTask{task->batch, task->slot + k, ref, 1}, run, part, nullptr, *index});
-    }
-    run.reset();
-    if (!Dispatch(task->batch, decodes, inline_decoder.get(), thread)) return;
   }
+}
+
+bool EpochRun::ReadRun(const ReadTask& run, const std::shared_ptr<const ShardIndex>& index,
+                       SampleDecoder* inline_decoder, uint32_t thread) {
+  // A run of run.count samples, consecutive in one shard: one read of
+  // their whole byte range (pipeline/read_runs.h).
+  const BatchLayout& layout = data_->layout;
+  const EpochPlan& plan = *run.batch->plan;
+  const int64_t first = run.batch->index * data_->options.batch_size + run.slot;
+  const SampleTable& samples = index->samples;
+  const uint64_t run_begin = samples[run.ref.sample].begin;
+  const uint64_t run_end = samples[plan.At(first + run.count - 1).sample].end;
+  Bytes buf = TakeBuffer();
+  // Cleared first: growing a buffer that still holds its last run would
+  // copy that run into the new block, touching the pages a detoured range
+  // leaves unwritten, so RSS would rise by a sample whenever timing handed
+  // a spare buffer a longer run (the memory test's +2 MiB at random epochs).
+  buf->bytes.clear();
+  buf->bytes.resize(run_end - run_begin);
+  buf->direct.clear();
+  buf->detours.clear();
+  if (run.count == 1 && !reads_ahead_) {
+    // A lone sample whose batch has its buffer: array data goes straight
+    // to its slots (direct_arrays.h).
+    PredictDirect(layout, samples[run.ref.sample], &buf->direct);
+    uint8_t* base = run.batch->lease->data();
+    for (const DirectRange& r : buf->direct) {
+      const ArraySlot& a = layout.arrays[r.array];
+      buf->detours.push_back(
+          {r.offset, {base + a.offset + a.sample_bytes * static_cast<size_t>(run.slot), r.size}});
+    }
+  }
+  const uint64_t begin = NowNs();
+  if (rec_) rec_->reads_in_flight++;
+  if (!throttle_.Acquire(buf->bytes.size())) return false;  // cancelled
+  Result<std::shared_ptr<const RandomAccessReader>> file = files_->Get(run.ref.shard);  // a lease: survives eviction
+  Status st = file.ok() ? (*file)->PReadDetoured(run_begin, buf->bytes, buf->detours) : file.status();
+  if (rec_) {
+    const uint64_t end = NowNs();
+    rec_->reads_in_flight--;
+    rec_->read.Add(buf->bytes.size(), end - begin);
+    rec_->read_latency.Record(end - begin);
+    rec_->AddSpan({SpanKind::kRead, thread, begin, end, run.batch->index, run.slot});
+  }
+  if (!st.ok()) {
+    // Every sample of the run fails with the read's error, each named.
+    for (int k = 0; k < run.count; ++k) {
+      const SampleRef ref = plan.At(first + k);
+      Finish(ReadTask{run.batch, run.slot + k, ref, 1},
+             st.WithContext("sample '" + std::string(samples[ref.sample].key) + "'"));
+    }
+    GiveBuffer(std::move(buf));
+    return true;
+  }
+  std::shared_ptr<ReadBuffer> bytes = Share(std::move(buf));
+  std::vector<DecodeTask> decodes;
+  decodes.reserve(static_cast<size_t>(run.count));
+  for (int k = 0; k < run.count; ++k) {
+    const SampleRef ref = plan.At(first + k);
+    const SampleView entry = samples[ref.sample];
+    std::span<uint8_t> part(bytes->bytes.data() + (entry.begin - run_begin), entry.end - entry.begin);
+    decodes.push_back(DecodeTask{ReadTask{run.batch, run.slot + k, ref, 1}, bytes, part, nullptr, index});
+  }
+  bytes.reset();
+  return Dispatch(run.batch, decodes, inline_decoder, thread);
 }
 
 bool EpochRun::Dispatch(BatchWork* batch, std::vector<DecodeTask>& decodes, SampleDecoder* inline_decoder,

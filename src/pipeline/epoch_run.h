@@ -281,8 +281,8 @@ class EpochRun {
   // Publishes the leg's batch b and queues its reads; lease null: read ahead
   // of its buffer (the scheduler sets it later). False once cancelled.
   bool Begin(const Leg& leg, int64_t b, std::unique_ptr<BufferPool::Lease> lease);
-  // Loads the indexes of the remote shards of plan positions [first, first + n).
-  void FetchIndexes(const EpochPlan& plan, int64_t first, int n);
+  // How many of plan positions [first, first + n) one read task takes.
+  int SampleRun(const EpochPlan& plan, int64_t first, int n);
   // Reader i runs while i < active_readers_ (decoder i: active_decoders_);
   // false once cancelled.
   bool AwaitTurn(int i, const std::atomic<int>& active);
@@ -295,6 +295,9 @@ class EpochRun {
   // A run of rows of one Parquet file: their values into one buffer, then
   // their decode tasks, as ReadLoop does for a byte range. False once cancelled.
   bool ReadParquetRows(const ReadTask& task, uint32_t thread);
+  // Reads one run (read_runs.h) and hands its samples to the decoders; false once cancelled.
+  bool ReadRun(const ReadTask& run, const std::shared_ptr<const ShardIndex>& index, SampleDecoder* inline_decoder,
+               uint32_t thread);
   // Hands a run's decode tasks on: parked on a batch without its buffer yet,
   // decoded here (arrays_only_) or queued. False once cancelled.
   bool Dispatch(BatchWork* batch, std::vector<DecodeTask>& decodes, SampleDecoder* inline_decoder, uint32_t thread);

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <future>
 #include <optional>
 #include <thread>
 
@@ -663,10 +664,15 @@ Result<std::unique_ptr<Loader>> Loader::Create(LoaderOptions options) {
   }
   // The first sample teaches the shapes of array fields.
   STOKER_ASSIGN_OR_RETURN(const SampleRef probe_ref, ProbeSample(summaries, options));
-  STOKER_ASSIGN_OR_RETURN(std::shared_ptr<const ShardIndex> first_index, data.indexes->Get(probe_ref.shard));
-  const ShardIndex* first = first_index.get();
+  // Its shard's open (a HEAD when remote) goes out beside its index's load.
+  std::future<Result<std::unique_ptr<RandomAccessReader>>> opening =
+      std::async(std::launch::async, [&] { return OpenReader(summaries[probe_ref.shard].path, io); });
+  Result<std::shared_ptr<const ShardIndex>> first_index = data.indexes->Get(probe_ref.shard);
+  Result<std::unique_ptr<RandomAccessReader>> opened = opening.get();
+  if (!first_index.ok()) return first_index.status();
+  const ShardIndex* first = first_index->get();
   SampleEntry probe_entry = first->samples[parquet ? 0 : probe_ref.sample].ToEntry();
-  STOKER_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessReader> file, OpenReader(first->shard_path, io));
+  STOKER_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessReader> file, std::move(opened));
   std::vector<uint8_t> probe;
   if (parquet) {
     // Through the loader's own row cache, so the row group decoded for the

@@ -2,15 +2,11 @@
 #include "pipeline/shard_index_cache.h"
 
 #include <algorithm>
-#include <atomic>
-#include <optional>
-#include <thread>
 
 #if defined(__GLIBC__)
 #include <malloc.h>
 #endif
 
-#include "io/cancel.h"
 
 namespace stoker {
 
@@ -120,30 +116,9 @@ Result<std::shared_ptr<const ShardIndex>> ShardIndexCache::Get(uint32_t shard) {
   return held;
 }
 
-Status ShardIndexCache::Fetch(const std::vector<uint32_t>& shards) {
-  std::vector<uint32_t> missing;
-  {
-    std::lock_guard lock(mu_);
-    for (uint32_t s : shards)
-      if (!entries_[s].index && std::find(missing.begin(), missing.end(), s) == missing.end()) missing.push_back(s);
-  }
-  if (missing.empty()) return Status::Ok();
-  if (missing.size() == 1) return Get(missing[0]).status();
-  std::vector<std::optional<Status>> results(missing.size());
-  std::atomic<size_t> next{0};
-  Cancellation* cancel = CurrentCancellation();
-  auto work = [&] {
-    CancelScope scope(cancel);
-    for (size_t i; (i = next.fetch_add(1)) < missing.size();) results[i] = Get(missing[i]).status();
-  };
-  std::vector<std::thread> pool;
-  const size_t threads = std::min<size_t>(missing.size(), kParallelLoads);
-  for (size_t t = 0; t + 1 < threads; ++t) pool.emplace_back(work);
-  work();
-  for (std::thread& t : pool) t.join();
-  for (std::optional<Status>& r : results)
-    if (r && !r->ok()) return *r;
-  return Status::Ok();
+bool ShardIndexCache::Held(uint32_t shard) const {
+  std::lock_guard lock(mu_);
+  return entries_[shard].index != nullptr;
 }
 
 uint64_t ShardIndexCache::held_bytes() const {

@@ -17,7 +17,8 @@
 // (sample count and shard size); a shard changed in the meantime is an error
 // that names it, not a silently different sample.
 // Thread-safety: every method from any thread; one load per shard at a time
-// (others wanting it wait for it), loads of different shards in parallel.
+// (others wanting it wait for it), loads of different shards in parallel (the
+// readers load what they read: pipeline/epoch_run.cc).
 #pragma once
 
 #include <algorithm>
@@ -64,17 +65,12 @@ class ShardIndexCache {
   void Put(uint32_t shard, ShardIndex index);
 
   Result<std::shared_ptr<const ShardIndex>> Get(uint32_t shard);
-
-  // Loads, in parallel, those of `shards` not held (at most kParallelLoads
-  // at once), on threads that inherit the caller's cancellation; the first
-  // failure in the given order is returned.
-  Status Fetch(const std::vector<uint32_t>& shards);
+  // Whether the table is held now (never loads, never waits for a load).
+  bool Held(uint32_t shard) const;
 
   uint64_t max_bytes() const;
   uint64_t held_bytes() const;  // of the tables held now
   uint64_t loads() const;       // tables loaded here so far (not Put)
-
-  static constexpr int kParallelLoads = 16;
 
  private:
   struct Entry {

@@ -104,16 +104,14 @@ TEST(ShardIndexCache, OneLoadPerShardHoweverManyWantIt) {
   EXPECT_EQ(c.loads, 1);
 }
 
-TEST(ShardIndexCache, FetchLoadsTheMissingTogether) {
+TEST(ShardIndexCache, HeldNeitherLoadsNorWaits) {
   Counted c;
-  c.delay_ms = 200;
-  ShardIndexCache cache(Summaries(6), c.Loader(), 0);
-  ASSERT_TRUE(cache.Get(0).ok());
-  const int before = c.loads;
-  ASSERT_TRUE(cache.Fetch({0, 1, 2, 3, 4, 5, 3}).ok());
-  EXPECT_EQ(c.loads - before, 5);  // 0 was held; 3 once
-  for (uint32_t s = 0; s < 6; ++s) ASSERT_TRUE(cache.Get(s).ok());
-  EXPECT_EQ(c.loads - before, 5);
+  ShardIndexCache cache(Summaries(2), c.Loader(), 0);
+  EXPECT_FALSE(cache.Held(1));
+  EXPECT_EQ(c.loads, 0);
+  ASSERT_TRUE(cache.Get(1).ok());
+  EXPECT_TRUE(cache.Held(1));
+  EXPECT_FALSE(cache.Held(0));
 }
 
 TEST(ShardIndexCache, ATableThatDisagreesWithThePlanIsAnErrorNamingTheShard) {
