@@ -133,11 +133,16 @@ def warm(paths) -> None:
 
 # -- one measurement, in a fresh process -------------------------------------------------------
 
-def _status_mb(field: str) -> float:
+def _status_mb() -> dict:
+    """VmRSS, VmHWM and VmRSS's parts: RssAnon (memory the kernel cannot drop), RssFile
+    (mapped file pages: a mapped shard's page-cache pages, touched by this process) and
+    RssShmem (shared memory: Mosaic keeps its state there)."""
+    out = {}
     for line in open("/proc/self/status"):
-        if line.startswith(field):
-            return int(line.split()[1]) / 1024
-    raise RuntimeError(f"no {field} in /proc/self/status")
+        key = line.split(":", 1)[0]
+        if key in ("VmRSS", "VmHWM", "RssAnon", "RssFile", "RssShmem"):
+            out[key] = int(line.split()[1]) / 1024
+    return out
 
 
 def child(spec: dict) -> dict:
@@ -147,7 +152,7 @@ def child(spec: dict) -> dict:
         import numpy as np
         import stoker
 
-        before = _status_mb("VmRSS:")
+        before = _status_mb()
         t0 = time.monotonic()
         loader = stoker.Loader(spec["source"], {"cls": stoker.scalar("int64")}, batch_size=BATCH, shuffle=True,
                                seed=SEED, rank=RANK, world_size=WORLD, output="numpy", observe=False)
@@ -170,7 +175,7 @@ def child(spec: dict) -> dict:
         # barriers) return at once.
         dist.init_process_group(backend="fake", rank=RANK, world_size=WORLD, store=FakeStore())
         util.clean_stale_shared_memory()  # a killed run's shared memory would block this one
-        before = _status_mb("VmRSS:")
+        before = _status_mb()
         t0 = time.monotonic()
         ds = base.StreamingDataset(local=spec["source"], shuffle=True, shuffle_algo="py1e", shuffle_seed=SEED,
                                    batch_size=BATCH)
@@ -182,7 +187,7 @@ def child(spec: dict) -> dict:
         import numpy as np
         import webdataset as wds
 
-        before = _status_mb("VmRSS:")
+        before = _status_mb()
         t0 = time.monotonic()
         loader = (wds.WebDataset(spec["source"], shardshuffle=spec["shards"], nodesplitter=wds.split_by_node,
                                  seed=SEED, empty_check=False)
@@ -192,8 +197,12 @@ def child(spec: dict) -> dict:
         labels = np.asarray(batch[1])
     else:
         raise ValueError(f"unknown loader kind {kind!r}")
-    after, peak = _status_mb("VmRSS:"), _status_mb("VmHWM:")
-    out = {"rss_before_mb": before, "rss_growth_mb": after - before, "peak_growth_mb": max(0.0, peak - before),
+    after = _status_mb()
+    out = {"rss_before_mb": before["VmRSS"], "rss_growth_mb": after["VmRSS"] - before["VmRSS"],
+           "peak_growth_mb": max(0.0, after["VmHWM"] - before["VmRSS"]),
+           "anon_growth_mb": after["RssAnon"] - before["RssAnon"],
+           "file_growth_mb": after["RssFile"] - before["RssFile"],
+           "shmem_growth_mb": after["RssShmem"] - before["RssShmem"],
            "first_batch_s": t1 - t0, "batch_rows": int(labels.shape[0]),
            "labels_in_range": bool(((labels >= 0) & (labels < 1000)).all())}
     if spec.get("count_files"):
@@ -380,6 +389,8 @@ def measure_size(n: int, loaders: dict, reps: int, cold: bool) -> dict:
         else:
             row.update(rss_growth_mb=median_range([r["rss_growth_mb"] for r in ok]),
                        peak_growth_mb=median_range([r["peak_growth_mb"] for r in ok]),
+                       anon_growth_mb=median_range([r["anon_growth_mb"] for r in ok]),
+                       file_growth_mb=median_range([r["file_growth_mb"] for r in ok]),
                        first_batch_s=median_range([r["first_batch_s"] for r in ok]),
                        rss_before_mb=statistics.median(r["rss_before_mb"] for r in ok),
                        batch_ok=all(r["batch_rows"] == BATCH and r["labels_in_range"] for r in ok),
@@ -403,7 +414,7 @@ def ratios(rows: dict) -> dict:
             if "rss_growth_mb" not in a or "rss_growth_mb" not in b:
                 continue
             r = {}
-            for key in ("rss_growth_mb", "peak_growth_mb", "first_batch_s"):
+            for key in ("rss_growth_mb", "anon_growth_mb", "peak_growth_mb", "first_batch_s"):
                 r[key] = a[key][0] / b[key][0] if b[key][0] > 0 else None
             if "read_bytes_before_first_batch" in a and "read_bytes_before_first_batch" in b:
                 rb = b["read_bytes_before_first_batch"]
@@ -414,8 +425,9 @@ def ratios(rows: dict) -> dict:
 
 def targets(results: dict) -> list[dict]:
     """Issue 31's, for every stoker source that ran: lower than both peers in RSS growth
-    and in time to the first batch; at 2M samples an RSS growth <= 150 MB, and the
-    smallest size's within 20% of it (|g(small) - g(2M)| <= 0.2 g(2M))."""
+    (and its anonymous part apart) and in time to the first batch; at 2M samples an RSS
+    growth <= 150 MB (the anonymous part too), and the smallest size's within 20% of it
+    (|g(small) - g(2M)| <= 0.2 g(2M))."""
     out = []
     stokers = LOADERS[:3]
     for n, res in results.items():
@@ -426,7 +438,8 @@ def targets(results: dict) -> list[dict]:
                     out.append({"size": n, "target": f"{s}: below {p}", "result": "n/a",
                                 "why": rows.get(p, {}).get("unavailable")})
                     continue
-                for key, what in (("rss_growth_mb", "RSS growth"), ("first_batch_s", "time to first batch")):
+                for key, what in (("rss_growth_mb", "RSS growth"), ("anon_growth_mb", "anonymous RSS growth"),
+                                  ("first_batch_s", "time to first batch")):
                     a, b = rows[s][key][0], rows[p][key][0]
                     out.append({"size": n, "target": f"{s}: {what} below {p}'s", "stoker": a, "peer": b,
                                 "result": "PASS" if a < b else "MISS"})
@@ -439,6 +452,9 @@ def targets(results: dict) -> list[dict]:
             g = big["rss_growth_mb"][0]
             out.append({"size": big_n, "target": f"{s}: RSS growth <= 150 MB at 2M", "stoker": g,
                         "result": "PASS" if g <= 150 else "MISS"})
+            a = big["anon_growth_mb"][0]
+            out.append({"size": big_n, "target": f"{s}: anonymous RSS growth <= 150 MB at 2M", "stoker": a,
+                        "result": "PASS" if a <= 150 else "MISS"})
             small = results[small_n]["loaders"].get(s, {})
             if small_n != big_n and "rss_growth_mb" in small:
                 g0 = small["rss_growth_mb"][0]
@@ -466,31 +482,36 @@ def write(payload: dict, stem: Path) -> None:
              f"{payload['loadavg_start']} at the start, {payload['loadavg_end']} at the end), so the seconds are "
              f"noisy; memory does not depend on it.", "",
              "Growth = VmRSS after the first batch less VmRSS after the imports (the last column: torch's "
-             "included for the peers, which import it); peak = VmHWM less the same. "
+             "included for the peers, which import it), split into its anonymous part (RssAnon: what the kernel "
+             "cannot drop) and mapped file pages (RssFile: shard pages in the page cache that the process touched "
+             "through a mapping, which the kernel may drop and read again); peak = VmHWM less the same start. "
              "Read = bytes of the loader's files in the page cache at its first batch, from a cold cache "
              "(posix_fadvise DONTNEED per file; mincore), the kernel's read-ahead included (read_ahead_kb "
              f"{m.get('read_ahead_kb')} on this disk: a read into a mapped or sequentially read file brings up to that "
              "much around it); one cold run each.", ""]
     for n, res in payload["results"].items():
         lines += [f"## {int(n):,} samples ({res['shards']} shards)", "",
-                  "| loader | RSS growth MB | peak growth MB | first batch s (hot) | read before first batch MB (of) | "
-                  "first batch s (cold) | RSS after imports MB |", "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+                  "| loader | RSS growth MB | anon MB | file-mapped MB | peak growth MB | first batch s (hot) | "
+                  "read before first batch MB (of) | first batch s (cold) | RSS after imports MB |",
+                  "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
         for name, row in res["loaders"].items():
             if "rss_growth_mb" not in row:
-                lines.append(f"| {name} | {row.get('unavailable', 'did not run')} | | | | | |")
+                lines.append(f"| {name} | {row.get('unavailable', 'did not run')} | | | | | | | |")
                 continue
             read = row.get("read_bytes_before_first_batch")
             read_s = f"{read / 1e6:,.1f} ({row['dataset_bytes'] / 1e6:,.0f})" if read is not None else \
                 row.get("cold", {}).get("error", "–")
             cold_s = f"{row['cold_first_batch_s']:.2f}" if "cold_first_batch_s" in row else "–"
-            lines.append(f"| {name} | {fmt_range(row['rss_growth_mb'])} | {fmt_range(row['peak_growth_mb'])} | "
+            lines.append(f"| {name} | {fmt_range(row['rss_growth_mb'])} | {row['anon_growth_mb'][0]:,.1f} | "
+                         f"{row['file_growth_mb'][0]:,.1f} | {fmt_range(row['peak_growth_mb'])} | "
                          f"{fmt_range(row['first_batch_s'], 2)} | {read_s} | {cold_s} | {row['rss_before_mb']:,.0f} |")
         if res["ratios"]:
-            lines += ["", "| stoker / peer (medians) | RSS growth | peak growth | first batch | read |",
-                      "| --- | ---: | ---: | ---: | ---: |"]
+            lines += ["", "| stoker / peer (medians) | RSS growth | anon growth | peak growth | first batch | read |",
+                      "| --- | ---: | ---: | ---: | ---: | ---: |"]
             f = lambda v: "–" if v is None else f"{v:.2f}"  # noqa: E731
             for k, r in res["ratios"].items():
-                lines.append(f"| {k} | {f(r['rss_growth_mb'])} | {f(r['peak_growth_mb'])} | {f(r['first_batch_s'])} | "
+                lines.append(f"| {k} | {f(r['rss_growth_mb'])} | {f(r['anon_growth_mb'])} | {f(r['peak_growth_mb'])} | "
+                             f"{f(r['first_batch_s'])} | "
                              f"{f(r.get('read_bytes'))} |")
         lines.append("")
     if payload["targets"]:

@@ -42,8 +42,12 @@ def rows(result: dict) -> dict:
 def check_figures(name: str, row: dict) -> None:
     assert "unavailable" not in row, (name, row["unavailable"])
     growth, peak, first = row["rss_growth_mb"], row["peak_growth_mb"], row["first_batch_s"]
-    for median, lo, hi in (growth, peak, first):
+    for median, lo, hi in (growth, peak, first, row["anon_growth_mb"], row["file_growth_mb"]):
         assert lo <= median <= hi, name
+    # VmRSS is RssAnon + RssFile + RssShmem: the parts add up to the whole (each run's)
+    for r in row["runs"]:
+        parts = r["anon_growth_mb"] + r["file_growth_mb"] + r["shmem_growth_mb"]
+        assert abs(parts - r["rss_growth_mb"]) < 1, (name, r)
     assert growth[0] > -50 and peak[0] >= 0, name  # a start of hundreds of MB, measured twice in one process
     assert 0 < first[0] < 120, name
     assert row["batch_ok"], f"{name}: a first batch of other than 64 rows or labels outside 0-999"
