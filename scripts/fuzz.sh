@@ -18,7 +18,7 @@ cd "$(dirname "$0")/.."
 secs=${1:-15}
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(tar sample_index npy zip jpeg compressed)
+[ ${#targets[@]} -gt 0 ] || targets=(tar sample_index dataset_manifest npy zip jpeg compressed)
 
 SUDO=""
 [ "$(id -u)" = 0 ] || SUDO="sudo"

@@ -626,9 +626,6 @@ Result<std::unique_ptr<Loader>> Loader::Create(LoaderOptions options) {
       index_bytes);
   for (auto& [shard, index] : tables.held) data.indexes->Put(shard, std::move(index));
   const std::vector<ShardSummary>& summaries = data.indexes->summaries();
-  // Every table stays where the order would come back to them all the time
-  // (a permutation of the whole dataset) or where they fit; else the least
-  // recently used are dropped (shard_index_cache.h).
   const bool parquet = data.parquet;
   if (!parquet && !options.key_column.empty()) {
     return InvalidArgument("key_column='" + options.key_column +

@@ -62,6 +62,14 @@ def main(out: Path) -> None:
                                  "samples": [["a", 0, 1034, [["jpg", "a.jpg", 512, 10], ["cls", "a.cls", 1536, 1]]],
                                              ["b", 2048, 3073, [["jpg", "b.jpg", 2560, 1]]]]}).encode(),
         },
+        "dataset_manifest": {
+            "manifest": json.dumps({"format": "stoker-manifest", "version": 1, "key_rule": "webdataset",
+                                    "samples": 5, "shards": [
+                                        {"path": "a-000000.tar", "bytes": 10240, "samples": 3,
+                                         "sample_bytes": 3100, "max_sample_bytes": 1034},
+                                        {"path": "http://h/b-000001.tar?t=1", "bytes": 4096, "samples": 2,
+                                         "sample_bytes": 2048, "max_sample_bytes": 1024}]}).encode(),
+        },
         "npy": {
             "f32": npy_bytes(np.arange(12, dtype=np.float32).reshape(3, 4)),
             "i64_be": npy_bytes(np.arange(5, dtype=">i8")),
