@@ -5,6 +5,7 @@
 #   bash bench/run.sh --remote [--quick]  # V over HTTP (nginx + 20 ms/request proxy) vs DataLoader+webdataset pipe:curl and stoker local
 #   bash bench/run.sh --peers [--quick]   # V eval + train vs litdata, Mosaic Streaming, HF datasets, Ray Data, Megatron-Energon
 #   bash bench/run.sh --autotune [--quick]  # no knobs vs the best of 12 hand settings, 6 scenarios (bench/autotune.py)
+#   bash bench/run.sh --scale [--quick]    # a rank's memory + time to first batch at 200k and 2M samples vs Mosaic Streaming, webdataset (bench/scale.py): < 10 min, --quick < 3
 # Installs the peers from requirements-bench.txt (torch stays pinned), builds the stoker
 # command if needed, makes the data once under bench/data/, writes bench/results/<UTC>.{json,md,png}.
 # Exits 0 whatever the speed; non-zero only if something crashes.
@@ -55,4 +56,5 @@ if ! "$PY" -c 'import stoker, os, stoker._cli as c; assert os.path.exists(c.bina
 fi
 
 if [[ "${1:-}" == --autotune ]]; then shift; exec "$PY" bench/autotune.py "$@"; fi
+if [[ "${1:-}" == --scale ]]; then shift; exec "$PY" bench/scale.py "$@"; fi
 exec "$PY" bench/suite.py "$@"

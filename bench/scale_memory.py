@@ -34,12 +34,12 @@ from pathlib import Path
 PER_SHARD = 10_000
 
 
-def write_shard(path: str, shard: int) -> None:
+def write_shard(path: str, shard: int, per_shard: int = PER_SHARD) -> None:
     if os.path.exists(path):
         return
     tmp = path + ".part"
     with tarfile.open(tmp, "w", format=tarfile.USTAR_FORMAT) as tar:
-        for i in range(PER_SHARD):
+        for i in range(per_shard):
             key = f"{shard:05d}{i:06d}"
             for ext, data in (("bin", os.urandom(16)), ("cls", str(i % 1000).encode())):
                 info = tarfile.TarInfo(f"{key}.{ext}")
@@ -49,12 +49,15 @@ def write_shard(path: str, shard: int) -> None:
     os.replace(tmp, path)
 
 
-def shards_for(root: Path, samples: int) -> list[str]:
-    n = (samples + PER_SHARD - 1) // PER_SHARD
+def shards_for(root: Path, samples: int, per_shard: int = PER_SHARD) -> list[str]:
+    """The first ceil(samples / per_shard) shards under root, written where missing
+    (bench/scale.py's tests ask for small shards; a folder holds one shard size)."""
+    n = (samples + per_shard - 1) // per_shard
     root.mkdir(parents=True, exist_ok=True)
     paths = [str(root / f"scale-{s:05d}.tar") for s in range(n)]
-    with ProcessPoolExecutor(max_workers=2) as pool:
-        list(pool.map(write_shard, paths, range(n)))
+    if not all(os.path.exists(p) for p in paths):
+        with ProcessPoolExecutor(max_workers=2) as pool:
+            list(pool.map(write_shard, paths, range(n), [per_shard] * n))
     return paths
 
 
