@@ -1,0 +1,220 @@
+"""Batches made by Ray actors (stoker.RayWorkers, python/stoker/ray_workers.py)
+on a real multi-node Ray cluster on this machine (ray.cluster_utils.Cluster:
+a head that takes no work and two worker nodes of one CPU each, separate
+raylets, so every batch is made on another node and comes through Ray's
+object store). The reference is stoker.Loader in this process: with the same
+seed, the Ray loader's stream must be the local loader's byte for byte, with
+a worker killed in mid-epoch, and resumed from a state taken in mid-epoch.
+No mocks: the actors run the engine, Ray moves the batches.
+
+The strided plan itself (a worker makes every N-th batch of the rank) is
+also checked without Ray, through local loaders with _batch_stride.
+The cluster is module-scoped (about 5 s to start); the whole file runs in
+well under a minute on 2 cores.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import stoker
+from conftest import stoker_env, write_vision_shards
+
+BATCH = 8
+EPOCHS = 2
+
+
+def _options(shards) -> dict:
+    # 60 samples in batches of 8, the last short (drop_last=False): 8 batches
+    # per epoch, so 2 workers own 4 each and the short batch is worker 1's.
+    return dict(fields={"jpg": stoker.image(24, resize="random_resized_crop", random_hflip=True),
+                        "features.npz": stoker.npz(), "cls": stoker.scalar()},
+                batch_size=BATCH, shuffle=True, seed=5, drop_last=False, decode_threads=1, autotune=False)
+
+
+@pytest.fixture(scope="module")
+def shards(tmp_path_factory):
+    d = tmp_path_factory.mktemp("ray_vision")
+    write_vision_shards(d, shards=3, per_shard=20, size=(40, 32))
+    return sorted(str(p) for p in d.glob("shard-*.tar"))
+
+
+def _flat(batch: dict) -> dict:
+    """A batch as comparable values: each array's dtype, shape and bytes; the key lists."""
+    out = {}
+    for name, value in batch.items():
+        if isinstance(value, dict):
+            for member, array in value.items():
+                out[f"{name}/{member}"] = _flat({"a": array})["a"]
+        elif isinstance(value, list):
+            out[name] = list(value)
+        else:
+            a = np.asarray(value)
+            out[name] = (str(a.dtype), a.shape, a.tobytes())
+    return out
+
+
+def _stream(loader, epochs=range(EPOCHS), after=None) -> list:
+    """(epoch, batch) of whole epochs; `after(epoch, i, loader)` runs after each batch."""
+    got = []
+    for epoch in epochs:
+        loader.set_epoch(epoch)
+        for i, batch in enumerate(loader):
+            got.append((epoch, _flat(batch)))
+            if after is not None:
+                after(epoch, i, loader)
+    return got
+
+
+@pytest.fixture(scope="module")
+def local_stream(shards):
+    loader = stoker.Loader(shards, **_options(shards))
+    try:
+        stream = _stream(loader)
+    finally:
+        loader.close()
+    assert len(stream) == EPOCHS * 8
+    assert len(stream[-1][1]["__key__"]) == 60 % BATCH  # the short last batch is in the comparison
+    return stream
+
+
+# -- without Ray: the strided plan through local loaders ----------------------------
+
+
+def test_strided_local_loaders_interleave_to_the_whole_stream(shards, local_stream):
+    """Loader j of N (_batch_stride=N, _batch_offset=j) makes the rank's batches
+    j, j + N, ... and nothing else, byte for byte."""
+    for n in (2, 3):
+        parts = []
+        for j in range(n):
+            loader = stoker.Loader(shards, _batch_stride=n, _batch_offset=j, **_options(shards))
+            parts.append(_stream(loader))
+            assert len(loader) == len(range(j, 8, n))
+            loader.close()
+        per_epoch = [len(range(j, 8, n)) for j in range(n)]
+        merged = [parts[b % n][epoch * per_epoch[b % n] + b // n] for epoch in range(EPOCHS) for b in range(8)]
+        assert merged == local_stream, f"stride {n}"
+
+
+def test_strided_loader_refuses_bad_offsets_and_skip(shards):
+    with pytest.raises(ValueError, match="batch_offset 2 must be in"):
+        stoker.Loader(shards, _batch_stride=2, _batch_offset=2, **_options(shards))
+    with pytest.raises(ValueError, match="on_error=skip with batch_stride"):
+        stoker.Loader(shards, _batch_stride=2, on_error="skip", **_options(shards))
+
+
+def test_without_ray_the_error_says_how_to_install_it():
+    # A child Python where `import ray` fails, as where it is not installed.
+    code = ("import sys; sys.modules['ray'] = None\n"
+            "import stoker\n"
+            "try:\n    stoker.RayWorkers(count=2)\n"
+            "except ImportError as e:\n    print(e)\n")
+    out = subprocess.run([sys.executable, "-c", code], env=stoker_env(), capture_output=True, text=True,
+                         timeout=120)
+    assert "pip install 'stoker[ray]'" in out.stdout, out.stdout + out.stderr
+
+
+# -- on a Ray cluster ------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def ray_cluster():
+    ray = pytest.importorskip("ray", reason="ray is not installed (pip install 'stoker[ray]'); "
+                                             "scripts/setup.sh installs it where a wheel exists")
+    from ray.cluster_utils import Cluster
+
+    # The raylets start from this environment: their workers import this stoker.
+    saved = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = stoker_env()["PYTHONPATH"]
+    node = dict(object_store_memory=80 << 20)
+    c = Cluster(initialize_head=True, head_node_args=dict(node, num_cpus=0, include_dashboard=False))
+    try:
+        for _ in range(2):
+            c.add_node(num_cpus=1, **node)
+        ray.init(address=c.address, logging_level=logging.WARNING, log_to_driver=False)
+        yield ray
+    finally:
+        ray.shutdown()
+        c.shutdown()
+        if saved is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = saved
+
+
+def _ray_loader(shards, count):
+    return stoker.Loader(shards, workers=stoker.RayWorkers(count=count, num_cpus=1), **_options(shards))
+
+
+@pytest.mark.parametrize("count", [1, 2])
+def test_stream_equals_the_local_loaders(ray_cluster, shards, local_stream, count):
+    loader = _ray_loader(shards, count)
+    try:
+        assert isinstance(loader, stoker.RayLoader)
+        assert len(loader) == 8
+        assert loader.plan.rank_samples == 60
+        head = ray_cluster.get_runtime_context().get_node_id()
+        assert len(loader.nodes) == count and head not in loader.nodes  # every batch is made on another node
+        got = _stream(loader)
+        assert len(got) == len(local_stream)
+        assert got == local_stream
+        assert isinstance(loader.state_dict()["stoker"]["next_batch"], int)
+    finally:
+        loader.close()
+
+
+def test_a_worker_killed_in_mid_epoch_is_replaced_and_nothing_is_lost(ray_cluster, shards, local_stream, caplog):
+    loader = _ray_loader(shards, 2)
+    killed = []
+
+    def kill(epoch, i, loader):
+        if epoch == 0 and i == 2:  # worker 1 still owes batches 3, 5, 7
+            killed.append(loader.actors[1])
+            ray_cluster.kill(loader.actors[1], no_restart=True)
+
+    try:
+        with caplog.at_level(logging.WARNING, logger="stoker"):
+            got = _stream(loader, after=kill)
+        assert killed and loader.actors[1] is not killed[0]  # a new actor took its place
+        assert got == local_stream  # nothing lost, nothing repeated, same bytes
+        lines = [r.getMessage() for r in caplog.records if "Ray worker 1" in r.getMessage()]
+        assert any("died" in line for line in lines), caplog.text
+        assert any("waited" in line and " s " in line for line in lines), caplog.text
+    finally:
+        loader.close()
+
+
+def test_resumes_a_state_taken_in_mid_epoch(ray_cluster, shards, local_stream):
+    """A state taken after 3 batches of epoch 0 by a loader of 2 workers, restored
+    by one of 1 worker and by a local loader: both deliver the rest, in order."""
+    first = _ray_loader(shards, 2)
+    try:
+        first.set_epoch(0)
+        it = iter(first)
+        for _ in range(3):
+            next(it)
+        state = first.state_dict()
+    finally:
+        first.close()
+    assert state["stoker"]["epoch"] == 0 and state["stoker"]["next_batch"] == 3
+    rest = local_stream[3:]
+
+    resumed = _ray_loader(shards, 1)
+    try:
+        resumed.load_state_dict(state)
+        got = _stream(resumed, epochs=range(resumed.epoch, EPOCHS))
+    finally:
+        resumed.close()
+    assert got == rest
+
+    local = stoker.Loader(shards, **_options(shards))  # the same format: a local loader continues it too
+    try:
+        local.load_state_dict(state)
+        assert _stream(local, epochs=range(local.epoch, EPOCHS)) == rest
+    finally:
+        local.close()
