@@ -72,7 +72,7 @@ class RayWorkers:
     as Ray does by itself).
     """
 
-    def __init__(self, count: int = 1, *, num_cpus: float = 1, prefetch: int = 2, max_restarts: int = 3,
+    def __init__(self, count: int = 1, *, num_cpus: float = 1, prefetch: int = 4, max_restarts: int = 3,
                  actor_options: Mapping[str, Any] | None = None) -> None:
         _import_ray()
         if int(count) < 1:
