@@ -307,7 +307,10 @@ class RayLoader:
             try:
                 self._get([ref])
             except (self._ray.exceptions.RayActorError, self._ray.exceptions.ObjectLostError) as e:
+                began = time.perf_counter()
                 self._replace(slot, next_batch + (slot.offset - next_batch) % len(self._slots), e)
+                _log.warning("stoker: the start of epoch %d waited %.2f s for Ray worker %d's replacement (%s)",
+                             self._epoch, time.perf_counter() - began, slot.offset, slot.where)
 
     def _request(self, slot: _Slot) -> None:
         """Keeps `prefetch` of the slot's batches asked for (actor calls run in

@@ -147,8 +147,9 @@ def ray_cluster():
             os.environ["PYTHONPATH"] = saved
 
 
-def _ray_loader(shards, count):
-    return stoker.Loader(shards, workers=stoker.RayWorkers(count=count, num_cpus=1), **_options(shards))
+def _ray_loader(shards, count, prefetch=4):
+    return stoker.Loader(shards, workers=stoker.RayWorkers(count=count, num_cpus=1, prefetch=prefetch),
+                         **_options(shards))
 
 
 @pytest.mark.parametrize("count", [1, 2])
@@ -169,7 +170,9 @@ def test_stream_equals_the_local_loaders(ray_cluster, shards, local_stream, coun
 
 
 def test_a_worker_killed_in_mid_epoch_is_replaced_and_nothing_is_lost(ray_cluster, shards, local_stream, caplog):
-    loader = _ray_loader(shards, 2)
+    # One request in flight per worker: when worker 1 is killed it still owes
+    # batches not yet asked of it, so the death is met in mid-epoch.
+    loader = _ray_loader(shards, 2, prefetch=1)
     killed = []
 
     def kill(epoch, i, loader):
@@ -183,7 +186,7 @@ def test_a_worker_killed_in_mid_epoch_is_replaced_and_nothing_is_lost(ray_cluste
         assert killed and loader.actors[1] is not killed[0]  # a new actor took its place
         assert got == local_stream  # nothing lost, nothing repeated, same bytes
         lines = [r.getMessage() for r in caplog.records if "Ray worker 1" in r.getMessage()]
-        assert any("died" in line for line in lines), caplog.text
+        assert any("died" in line and "of epoch 0" in line for line in lines), caplog.text
         assert any("waited" in line and " s " in line for line in lines), caplog.text
     finally:
         loader.close()
