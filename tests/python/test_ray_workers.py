@@ -4,7 +4,8 @@ a head that takes no work and two worker nodes of one CPU each, separate
 raylets, so every batch is made on another node and comes through Ray's
 object store). The reference is stoker.Loader in this process: with the same
 seed, the Ray loader's stream must be the local loader's byte for byte, with
-a worker killed in mid-epoch, and resumed from a state taken in mid-epoch.
+a worker killed or its node removed in mid-epoch, and resumed from a state taken
+in mid-epoch.
 No mocks: the actors run the engine, Ray moves the batches.
 
 The strided plan itself (a worker makes every N-th batch of the rank) is
@@ -18,6 +19,8 @@ import logging
 import os
 import subprocess
 import sys
+
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -132,12 +135,15 @@ def ray_cluster():
     saved = os.environ.get("PYTHONPATH")
     os.environ["PYTHONPATH"] = stoker_env()["PYTHONPATH"]
     node = dict(object_store_memory=80 << 20)
-    c = Cluster(initialize_head=True, head_node_args=dict(node, num_cpus=0, include_dashboard=False))
+    # A node removed is declared dead after 3 missed health checks 0.2 s apart
+    # (Ray's default waits 5 of 3 s), so the node test takes a second, not 15.
+    health = {"health_check_initial_delay_ms": 0, "health_check_period_ms": 200, "health_check_failure_threshold": 3}
+    c = Cluster(initialize_head=True, head_node_args=dict(node, num_cpus=0, include_dashboard=False,
+                                                          _system_config=health))
     try:
-        for _ in range(2):
-            c.add_node(num_cpus=1, **node)
+        nodes = [c.add_node(num_cpus=1, **node) for _ in range(2)]
         ray.init(address=c.address, logging_level=logging.WARNING, log_to_driver=False)
-        yield ray
+        yield SimpleNamespace(ray=ray, cluster=c, nodes=nodes, node_options=node)
     finally:
         ray.shutdown()
         c.shutdown()
@@ -159,8 +165,9 @@ def test_stream_equals_the_local_loaders(ray_cluster, shards, local_stream, coun
         assert isinstance(loader, stoker.RayLoader)
         assert len(loader) == 8
         assert loader.plan.rank_samples == 60
-        head = ray_cluster.get_runtime_context().get_node_id()
-        assert len(loader.nodes) == count and head not in loader.nodes  # every batch is made on another node
+        workers = {n.node_id for n in ray_cluster.nodes}  # every batch is made on a worker node, not the head
+        assert len(loader.nodes) == count and set(loader.nodes) <= workers
+        assert ray_cluster.cluster.head_node.node_id not in loader.nodes
         got = _stream(loader)
         assert len(got) == len(local_stream)
         assert got == local_stream
@@ -178,7 +185,7 @@ def test_a_worker_killed_in_mid_epoch_is_replaced_and_nothing_is_lost(ray_cluste
     def kill(epoch, i, loader):
         if epoch == 0 and i == 2:  # worker 1 still owes batches 3, 5, 7
             killed.append(loader.actors[1])
-            ray_cluster.kill(loader.actors[1], no_restart=True)
+            ray_cluster.ray.kill(loader.actors[1], no_restart=True)
 
     try:
         with caplog.at_level(logging.WARNING, logger="stoker"):
@@ -221,3 +228,31 @@ def test_resumes_a_state_taken_in_mid_epoch(ray_cluster, shards, local_stream):
         assert _stream(local, epochs=range(local.epoch, EPOCHS)) == rest
     finally:
         local.close()
+
+
+def test_a_worker_node_removed_in_mid_epoch_is_survived(ray_cluster, shards, local_stream, caplog):
+    """The node of worker 1 is removed (its raylet and every process on it
+    killed): the trainer replaces the worker on the node left and the stream
+    is still the local loader's. Last in the file: it adds a node back."""
+    c = ray_cluster.cluster
+    # Half a CPU each, so the node left holds a replacement beside worker 0.
+    loader = stoker.Loader(shards, workers=stoker.RayWorkers(count=2, num_cpus=0.5, prefetch=1), **_options(shards))
+    removed = []
+
+    def remove(epoch, i, loader):
+        if epoch == 0 and i == 2:
+            victim = next(n for n in ray_cluster.nodes if n.node_id == loader.nodes[1])
+            c.remove_node(victim, allow_graceful=False)
+            removed.append(victim.node_id)
+
+    try:
+        with caplog.at_level(logging.WARNING, logger="stoker"):
+            got = _stream(loader, after=remove)
+        assert removed and removed[0] not in loader.nodes
+        assert got == local_stream
+        assert any("Ray worker 1" in r.getMessage() and "died" in r.getMessage() for r in caplog.records), caplog.text
+    finally:
+        loader.close()
+        ray_cluster.nodes = [n for n in ray_cluster.nodes if n.node_id not in removed]
+        for _ in removed:
+            ray_cluster.nodes.append(c.add_node(num_cpus=1, **ray_cluster.node_options))
