@@ -60,8 +60,9 @@ class RayWorkers:
     """How many Ray actors make a loader's batches, and what each may use.
 
     ``count`` actors, each reserving ``num_cpus`` CPUs of its node (Ray's
-    scheduling; the engine inside sizes its decode threads as it would on that
-    node unless ``decode_threads`` is given to the loader). ``prefetch``:
+    scheduling); the engine inside sizes its defaults (decode threads, readers)
+    to those CPUs, as for one of the node's local ranks (STOKER_LOCAL_RANKS,
+    unless set). ``prefetch``:
     batch requests the trainer keeps in flight per worker (each worker's own
     engine also decodes ``prefetch`` batches ahead of its requests).
     ``max_restarts``: how many times the trainer replaces the actor of one
@@ -134,12 +135,19 @@ def _owed_local(next_batch: int, stride: int, offset: int) -> int:
 class _Worker:
     """The body of one Ray actor: a stoker.Loader making every stride-th batch."""
 
-    def open(self, sources, plain_fields: dict, options: dict, stride: int, offset: int) -> dict:
+    def open(self, sources, plain_fields: dict, options: dict, stride: int, offset: int, num_cpus: float) -> dict:
+        import math
         import os
 
         import ray
 
         from .loader import Loader
+
+        # The engine's defaults count this actor's CPUs, not its node's: the
+        # node is shared as among local ranks (core/cpu_share.h), so a 64-core
+        # node with num_cpus=16 gives it 16 (a user's own setting stays).
+        if "STOKER_LOCAL_RANKS" not in os.environ:
+            os.environ["STOKER_LOCAL_RANKS"] = str(max(1, (os.cpu_count() or 1) // max(1, math.ceil(num_cpus))))
 
         self._stride, self._offset = stride, offset
         self._loader = Loader(sources, _native_fields(plain_fields), output="numpy", observe=False,
@@ -150,7 +158,8 @@ class _Worker:
                 "dataset_samples": plan.dataset_samples, "dropped_samples": plan.dropped_samples,
                 "padded_samples": plan.padded_samples, "num_shards": plan.num_shards,
                 "classes": self._loader.classes, "state": self._loader.state_dict()["stoker"],
-                "node": ray.get_runtime_context().get_node_id(), "pid": os.getpid()}
+                "node": ray.get_runtime_context().get_node_id(), "pid": os.getpid(),
+                "cores_from": self._loader.settings["cores_from"]}
 
     def start(self, epoch: int, state: dict | None) -> int:
         """Begin `epoch` at its start (state None: the run prepared ahead is
@@ -183,6 +192,7 @@ class _Slot:
         self.actor = None
         self.where = ""        # "node 1a2b3c4d, pid 4242", for the log
         self.node = ""         # the Ray node id its actor runs on
+        self.cores_from = ""   # the CPUs its engine counts, and why (settings["cores_from"])
         self.pending: deque = deque()  # (rank batch b, ObjectRef), b ascending by stride
         self.next_request = 0  # the rank batch the next request asks for
         self.restarts = 0
@@ -255,7 +265,7 @@ class RayLoader:
         self._epoch_chosen = True
         self._generation = 0
         _log.info("stoker: %d Ray workers make this loader's %d batches per epoch (%s)", workers.count,
-                  self._batches, "; ".join(f"worker {s.offset}: {s.where}" for s in self._slots))
+                  self._batches, "; ".join(f"worker {s.offset}: {s.where}, {s.cores_from}" for s in self._slots))
 
     # -- workers ------------------------------------------------------------
     def _spawn(self, slot: _Slot):
@@ -266,10 +276,11 @@ class RayLoader:
         slot.actor = cls.remote()
         slot.pending.clear()
         sources, plain_fields, options = self._open_args
-        ref = slot.actor.open.remote(sources, plain_fields, options, w.count, slot.offset)
+        ref = slot.actor.open.remote(sources, plain_fields, options, w.count, slot.offset, w.num_cpus)
 
         def where(info: dict) -> dict:
             slot.where = f"node {info['node'][:8]}, pid {info['pid']}"
+            slot.cores_from = info["cores_from"]
             slot.node = info["node"]
             return info
 
@@ -370,6 +381,11 @@ class RayLoader:
     def actors(self) -> list:
         """The workers' Ray actor handles, worker j's at j (replacements included)."""
         return [slot.actor for slot in self._slots]
+
+    @property
+    def cores_from(self) -> list[str]:
+        """The CPUs each worker's engine counts and why (its settings["cores_from"])."""
+        return [slot.cores_from for slot in self._slots]
 
     @property
     def nodes(self) -> list[str]:

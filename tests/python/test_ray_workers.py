@@ -29,7 +29,7 @@ import stoker
 from conftest import stoker_env, write_vision_shards
 
 BATCH = 8
-EPOCHS = 2
+EPOCHS = 3
 
 
 def _options(shards) -> dict:
@@ -154,11 +154,12 @@ def ray_cluster():
 
 
 def _ray_loader(shards, count, prefetch=4):
-    return stoker.Loader(shards, workers=stoker.RayWorkers(count=count, num_cpus=1, prefetch=prefetch),
+    # Half a CPU each: three workers fit on the two nodes, and a replacement beside them.
+    return stoker.Loader(shards, workers=stoker.RayWorkers(count=count, num_cpus=0.5, prefetch=prefetch),
                          **_options(shards))
 
 
-@pytest.mark.parametrize("count", [1, 2])
+@pytest.mark.parametrize("count", [1, 2, 3])
 def test_stream_equals_the_local_loaders(ray_cluster, shards, local_stream, count):
     loader = _ray_loader(shards, count)
     try:
@@ -168,6 +169,8 @@ def test_stream_equals_the_local_loaders(ray_cluster, shards, local_stream, coun
         workers = {n.node_id for n in ray_cluster.nodes}  # every batch is made on a worker node, not the head
         assert len(loader.nodes) == count and set(loader.nodes) <= workers
         assert ray_cluster.cluster.head_node.node_id not in loader.nodes
+        # Each engine counts its actor's CPUs (half of one: 1 core), not the node's.
+        assert all(c.startswith("1 core") and "STOKER_LOCAL_RANKS" in c for c in loader.cores_from), loader.cores_from
         got = _stream(loader)
         assert len(got) == len(local_stream)
         assert got == local_stream
@@ -235,8 +238,7 @@ def test_a_worker_node_removed_in_mid_epoch_is_survived(ray_cluster, shards, loc
     killed): the trainer replaces the worker on the node left and the stream
     is still the local loader's. Last in the file: it adds a node back."""
     c = ray_cluster.cluster
-    # Half a CPU each, so the node left holds a replacement beside worker 0.
-    loader = stoker.Loader(shards, workers=stoker.RayWorkers(count=2, num_cpus=0.5, prefetch=1), **_options(shards))
+    loader = _ray_loader(shards, 2, prefetch=1)
     removed = []
 
     def remove(epoch, i, loader):
