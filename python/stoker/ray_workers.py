@@ -43,9 +43,7 @@ _INSTALL = "stoker.RayWorkers needs Ray: pip install 'stoker[ray]'"
 
 # Loader keywords that belong to the trainer's side (the observer, the
 # output library, the device) or are set per worker here.
-_TRAINER_ONLY = ("output", "observe", "log_every", "window", "slow_factor", "slow_floor_s", "jsonl",
-                 "trace_spans", "device", "pin_memory", "_late_copy_ms", "_gpu_standin_delay_us",
-                 "_batch_stride", "_batch_offset", "workers")
+_TRAINER_ONLY = ("_late_copy_ms", "_gpu_standin_delay_us", "_batch_stride", "_batch_offset", "workers")
 
 
 def _import_ray():
@@ -196,21 +194,29 @@ class _Slot:
         self.pending: deque = deque()  # (rank batch b, ObjectRef), b ascending by stride
         self.next_request = 0  # the rank batch the next request asks for
         self.restarts = 0
+        self.batches = 0       # delivered from this worker
+        self.wait_s = 0.0      # the trainer waited on its replies (decode not done, or the move)
+        self.copy_s = 0.0      # copying its batches out of the object store
+        self.lost_s = 0.0      # waits for its replacements
 
 
 class RayLoader:
     """A loader whose batches are made by Ray actors (``stoker.Loader(...,
     workers=stoker.RayWorkers(...))`` makes one; see the module's docstring).
     Iteration, ``set_epoch``, ``len``, ``plan``, ``state_dict`` /
-    ``load_state_dict`` and ``close`` behave as stoker.Loader's; the stream
-    is the local loader's, byte for byte. Not yet: ``report()``, the device
-    stage (``device="cuda"`` / ``pin_memory``: copy with ``.to()``),
+    ``load_state_dict``, ``step``, ``to`` and ``close`` behave as
+    stoker.Loader's; the stream is the local loader's, byte for byte.
+    ``report()`` has the trainer's side (t_wait, the verdict) and one line per
+    worker, not yet the workers' engine stages. Not yet: the device stage
+    (``device="cuda"`` / ``pin_memory``: copy with ``.to()``),
     ``on_error="skip"``, and states saved on another number of ranks."""
 
     def __init__(self, sources: str | Sequence[str], fields: Mapping[str, Any], *, batch_size: int,
                  workers: RayWorkers, output: str = "torch", observe: bool = True, device: str = "cpu",
-                 pin_memory: bool = False, jsonl=None, trace_spans: int = 0, on_error: str = "raise",
-                 rank: int | None = None, world_size: int | None = None, **options: Any) -> None:
+                 pin_memory: bool = False, on_error: str = "raise", rank: int | None = None,
+                 world_size: int | None = None, log_every: int | None = None, window: int = 50,
+                 slow_factor: float = 5.0, slow_floor_s: float = 0.05, jsonl=None, trace_spans: int = 0,
+                 **options: Any) -> None:
         ray = _import_ray()
         from .loader import _distributed_rank_world
 
@@ -224,10 +230,10 @@ class RayLoader:
         if on_error != "raise":
             raise ValueError("workers= supports on_error='raise' only for now: a refill must come from the rank's "
                              "partition, which a worker does not hold")
-        if jsonl is not None or trace_spans:
-            raise ValueError("workers= has no observer yet: jsonl and trace_spans are not available")
+        if not observe and (jsonl is not None or trace_spans):
+            raise ValueError("jsonl and trace_spans need observe=True")
         for key in _TRAINER_ONLY:
-            options.pop(key, None)  # observe's tuning keywords: the trainer has no observer yet
+            options.pop(key, None)
         if rank is None or world_size is None:  # resolved here: a worker's process has no torchrun environment
             env_rank, env_world = _distributed_rank_world()
             rank = env_rank if rank is None else rank
@@ -243,6 +249,7 @@ class RayLoader:
 
             self._torch = torch
         self._slots = [_Slot(j) for j in range(workers.count)]
+        self._observer = None
         try:
             infos = self._get([self._spawn(slot) for slot in self._slots])
         except BaseException:
@@ -264,6 +271,14 @@ class RayLoader:
         self._resuming = False
         self._epoch_chosen = True
         self._generation = 0
+        if observe:  # the trainer's side: t_wait per batch, slow batches, the verdict (no engine stages here)
+            from .observe import Observer
+
+            self._observer = Observer(window=window, log_every=log_every, slow_factor=slow_factor,
+                                      slow_floor_s=slow_floor_s, jsonl=jsonl, trace_events=trace_spans,
+                                      source="stoker.Loader(workers=RayWorkers)",
+                                      config={"batch_size": batch_size, "workers": repr(workers),
+                                              "batches": self._batches})
         _log.info("stoker: %d Ray workers make this loader's %d batches per epoch (%s)", workers.count,
                   self._batches, "; ".join(f"worker {s.offset}: {s.where}, {s.cores_from}" for s in self._slots))
 
@@ -372,6 +387,12 @@ class RayLoader:
                 raise
         slot.pending.popleft()
         self._request(slot)
+        waited = time.perf_counter() - began
+        slot.batches += 1
+        if replaced:
+            slot.lost_s += waited
+        else:
+            slot.wait_s += waited
         if replaced:
             _log.warning("stoker: batch %d of epoch %d waited %.2f s for Ray worker %d's replacement (%s)", b,
                          self._epoch, time.perf_counter() - began, slot.offset, slot.where)
@@ -435,9 +456,11 @@ class RayLoader:
         self._begin(self._next)
         return _RayEpochIterator(self, self._generation)
 
-    def _deliver(self, batch: dict) -> dict:
+    def _deliver(self, batch: dict, slot: _Slot) -> dict:
         """The object store's read-only arrays copied into arrays (tensors) of our own."""
         import numpy as np
+
+        began = time.perf_counter()
 
         torch = self._torch
 
@@ -449,7 +472,53 @@ class RayLoader:
                 return {k: own(v) for k, v in a.items()}
             return a
 
-        return {k: own(v) for k, v in batch.items()}
+        out = {k: own(v) for k, v in batch.items()}
+        slot.copy_s += time.perf_counter() - began
+        return out
+
+    # -- observing --------------------------------------------------------------------
+    @property
+    def observer(self):
+        return self._observer
+
+    def step(self):
+        """``with loader.step(): train(batch)``: as stoker.Loader.step."""
+        import contextlib
+
+        return contextlib.nullcontext() if self._observer is None else self._observer.step()
+
+    def to(self, batch, device, non_blocking: bool = True):
+        """Copies a batch's tensors to ``device``, timed as t_h2d."""
+        from .observe import to_device
+
+        return to_device(batch, device, non_blocking=non_blocking, observer=self._observer)
+
+    def report(self) -> dict:
+        """The trainer's golden numbers and verdict (as stoker.Loader.report,
+        without the engine's stages, which run in the workers), and
+        ``workers``: one line per worker: where it runs, the batches it
+        delivered, the seconds the trainer waited on its replies (``wait_s``),
+        spent copying them out of the object store (``copy_s``) and waited for
+        its replacements (``lost_s``, ``restarts``)."""
+        if self._observer is None:
+            raise RuntimeError("this loader was created with observe=False")
+        report = self._observer.report()
+        report["workers"] = [
+            {"worker": s.offset, "where": s.where, "cores_from": s.cores_from, "batches": s.batches,
+             "wait_s": round(s.wait_s, 4), "copy_s": round(s.copy_s, 4), "lost_s": round(s.lost_s, 4),
+             "restarts": s.restarts,
+             "line": (f"worker {s.offset} ({s.where}): {s.batches} batches, waited {s.wait_s:.2f} s, "
+                      f"copied {s.copy_s:.2f} s, {s.restarts} replacements ({s.lost_s:.2f} s)")}
+            for s in self._slots]
+        return report
+
+    summary = report
+
+    def save_trace(self, path) -> None:
+        """The trainer's wait and step spans as a Chrome trace (needs trace_spans=N)."""
+        if self._observer is None:
+            raise RuntimeError("this loader was created with observe=False")
+        self._observer.save_trace(path)
 
     # -- resumption ---------------------------------------------------------------
     def state_dict(self) -> dict:
@@ -481,8 +550,12 @@ class RayLoader:
         self._epoch_chosen = False
 
     def close(self) -> None:
-        """Ends the workers' actors (their batches in flight are dropped)."""
+        """Ends the workers' actors (their batches in flight are dropped);
+        writes the observer's final summary."""
         ray = getattr(self, "_ray", None)
+        observer, self._observer = getattr(self, "_observer", None), None
+        if observer is not None:
+            observer.close()
         for slot in getattr(self, "_slots", []):
             if slot.actor is not None:
                 try:
@@ -523,7 +596,16 @@ class _RayEpochIterator:
         loader = self._loader
         if loader is None or loader._generation != self._generation or loader._next >= loader._batches:
             self._loader = None
+            if loader is not None and loader._observer is not None:
+                loader._observer.end()  # the last batch's step ends now
             raise StopIteration
         b = loader._next
         loader._next += 1  # a failed batch counts as delivered, as the local loader's
-        return loader._deliver(loader._take(b))
+        slot = loader._slots[b % len(loader._slots)]
+        obs = loader._observer
+        if obs is None:
+            return loader._deliver(loader._take(b), slot)
+        t0 = obs.request()
+        batch = loader._deliver(loader._take(b), slot)
+        obs.delivered(t0)
+        return batch

@@ -174,6 +174,11 @@ def test_stream_equals_the_local_loaders(ray_cluster, shards, local_stream, coun
         got = _stream(loader)
         assert len(got) == len(local_stream)
         assert got == local_stream
+        report = loader.report()  # the trainer's waits, and one line per worker
+        assert report["totals"]["batches"] == len(local_stream)
+        assert [w["worker"] for w in report["workers"]] == list(range(count))
+        assert sum(w["batches"] for w in report["workers"]) == len(local_stream)
+        assert all(w["line"].startswith(f"worker {w['worker']} (node ") for w in report["workers"])
         assert isinstance(loader.state_dict()["stoker"]["next_batch"], int)
     finally:
         loader.close()
@@ -198,6 +203,7 @@ def test_a_worker_killed_in_mid_epoch_is_replaced_and_nothing_is_lost(ray_cluste
         lines = [r.getMessage() for r in caplog.records if "Ray worker 1" in r.getMessage()]
         assert any("died" in line and "of epoch 0" in line for line in lines), caplog.text
         assert any("waited" in line and " s " in line for line in lines), caplog.text
+        assert [w["restarts"] for w in loader.report()["workers"]] == [0, 1]
     finally:
         loader.close()
 
