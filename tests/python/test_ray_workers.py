@@ -5,20 +5,22 @@ raylets, so every batch is made on another node and comes through Ray's
 object store). The reference is stoker.Loader in this process: with the same
 seed, the Ray loader's stream must be the local loader's byte for byte, with
 a worker killed or its node removed in mid-epoch, and resumed from a state taken
-in mid-epoch.
+in mid-epoch; under torchrun (2 ranks, gloo) each rank's stream is its local one.
 No mocks: the actors run the engine, Ray moves the batches.
 
 The strided plan itself (a worker makes every N-th batch of the rank) is
 also checked without Ray, through local loaders with _batch_stride.
 The cluster is module-scoped (about 5 s to start); the whole file runs in
-well under a minute on 2 cores.
+about 40 s on 2 cores, the torchrun test 12 s of it.
 """
 from __future__ import annotations
 
+import json
 import logging
 import os
 import subprocess
 import sys
+import textwrap
 
 from types import SimpleNamespace
 
@@ -238,6 +240,80 @@ def test_resumes_a_state_taken_in_mid_epoch(ray_cluster, shards, local_stream):
     finally:
         local.close()
 
+
+# A batch's digest, the same in the test and in each torchrun rank: every
+# array's name, dtype, shape and bytes, and the key lists.
+DIGEST = textwrap.dedent("""
+    import hashlib
+    import numpy as np
+
+    def digest(batch):
+        h = hashlib.sha1()
+        for name in sorted(batch):
+            value = batch[name]
+            items = sorted(value.items()) if isinstance(value, dict) else [("", value)]
+            for member, v in items:
+                h.update(f"{name}/{member}".encode())
+                if isinstance(v, list):
+                    h.update(repr(v).encode())
+                else:
+                    a = np.asarray(v)
+                    h.update(f"{a.dtype}{a.shape}".encode())
+                    h.update(a.tobytes())
+        return h.hexdigest()
+""")
+_digest_ns: dict = {}
+exec(DIGEST, _digest_ns)
+digest = _digest_ns["digest"]
+
+RANK_SCRIPT = DIGEST + textwrap.dedent("""
+    import json, logging, sys
+    from datetime import timedelta
+    import ray, torch, torch.distributed as dist
+    import stoker
+
+    dist.init_process_group("gloo", timeout=timedelta(seconds=120))
+    address, out, shards, epochs = sys.argv[1], sys.argv[2], sys.argv[3:-1], int(sys.argv[-1])
+    ray.init(address=address, logging_level=logging.WARNING, log_to_driver=False)
+    fields = {"jpg": stoker.image(24, resize="random_resized_crop", random_hflip=True),
+              "features.npz": stoker.npz(), "cls": stoker.scalar()}
+    loader = stoker.Loader(shards, fields, batch_size=8, shuffle=True, seed=5, drop_last=False, decode_threads=1,
+                           autotune=False, workers=stoker.RayWorkers(count=1, num_cpus=0.5))
+    got = []
+    for epoch in range(epochs):
+        loader.set_epoch(epoch)
+        for batch in loader:
+            got.append([epoch, batch["__key__"], digest(batch)])
+            dist.all_reduce(torch.ones(1))  # every rank must reach every step
+    loader.close()
+    with open(f"{out}/rank{dist.get_rank()}.json", "w") as f:
+        json.dump(got, f)
+    dist.destroy_process_group()
+""")
+
+
+def test_torchrun_two_ranks_each_with_a_worker_deliver_their_share_once(ray_cluster, shards, tmp_path):
+    """torchrun with 2 CPU ranks (gloo, a collective every step), each rank's
+    loader with its own Ray worker on the cluster: each rank's stream is the
+    local loader's of that rank, and every sample comes once per epoch."""
+    pytest.importorskip("torch.distributed")
+    script = tmp_path / "rank.py"
+    script.write_text(RANK_SCRIPT)
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", str(script),
+           ray_cluster.cluster.address, str(tmp_path), *shards, str(EPOCHS)]
+    proc = subprocess.run(cmd, env=stoker_env(), capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    for epoch in range(EPOCHS):
+        keys = []
+        for rank in range(2):
+            got = [g for g in json.loads((tmp_path / f"rank{rank}.json").read_text()) if g[0] == epoch]
+            local = stoker.Loader(shards, rank=rank, world_size=2, **_options(shards))
+            local.set_epoch(epoch)
+            want = [[epoch, b["__key__"], digest(b)] for b in local]
+            local.close()
+            assert got == want, f"rank {rank}, epoch {epoch}"
+            keys += [k for g in got for k in g[1]]
+        assert sorted(keys) == sorted(set(keys)) and len(keys) == 60  # 30 each: every sample once
 
 def test_a_worker_node_removed_in_mid_epoch_is_survived(ray_cluster, shards, local_stream, caplog):
     """The node of worker 1 is removed (its raylet and every process on it
