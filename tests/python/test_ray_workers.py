@@ -241,6 +241,16 @@ def test_resumes_a_state_taken_in_mid_epoch(ray_cluster, shards, local_stream):
         local.close()
 
 
+def test_a_workers_error_is_raised_as_the_local_loaders(ray_cluster, shards, tmp_path):
+    """A source no worker can open: the trainer raises the error the local
+    loader raises (its type and its message naming the file), not Ray's wrapper."""
+    missing = str(tmp_path / "missing-000000.tar")
+    with pytest.raises(Exception) as local:
+        stoker.Loader([missing], **_options(shards))
+    with pytest.raises(type(local.value)) as remote:
+        _ray_loader([missing], 1)
+    assert missing in str(remote.value) and str(local.value) in str(remote.value)
+
 # A batch's digest, the same in the test and in each torchrun rank: every
 # array's name, dtype, shape and bytes, and the key lists.
 DIGEST = textwrap.dedent("""
