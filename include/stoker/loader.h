@@ -204,6 +204,14 @@ struct LoaderOptions {
   // device="cpu-late" only: its stand-in GPU decoder (device/gpu_decoder.h)
   // sleeps this long per image, to be slower than the CPU decoders.
   int gpu_standin_delay_us = 0;
+
+  // One of `batch_stride` workers that share this rank's batches (Ray
+  // workers, python/stoker/ray_workers.py): the loader delivers only the
+  // rank's batches b with b % batch_stride == batch_offset, in order, and
+  // reads nothing else; its batch k is the rank's batch batch_offset + k *
+  // batch_stride, byte for byte (pipeline/batch_stride.h). 1 and 0: every batch.
+  int batch_stride = 1;
+  int batch_offset = 0;
 };
 
 struct ArrayView {

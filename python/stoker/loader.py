@@ -247,10 +247,23 @@ class Loader:
     ``file:row``) and ``__url__`` (the shard or file each came from), lists
     like ``__key__``. ``keys=False`` leaves both out.
 
+    ``workers=stoker.RayWorkers(count=N, ...)`` makes the batches in N Ray
+    actors instead (each runs this engine on every N-th batch; the stream is
+    this loader's, byte for byte): see :class:`stoker.RayWorkers`.
+
     ``observe=False`` turns it off; ``jsonl=path`` writes one record per batch
     (``stoker report path -o report.html``); ``trace_spans=N`` keeps the last N
     stage spans for ``save_trace(path)``.
     """
+
+    def __new__(cls, *args, workers: Any = None, **kwargs):
+        # workers=stoker.RayWorkers(...): the batches are made by Ray actors
+        # (python/stoker/ray_workers.py), a loader of its own kind.
+        if workers is not None and cls is Loader:
+            from .ray_workers import RayLoader
+
+            return RayLoader(*args, workers=workers, **kwargs)
+        return super().__new__(cls)
 
     def __init__(
         self,
@@ -305,7 +318,14 @@ class Loader:
         pin_memory: bool = False,
         _late_copy_ms: int = 20,  # device="cpu-late" (tests only): how late each copy completes
         _gpu_standin_delay_us: int = 0,  # device="cpu-late" (tests only): the stand-in GPU decoder's cost per image
+        # One of _batch_stride workers (stoker.RayWorkers): only the rank's
+        # batches b with b % _batch_stride == _batch_offset, in order.
+        _batch_stride: int = 1,
+        _batch_offset: int = 0,
+        workers: Any = None,
     ) -> None:
+        if workers is not None:  # only a subclass gets here (__new__ hands stoker.Loader's to RayLoader)
+            raise TypeError(f"workers= is for stoker.Loader itself, not {type(self).__name__}")
         if output not in ("torch", "numpy"):
             raise ValueError(f"output must be 'torch' or 'numpy', not {output!r}")
         if partition not in _PARTITION:
@@ -368,6 +388,8 @@ class Loader:
         opt.index_cache_bytes = int(index_cache_bytes or 0)
         device = _device_options(opt, device, pin_memory, output, _late_copy_ms)
         opt.gpu_standin_delay_us = int(_gpu_standin_delay_us)
+        opt.batch_stride = int(_batch_stride)
+        opt.batch_offset = int(_batch_offset)
         if device.startswith("cuda") and any(s.kind in (_stoker.FieldKind.text, _stoker.FieldKind.json)
                                              for s in fields.values()):
             raise ValueError("text and json fields are Python strings and objects: not with device='cuda'")

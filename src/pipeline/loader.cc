@@ -18,6 +18,7 @@
 #include "io/reader.h"
 #include "observe/clock.h"
 #include "pipeline/batch_layout.h"
+#include "pipeline/batch_stride.h"
 #include "pipeline/device_stage.h"
 #include "pipeline/elastic.h"
 #include "pipeline/epoch_run.h"
@@ -376,6 +377,7 @@ class LoaderImpl : public Loader {
     if (!stages.empty()) {
       STOKER_ASSIGN_OR_RETURN(EpochPlan remaining,
                               PlanRemaining(counts_, data_.options, static_cast<uint64_t>(epoch), stages));
+      STOKER_ASSIGN_OR_RETURN(remaining, OwnBatches(std::move(remaining)));
       plan_ = std::make_shared<const EpochPlan>(std::move(remaining));
       elastic_ = std::move(stages);
     }
@@ -446,9 +448,19 @@ class LoaderImpl : public Loader {
       epoch_ = epoch;
       return Status::Ok();
     }
-    STOKER_ASSIGN_OR_RETURN(EpochPlan plan, PlanEpoch(counts_, data_.options, epoch));
+    STOKER_ASSIGN_OR_RETURN(EpochPlan plan, PlanOwnEpoch(epoch));
     Adopt(epoch, std::make_shared<const EpochPlan>(std::move(plan)));
     return Status::Ok();
+  }
+  // This rank's plan of `epoch`, cut to the batches this loader makes when it
+  // is one of batch_stride workers (pipeline/batch_stride.h).
+  Result<EpochPlan> PlanOwnEpoch(uint64_t epoch) const {
+    STOKER_ASSIGN_OR_RETURN(EpochPlan plan, PlanEpoch(counts_, data_.options, epoch));
+    return OwnBatches(std::move(plan));
+  }
+  Result<EpochPlan> OwnBatches(EpochPlan plan) const {
+    return StrideBatches(std::move(plan), data_.options.batch_size, data_.options.batch_stride,
+                         data_.options.batch_offset);
   }
   // A shard loader's new epoch with its plan (planned here, or by the run ahead).
   void Adopt(uint64_t epoch, std::shared_ptr<const EpochPlan> plan) {
@@ -467,7 +479,7 @@ class LoaderImpl : public Loader {
       // closed after its last epoch) is dropped promptly, a read in a retry
       // back-off or on a stalled server included (epoch_run.h, teardown).
       EpochRun::PlanMaker next;
-      if (!data_.tokens) next = [this](uint64_t epoch) { return PlanEpoch(counts_, data_.options, epoch); };
+      if (!data_.tokens) next = [this](uint64_t epoch) { return PlanOwnEpoch(epoch); };
       run_ = std::make_unique<EpochRun>(&data_, &files_, pool_, plan_, epoch_, next_batch_, std::move(next));
       ++run_generation_;
     }
@@ -592,6 +604,18 @@ Result<std::unique_ptr<Loader>> Loader::Create(LoaderOptions options) {
   if (options.batch_size < 1) return InvalidArgument("batch_size must be at least 1");
   if (options.prefetch_batches < 1 && options.prefetch_batches != -1) {
     return InvalidArgument("prefetch_batches must be at least 1 (or -1: auto)");
+  }
+  if (options.batch_stride < 1 || options.batch_offset < 0 || options.batch_offset >= options.batch_stride) {
+    return InvalidArgument("batch_offset " + std::to_string(options.batch_offset) + " must be in [0, batch_stride " +
+                           std::to_string(options.batch_stride) + ")");
+  }
+  if (options.batch_stride > 1 && !options.tokens.paths.empty()) {
+    return InvalidArgument("batch_stride > 1 is for shard loaders, not token loaders");
+  }
+  if (options.batch_stride > 1 && options.on_error == OnError::kSkip) {
+    // A refill comes from the rank's partition (skip_refill.h): a worker holds only its batches' part.
+    return InvalidArgument("on_error=skip with batch_stride > 1 is not supported yet: a refill would come from "
+                           "this worker's batches, not the rank's");
   }
   if (!options.storage) options.storage = DefaultIoOptions();  // the environment now, not at import
   const IoOptions io = *options.storage;

@@ -33,6 +33,7 @@ README = ROOT / "README.md"
 
 # A block whose text contains the key is skipped with the value as its reason.
 SKIP = {
+    "workers=stoker.RayWorkers(": "needs a Ray cluster (tests/python/test_ray_workers.py runs one on 127.0.0.1)",
     "s3://bucket/": "needs an S3 bucket and an HTTPS host (cloud account)",
     'device="cuda")': "needs a CUDA device (CI has none; tests/python/test_device.py runs the CPU engine)",
 }

@@ -1,0 +1,50 @@
+#include "pipeline/batch_stride.h"
+
+#include <algorithm>
+#include <string>
+
+namespace stoker {
+
+Result<EpochPlan> StrideBatches(EpochPlan plan, int batch_size, int stride, int offset) {
+  if (stride < 1 || offset < 0 || offset >= stride) {
+    return InvalidArgument("batch_offset " + std::to_string(offset) + " must be in [0, batch_stride " +
+                           std::to_string(stride) + ")");
+  }
+  if (stride == 1) return plan;
+  if (plan.strided) return InvalidArgument("batch_stride > 1 is for shard loaders, not token runs");
+  if (batch_size < 1) return InvalidArgument("batch_size must be at least 1");
+  const int64_t bs = batch_size, total = plan.info.rank_samples;
+  std::vector<OrderSpan> spans;
+  int64_t samples = 0, batches = 0;
+  for (int64_t b = offset; b < plan.info.batches; b += stride) {
+    const int64_t rows = std::clamp<int64_t>(total - b * bs, 0, bs);
+    // Rows counted from batch k * bs must be this batch's: only the last may be short.
+    if (rows < bs && b + stride < plan.info.batches) {
+      return Internal("batch " + std::to_string(b) + " of " + std::to_string(plan.info.batches) + " holds " +
+                      std::to_string(rows) + " of " + std::to_string(bs) + " samples but is not the last");
+    }
+    ++batches;
+    samples += rows;
+    if (rows == 0) continue;
+    for (const OrderSpan& s : SliceSpans(plan.spans, static_cast<uint64_t>(total), static_cast<uint64_t>(b * bs),
+                                         static_cast<uint64_t>(rows))) {
+      if (!spans.empty() && spans.back().first + spans.back().count == s.first) {
+        spans.back().count += s.count;
+      } else {
+        spans.push_back(s);
+      }
+    }
+  }
+  plan.spans = std::move(spans);
+  plan.span_start.clear();
+  uint64_t at = 0;
+  for (const OrderSpan& s : plan.spans) {
+    plan.span_start.push_back(at);
+    at += s.count;
+  }
+  plan.info.batches = batches;
+  plan.info.rank_samples = samples;
+  return plan;
+}
+
+}  // namespace stoker

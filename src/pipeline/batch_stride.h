@@ -1,0 +1,27 @@
+// pipeline/batch_stride.h — one worker's share of a rank's batches.
+//
+// Workers that build a rank's batches elsewhere (Ray actors,
+// python/stoker/ray_workers.py) split them round-robin: worker j of N makes
+// the rank's batches b with b % N == j, in order. Its plan is the rank's plan
+// restricted to those batches, which is again spans of the epoch's global
+// order (planner.h): one slice per chosen batch, adjacent slices merged, so
+// it costs O(batches) and the run, the reader and the decoders see an
+// ordinary plan. A sample's bytes depend only on the sample and the epoch
+// (its augmentation seed is MixSeed(seed, epoch, global sample)), so a
+// worker's batch k equals the rank's batch j + k * N byte for byte.
+// Only a rank's last batch may be short or empty (planner.h, ShareOfRank),
+// so a worker's batches are full but for its last, as the run assumes.
+// Thread-safety: a free function on values.
+#pragma once
+
+#include "pipeline/planner.h"
+
+namespace stoker {
+
+// `plan` (a rank's shard plan, fresh or elastic) restricted to its batches b
+// with b % stride == offset; info.batches and info.rank_samples count what is
+// left, the rest of info is the rank's. stride 1, offset 0: the plan as it is.
+// Refused: stride < 1, offset outside [0, stride), token runs (strided plans).
+Result<EpochPlan> StrideBatches(EpochPlan plan, int batch_size, int stride, int offset);
+
+}  // namespace stoker

@@ -1,0 +1,352 @@
+"""Batches made by Ray actors (stoker.RayWorkers, python/stoker/ray_workers.py)
+on a real multi-node Ray cluster on this machine (ray.cluster_utils.Cluster:
+a head that takes no work and two worker nodes of one CPU each, separate
+raylets, so every batch is made on another node and comes through Ray's
+object store). The reference is stoker.Loader in this process: with the same
+seed, the Ray loader's stream must be the local loader's byte for byte, with
+a worker killed or its node removed in mid-epoch, and resumed from a state taken
+in mid-epoch; under torchrun (2 ranks, gloo) each rank's stream is its local one.
+No mocks: the actors run the engine, Ray moves the batches.
+
+The strided plan itself (a worker makes every N-th batch of the rank) is
+also checked without Ray, through local loaders with _batch_stride.
+The cluster is module-scoped (about 5 s to start); the whole file runs in
+about 40 s on 2 cores, the torchrun test 12 s of it.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import subprocess
+import sys
+import textwrap
+
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+import stoker
+from conftest import stoker_env, write_vision_shards
+
+BATCH = 8
+EPOCHS = 3
+
+
+def _options(shards) -> dict:
+    # 60 samples in batches of 8, the last short (drop_last=False): 8 batches
+    # per epoch, so 2 workers own 4 each and the short batch is worker 1's.
+    return dict(fields={"jpg": stoker.image(24, resize="random_resized_crop", random_hflip=True),
+                        "features.npz": stoker.npz(), "cls": stoker.scalar()},
+                batch_size=BATCH, shuffle=True, seed=5, drop_last=False, decode_threads=1, autotune=False)
+
+
+@pytest.fixture(scope="module")
+def shards(tmp_path_factory):
+    d = tmp_path_factory.mktemp("ray_vision")
+    write_vision_shards(d, shards=3, per_shard=20, size=(40, 32))
+    return sorted(str(p) for p in d.glob("shard-*.tar"))
+
+
+def _flat(batch: dict) -> dict:
+    """A batch as comparable values: each array's dtype, shape and bytes; the key lists."""
+    out = {}
+    for name, value in batch.items():
+        if isinstance(value, dict):
+            for member, array in value.items():
+                out[f"{name}/{member}"] = _flat({"a": array})["a"]
+        elif isinstance(value, list):
+            out[name] = list(value)
+        else:
+            a = np.asarray(value)
+            out[name] = (str(a.dtype), a.shape, a.tobytes())
+    return out
+
+
+def _stream(loader, epochs=range(EPOCHS), after=None) -> list:
+    """(epoch, batch) of whole epochs; `after(epoch, i, loader)` runs after each batch."""
+    got = []
+    for epoch in epochs:
+        loader.set_epoch(epoch)
+        for i, batch in enumerate(loader):
+            got.append((epoch, _flat(batch)))
+            if after is not None:
+                after(epoch, i, loader)
+    return got
+
+
+@pytest.fixture(scope="module")
+def local_stream(shards):
+    loader = stoker.Loader(shards, **_options(shards))
+    try:
+        stream = _stream(loader)
+    finally:
+        loader.close()
+    assert len(stream) == EPOCHS * 8
+    assert len(stream[-1][1]["__key__"]) == 60 % BATCH  # the short last batch is in the comparison
+    return stream
+
+
+# -- without Ray: the strided plan through local loaders ----------------------------
+
+
+def test_strided_local_loaders_interleave_to_the_whole_stream(shards, local_stream):
+    """Loader j of N (_batch_stride=N, _batch_offset=j) makes the rank's batches
+    j, j + N, ... and nothing else, byte for byte."""
+    for n in (2, 3):
+        parts = []
+        for j in range(n):
+            loader = stoker.Loader(shards, _batch_stride=n, _batch_offset=j, **_options(shards))
+            parts.append(_stream(loader))
+            assert len(loader) == len(range(j, 8, n))
+            loader.close()
+        per_epoch = [len(range(j, 8, n)) for j in range(n)]
+        merged = [parts[b % n][epoch * per_epoch[b % n] + b // n] for epoch in range(EPOCHS) for b in range(8)]
+        assert merged == local_stream, f"stride {n}"
+
+
+def test_strided_loader_refuses_bad_offsets_and_skip(shards):
+    with pytest.raises(ValueError, match="batch_offset 2 must be in"):
+        stoker.Loader(shards, _batch_stride=2, _batch_offset=2, **_options(shards))
+    with pytest.raises(ValueError, match="on_error=skip with batch_stride"):
+        stoker.Loader(shards, _batch_stride=2, on_error="skip", **_options(shards))
+
+
+def test_without_ray_the_error_says_how_to_install_it():
+    # A child Python where `import ray` fails, as where it is not installed.
+    code = ("import sys; sys.modules['ray'] = None\n"
+            "import stoker\n"
+            "try:\n    stoker.RayWorkers(count=2)\n"
+            "except ImportError as e:\n    print(e)\n")
+    out = subprocess.run([sys.executable, "-c", code], env=stoker_env(), capture_output=True, text=True,
+                         timeout=120)
+    assert "pip install 'stoker[ray]'" in out.stdout, out.stdout + out.stderr
+
+
+# -- on a Ray cluster ------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def ray_cluster():
+    ray = pytest.importorskip("ray", reason="ray is not installed (pip install 'stoker[ray]'); "
+                                             "scripts/setup.sh installs it where a wheel exists")
+    from ray.cluster_utils import Cluster
+
+    # The raylets start from this environment: their workers import this stoker.
+    saved = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = stoker_env()["PYTHONPATH"]
+    node = dict(object_store_memory=80 << 20)
+    # A node removed is declared dead after 3 missed health checks 0.2 s apart
+    # (Ray's default waits 5 of 3 s), so the node test takes a second, not 15.
+    health = {"health_check_initial_delay_ms": 0, "health_check_period_ms": 200, "health_check_failure_threshold": 3}
+    c = Cluster(initialize_head=True, head_node_args=dict(node, num_cpus=0, include_dashboard=False,
+                                                          _system_config=health))
+    try:
+        nodes = [c.add_node(num_cpus=1, **node) for _ in range(2)]
+        ray.init(address=c.address, logging_level=logging.WARNING, log_to_driver=False)
+        yield SimpleNamespace(ray=ray, cluster=c, nodes=nodes, node_options=node)
+    finally:
+        ray.shutdown()
+        c.shutdown()
+        if saved is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = saved
+
+
+def _ray_loader(shards, count, prefetch=4):
+    # Half a CPU each: three workers fit on the two nodes, and a replacement beside them.
+    return stoker.Loader(shards, workers=stoker.RayWorkers(count=count, num_cpus=0.5, prefetch=prefetch),
+                         **_options(shards))
+
+
+@pytest.mark.parametrize("count", [1, 2, 3])
+def test_stream_equals_the_local_loaders(ray_cluster, shards, local_stream, count):
+    loader = _ray_loader(shards, count)
+    try:
+        assert isinstance(loader, stoker.RayLoader)
+        assert len(loader) == 8
+        assert loader.plan.rank_samples == 60
+        workers = {n.node_id for n in ray_cluster.nodes}  # every batch is made on a worker node, not the head
+        assert len(loader.nodes) == count and set(loader.nodes) <= workers
+        assert ray_cluster.cluster.head_node.node_id not in loader.nodes
+        # Each engine counts its actor's CPUs (half of one: 1 core), not the node's.
+        assert all(c.startswith("1 core") and "STOKER_LOCAL_RANKS" in c for c in loader.cores_from), loader.cores_from
+        got = _stream(loader)
+        assert len(got) == len(local_stream)
+        assert got == local_stream
+        report = loader.report()  # the trainer's waits, and one line per worker
+        assert report["totals"]["batches"] == len(local_stream)
+        assert [w["worker"] for w in report["workers"]] == list(range(count))
+        assert sum(w["batches"] for w in report["workers"]) == len(local_stream)
+        assert all(w["line"].startswith(f"worker {w['worker']} (node ") for w in report["workers"])
+        assert isinstance(loader.state_dict()["stoker"]["next_batch"], int)
+    finally:
+        loader.close()
+
+
+def test_a_worker_killed_in_mid_epoch_is_replaced_and_nothing_is_lost(ray_cluster, shards, local_stream, caplog):
+    # One request in flight per worker: when worker 1 is killed it still owes
+    # batches not yet asked of it, so the death is met in mid-epoch.
+    loader = _ray_loader(shards, 2, prefetch=1)
+    killed = []
+
+    def kill(epoch, i, loader):
+        if epoch == 0 and i == 2:  # worker 1 still owes batches 3, 5, 7
+            killed.append(loader.actors[1])
+            ray_cluster.ray.kill(loader.actors[1], no_restart=True)
+
+    try:
+        with caplog.at_level(logging.WARNING, logger="stoker"):
+            got = _stream(loader, after=kill)
+        assert killed and loader.actors[1] is not killed[0]  # a new actor took its place
+        assert got == local_stream  # nothing lost, nothing repeated, same bytes
+        lines = [r.getMessage() for r in caplog.records if "Ray worker 1" in r.getMessage()]
+        assert any("died" in line and "of epoch 0" in line for line in lines), caplog.text
+        assert any("waited" in line and " s " in line for line in lines), caplog.text
+        assert [w["restarts"] for w in loader.report()["workers"]] == [0, 1]
+    finally:
+        loader.close()
+
+
+def test_resumes_a_state_taken_in_mid_epoch(ray_cluster, shards, local_stream):
+    """A state taken after 3 batches of epoch 0 by a loader of 2 workers, restored
+    by one of 1 worker and by a local loader: both deliver the rest, in order."""
+    first = _ray_loader(shards, 2)
+    try:
+        first.set_epoch(0)
+        it = iter(first)
+        for _ in range(3):
+            next(it)
+        state = first.state_dict()
+    finally:
+        first.close()
+    assert state["stoker"]["epoch"] == 0 and state["stoker"]["next_batch"] == 3
+    rest = local_stream[3:]
+
+    resumed = _ray_loader(shards, 1)
+    try:
+        resumed.load_state_dict(state)
+        got = _stream(resumed, epochs=range(resumed.epoch, EPOCHS))
+    finally:
+        resumed.close()
+    assert got == rest
+
+    local = stoker.Loader(shards, **_options(shards))  # the same format: a local loader continues it too
+    try:
+        local.load_state_dict(state)
+        assert _stream(local, epochs=range(local.epoch, EPOCHS)) == rest
+    finally:
+        local.close()
+
+
+def test_a_workers_error_is_raised_as_the_local_loaders(ray_cluster, shards, tmp_path):
+    """A source no worker can open: the trainer raises the error the local
+    loader raises (its type and its message naming the file), not Ray's wrapper."""
+    missing = str(tmp_path / "missing-000000.tar")
+    with pytest.raises(Exception) as local:
+        stoker.Loader([missing], **_options(shards))
+    with pytest.raises(type(local.value)) as remote:
+        _ray_loader([missing], 1)
+    assert missing in str(remote.value) and str(local.value) in str(remote.value)
+
+# A batch's digest, the same in the test and in each torchrun rank: every
+# array's name, dtype, shape and bytes, and the key lists.
+DIGEST = textwrap.dedent("""
+    import hashlib
+    import numpy as np
+
+    def digest(batch):
+        h = hashlib.sha1()
+        for name in sorted(batch):
+            value = batch[name]
+            items = sorted(value.items()) if isinstance(value, dict) else [("", value)]
+            for member, v in items:
+                h.update(f"{name}/{member}".encode())
+                if isinstance(v, list):
+                    h.update(repr(v).encode())
+                else:
+                    a = np.asarray(v)
+                    h.update(f"{a.dtype}{a.shape}".encode())
+                    h.update(a.tobytes())
+        return h.hexdigest()
+""")
+_digest_ns: dict = {}
+exec(DIGEST, _digest_ns)
+digest = _digest_ns["digest"]
+
+RANK_SCRIPT = DIGEST + textwrap.dedent("""
+    import json, logging, sys
+    from datetime import timedelta
+    import ray, torch, torch.distributed as dist
+    import stoker
+
+    dist.init_process_group("gloo", timeout=timedelta(seconds=120))
+    address, out, shards, epochs = sys.argv[1], sys.argv[2], sys.argv[3:-1], int(sys.argv[-1])
+    ray.init(address=address, logging_level=logging.WARNING, log_to_driver=False)
+    fields = {"jpg": stoker.image(24, resize="random_resized_crop", random_hflip=True),
+              "features.npz": stoker.npz(), "cls": stoker.scalar()}
+    loader = stoker.Loader(shards, fields, batch_size=8, shuffle=True, seed=5, drop_last=False, decode_threads=1,
+                           autotune=False, workers=stoker.RayWorkers(count=1, num_cpus=0.5))
+    got = []
+    for epoch in range(epochs):
+        loader.set_epoch(epoch)
+        for batch in loader:
+            got.append([epoch, batch["__key__"], digest(batch)])
+            dist.all_reduce(torch.ones(1))  # every rank must reach every step
+    loader.close()
+    with open(f"{out}/rank{dist.get_rank()}.json", "w") as f:
+        json.dump(got, f)
+    dist.destroy_process_group()
+""")
+
+
+def test_torchrun_two_ranks_each_with_a_worker_deliver_their_share_once(ray_cluster, shards, tmp_path):
+    """torchrun with 2 CPU ranks (gloo, a collective every step), each rank's
+    loader with its own Ray worker on the cluster: each rank's stream is the
+    local loader's of that rank, and every sample comes once per epoch."""
+    pytest.importorskip("torch.distributed")
+    script = tmp_path / "rank.py"
+    script.write_text(RANK_SCRIPT)
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", str(script),
+           ray_cluster.cluster.address, str(tmp_path), *shards, str(EPOCHS)]
+    proc = subprocess.run(cmd, env=stoker_env(), capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    for epoch in range(EPOCHS):
+        keys = []
+        for rank in range(2):
+            got = [g for g in json.loads((tmp_path / f"rank{rank}.json").read_text()) if g[0] == epoch]
+            local = stoker.Loader(shards, rank=rank, world_size=2, **_options(shards))
+            local.set_epoch(epoch)
+            want = [[epoch, b["__key__"], digest(b)] for b in local]
+            local.close()
+            assert got == want, f"rank {rank}, epoch {epoch}"
+            keys += [k for g in got for k in g[1]]
+        assert sorted(keys) == sorted(set(keys)) and len(keys) == 60  # 30 each: every sample once
+
+def test_a_worker_node_removed_in_mid_epoch_is_survived(ray_cluster, shards, local_stream, caplog):
+    """The node of worker 1 is removed (its raylet and every process on it
+    killed): the trainer replaces the worker on the node left and the stream
+    is still the local loader's. Last in the file: it adds a node back."""
+    c = ray_cluster.cluster
+    loader = _ray_loader(shards, 2, prefetch=1)
+    removed = []
+
+    def remove(epoch, i, loader):
+        if epoch == 0 and i == 2:
+            victim = next(n for n in ray_cluster.nodes if n.node_id == loader.nodes[1])
+            c.remove_node(victim, allow_graceful=False)
+            removed.append(victim.node_id)
+
+    try:
+        with caplog.at_level(logging.WARNING, logger="stoker"):
+            got = _stream(loader, after=remove)
+        assert removed and removed[0] not in loader.nodes
+        assert got == local_stream
+        assert any("Ray worker 1" in r.getMessage() and "died" in r.getMessage() for r in caplog.records), caplog.text
+    finally:
+        loader.close()
+        ray_cluster.nodes = [n for n in ray_cluster.nodes if n.node_id not in removed]
+        for _ in removed:
+            ray_cluster.nodes.append(c.add_node(num_cpus=1, **ray_cluster.node_options))
