@@ -9,10 +9,10 @@
 // tar headers, as LoadOrBuildShardIndex does) and kept while the tables held
 // fit in `max_bytes`; past it the least recently used ones are dropped (one
 // still leased to a read or decode lives until released), to be loaded again
-// if the order comes back to them. The orders
-// that return rarely are those with locality: shard order, a shuffle buffer,
-// or windows of shards (LoaderOptions::shuffle_window), which the loader
-// picks when the tables would not fit. max_bytes 0 keeps every table loaded.
+// if the order comes back to them. The orders that return rarely are those
+// with locality: shard order, a shuffle buffer, or windows of shards
+// (LoaderOptions::shuffle_window), which the loader picks when the tables
+// would not fit. max_bytes 0 keeps every table loaded.
 // A reloaded table must agree with the summary the epoch was planned from
 // (sample count and shard size); a shard changed in the meantime is an error
 // that names it, not a silently different sample.
