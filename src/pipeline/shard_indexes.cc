@@ -135,11 +135,12 @@ Result<ShardTables> SummarizeShards(const LoaderOptions& options, const IoOption
     }
   }));
   const size_t n = shards->size();
+  const std::string headers = "the tar headers of " + std::to_string(scanned) + " shards" +
+                              (t.remote_scanned ? " (" + std::to_string(t.remote_scanned) + " remote, read whole)" : "");
   t.from = parquet_files > 0 ? std::to_string(n) + " Parquet footers"
            : scanned == 0    ? std::to_string(n) + " index sidecars"
-                             : std::to_string(n - scanned) + " index sidecars and the tar headers of " +
-                                std::to_string(scanned) + " shards" +
-                                (t.remote_scanned ? " (" + std::to_string(t.remote_scanned) + " remote, read whole)" : "");
+           : scanned == n    ? headers
+                             : std::to_string(n - scanned) + " index sidecars and " + headers;
   if (parquet_files > 0) {
     t.parquet = true;
     if (parquet_files != shards->size()) {
