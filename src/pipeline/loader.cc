@@ -652,10 +652,13 @@ Result<std::unique_ptr<Loader>> Loader::Create(LoaderOptions options) {
   data.remote_scanned = tables.remote_scanned;
   data.row_group_bytes = tables.row_group_bytes;
   const KeyRule rule = options.key_rule;
+  // Tables that cannot be loaded again by path (an image folder's, Parquet
+  // footers) are all held from the start: a bound would drop them as they
+  // are put.
   data.indexes = std::make_shared<ShardIndexCache>(
       std::move(tables.summaries),
       [rule, io](const ShardSummary& shard) { return LoadOrBuildShardIndex(shard.path, rule, io, shard.bytes); },
-      index_bytes);
+      tables.all_held ? 0 : index_bytes);
   for (auto& [shard, index] : tables.held) data.indexes->Put(shard, std::move(index));
   const std::vector<ShardSummary>& summaries = data.indexes->summaries();
   const bool parquet = data.parquet;

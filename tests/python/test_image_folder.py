@@ -161,3 +161,14 @@ def test_cli_inspect_and_bench_take_a_folder(tree):
     proc = _cli("bench", tree, "--batch-size", 2, "--epochs", 1, "--json")
     assert "inferred: -f image:image:224 -f cls:scalar (an image folder)" in proc.stderr
     assert json.loads(proc.stdout)["dataset_samples"] == len(instances)
+
+
+def test_tables_past_the_index_bound_stay_held(tree):
+    # An image folder's (and a Parquet file's) index tables cannot be loaded
+    # again by path: whatever index_cache_bytes says, every one stays.
+    _, ref = torchvision_samples(str(tree))
+    loader = stoker.Loader(str(tree), {"image": stoker.image(8), "cls": stoker.scalar()}, batch_size=4,
+                           drop_last=False, shuffle=False, output="numpy", index_cache_bytes=1)
+    seen = [(u, int(c)) for b in loader for u, c in zip(b["__url__"], b["cls"])]
+    assert sorted(seen) == sorted(ref)
+    assert loader.settings["index"]["max_bytes"] == 0 and loader.settings["index"]["loads"] == 0
