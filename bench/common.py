@@ -15,11 +15,14 @@ Benchmarks are not tests: nothing here fails on speed.
 """
 from __future__ import annotations
 
+import ctypes
 import datetime as _dt
 import json
 import os
 import platform
+import shutil
 import statistics
+import subprocess
 import threading
 import time
 from dataclasses import dataclass, field
@@ -237,6 +240,53 @@ class Stats:
         return {"median": self.median, "min": self.lo, "max": self.hi, "values": self.values}
 
 
+def resident_bytes(paths) -> int | None:
+    """Bytes of the files in the page cache (fincore), None if it cannot be told."""
+    exe = shutil.which("fincore")
+    if exe:
+        try:
+            r = subprocess.run([exe, "--bytes", "--noheadings", "--output", "RES", *map(str, paths)],
+                               capture_output=True, text=True, timeout=60)
+            if r.returncode == 0:
+                return sum(int(x) for x in r.stdout.split())
+        except (OSError, ValueError, subprocess.TimeoutExpired):
+            pass
+    return _mincore_bytes(paths)
+
+
+def _mincore_bytes(paths) -> int | None:
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.mmap.restype = ctypes.c_void_p
+        libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int,
+                              ctypes.c_long]
+        libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+        libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p]
+        page = os.sysconf("SC_PAGE_SIZE")
+        total = 0
+        for p in paths:
+            size = os.path.getsize(p)
+            if not size:
+                continue
+            fd = os.open(p, os.O_RDONLY)
+            try:
+                addr = libc.mmap(None, size, 1, 1, fd, 0)  # PROT_READ, MAP_SHARED
+                if addr in (None, ctypes.c_void_p(-1).value):
+                    return None
+                n = (size + page - 1) // page
+                vec = ctypes.create_string_buffer(n)
+                if libc.mincore(addr, size, vec) != 0:
+                    libc.munmap(addr, size)
+                    return None
+                total += sum(b & 1 for b in vec.raw) * page
+                libc.munmap(addr, size)
+            finally:
+                os.close(fd)
+        return total
+    except Exception:  # noqa: BLE001
+        return None
+
+
 def summarize(values: Sequence[float]) -> Stats:
     v = list(values)
     return Stats(statistics.median(v), min(v), max(v), v)
@@ -284,8 +334,6 @@ def _mem_total() -> int:
 
 def _git_commit() -> str:
     try:
-        import subprocess
-
         return subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
                               text=True, timeout=5).stdout.strip()
     except Exception:  # noqa: BLE001 - informational only

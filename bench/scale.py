@@ -42,9 +42,7 @@ The MDS copy and the indexed links are written once per size under --work
 from __future__ import annotations
 
 import argparse
-import ctypes
 import json
-import mmap
 import os
 import statistics
 import subprocess
@@ -55,6 +53,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
+import common  # noqa: E402
 
 BATCH, RANK, WORLD, SEED, SHUFFLE_BUFFER = 64, 0, 8, 0, 1000
 MANIFEST = "stoker-manifest.json"
@@ -74,42 +73,6 @@ def drop_cached(paths) -> None:
             os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
         finally:
             os.close(fd)
-
-
-_libc = None
-
-
-def resident_bytes(paths) -> int:
-    """Bytes of these files in the page cache now (mincore over a read-only mapping)."""
-    global _libc
-    if _libc is None:
-        _libc = ctypes.CDLL(None, use_errno=True)
-        _libc.mmap.restype = ctypes.c_void_p
-        _libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int,
-                               ctypes.c_long]
-        _libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
-        _libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
-    page = mmap.PAGESIZE
-    total = 0
-    for p in paths:
-        size = os.path.getsize(p)
-        if size == 0:
-            continue
-        fd = os.open(p, os.O_RDONLY)
-        try:
-            addr = _libc.mmap(None, size, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
-            if addr in (None, ctypes.c_void_p(-1).value):
-                raise OSError(ctypes.get_errno(), f"mmap of {p}")
-            try:
-                vec = (ctypes.c_ubyte * ((size + page - 1) // page))()
-                if _libc.mincore(addr, size, vec) != 0:
-                    raise OSError(ctypes.get_errno(), f"mincore of {p}")
-                total += sum(1 for v in bytes(vec) if v & 1) * page
-            finally:
-                _libc.munmap(addr, size)
-        finally:
-            os.close(fd)
-    return total
 
 
 def read_ahead_kb(path) -> int | None:
@@ -206,7 +169,7 @@ def child(spec: dict) -> dict:
            "first_batch_s": t1 - t0, "batch_rows": int(labels.shape[0]),
            "labels_in_range": bool(((labels >= 0) & (labels < 1000)).all())}
     if spec.get("count_files"):
-        out["resident_bytes"] = resident_bytes(spec["count_files"])
+        out["resident_bytes"] = common.resident_bytes(spec["count_files"])
     return out
 
 
@@ -363,7 +326,7 @@ def measure_size(n: int, loaders: dict, reps: int, cold: bool) -> dict:
         for name in runnable:
             files = loaders[name]["files"]
             drop_cached(files)
-            left = resident_bytes(files)
+            left = common.resident_bytes(files)
             r = run_child({**loaders[name]["spec"], "count_files": files}, loaders[name]["env"])
             if "error" not in r:
                 r["resident_before_bytes"] = left
@@ -580,7 +543,6 @@ def main(argv=None) -> int:
     if args.child:
         print(json.dumps(child(json.loads(args.child))), flush=True)
         return 0
-    import common
     import scale_memory
 
     per_shard = args.per_shard or scale_memory.PER_SHARD

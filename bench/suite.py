@@ -29,7 +29,6 @@ unless it crashes (a benchmark, not a test).
 from __future__ import annotations
 
 import argparse
-import ctypes
 import gc
 import json
 import os
@@ -302,53 +301,6 @@ def memcpy_bandwidth(threads: int, reps: int, mb: int = 512) -> dict:
             "other_cpu_cores": statistics.median(r["other_cpu_cores"] for r in runs)}
 
 
-def resident_bytes(paths) -> int | None:
-    """Bytes of the files in the page cache (fincore), None if it cannot be told."""
-    exe = shutil.which("fincore")
-    if exe:
-        try:
-            r = subprocess.run([exe, "--bytes", "--noheadings", "--output", "RES", *map(str, paths)],
-                               capture_output=True, text=True, timeout=60)
-            if r.returncode == 0:
-                return sum(int(x) for x in r.stdout.split())
-        except (OSError, ValueError, subprocess.TimeoutExpired):
-            pass
-    return _mincore_bytes(paths)
-
-
-def _mincore_bytes(paths) -> int | None:
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.mmap.restype = ctypes.c_void_p
-        libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int,
-                              ctypes.c_long]
-        libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
-        libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p]
-        page = os.sysconf("SC_PAGE_SIZE")
-        total = 0
-        for p in paths:
-            size = os.path.getsize(p)
-            if not size:
-                continue
-            fd = os.open(p, os.O_RDONLY)
-            try:
-                addr = libc.mmap(None, size, 1, 1, fd, 0)  # PROT_READ, MAP_SHARED
-                if addr in (None, ctypes.c_void_p(-1).value):
-                    return None
-                n = (size + page - 1) // page
-                vec = ctypes.create_string_buffer(n)
-                if libc.mincore(addr, size, vec) != 0:
-                    libc.munmap(addr, size)
-                    return None
-                total += sum(b & 1 for b in vec.raw) * page
-                libc.munmap(addr, size)
-            finally:
-                os.close(fd)
-        return total
-    except Exception:  # noqa: BLE001
-        return None
-
-
 def drop_cache(paths) -> None:
     """posix_fadvise(DONTNEED) on each file, after fdatasync: dirty pages (a file just
     written) are not dropped otherwise."""
@@ -370,12 +322,12 @@ def read_bandwidth(shards: list[Path], reps: int) -> dict:
     hot = [_gauge(lambda: common.hot_cache(shards), total / 1e9) for _ in range(reps)]
     cold, residency = [], []
     for _ in range(reps):
-        before = resident_bytes(shards)
+        before = common.resident_bytes(shards)
         drop_cache(shards)
-        after = resident_bytes(shards)
+        after = common.resident_bytes(shards)
         if after is not None and after >= 0.05 * total:
             drop_cache(shards)  # once more
-            after = resident_bytes(shards)
+            after = common.resident_bytes(shards)
         ok = after is not None and after < 0.05 * total
         residency.append({"before": before, "after_drop": after, "dropped": ok})
         x = _gauge(lambda: common.hot_cache(shards), total / 1e9)
