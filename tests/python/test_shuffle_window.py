@@ -94,3 +94,24 @@ def test_the_option_is_shown_and_checked(shards):
     ld.close()
     with pytest.raises(ValueError, match="shuffle_window"):
         order(shards, shuffle_window=-2)
+
+
+def test_a_state_resumes_its_window_and_refuses_another(shards):
+    def loader(window):
+        return stoker.Loader(shards, {"id": stoker.scalar("int64")}, batch_size=4, shuffle=True, seed=3,
+                             shuffle_window=window, partition="exact", output="numpy", observe=False)
+
+    whole = order(shards, shuffle_window=2)
+    ld = loader(2)
+    it = iter(ld)
+    head = [int(i) for _ in range(3) for i in np.asarray(next(it)["id"])]
+    state = ld.state_dict()
+    ld.close()
+    again = loader(2)
+    again.load_state_dict(state)
+    assert head + [int(i) for b in again for i in np.asarray(b["id"])] == whole
+    again.close()
+    other = loader(3)
+    with pytest.raises(ValueError, match="saved with shuffle_window=2, this loader has 3"):
+        other.load_state_dict(state)
+    other.close()
