@@ -205,13 +205,15 @@ struct LoaderOptions {
   // sleeps this long per image, to be slower than the CPU decoders.
   int gpu_standin_delay_us = 0;
 
-  // One of `batch_stride` workers that share this rank's batches (Ray
-  // workers, python/stoker/ray_workers.py): the loader delivers only the
-  // rank's batches b with b % batch_stride == batch_offset, in order, and
-  // reads nothing else; its batch k is the rank's batch batch_offset + k *
-  // batch_stride, byte for byte (pipeline/batch_stride.h). 1 and 0: every batch.
+  // One of the workers that share this rank's batches (Ray workers and the
+  // trainer beside them, python/stoker/ray_workers.py): in each cycle of
+  // batch_stride batches the loader delivers only the rank's batches whose
+  // place b % batch_stride is in [batch_offset, batch_offset + batch_share),
+  // in order, and reads nothing else; they equal the rank's batches byte for
+  // byte (pipeline/batch_stride.h). 1, 0 and 1: every batch.
   int batch_stride = 1;
   int batch_offset = 0;
+  int batch_share = 1;
 };
 
 struct ArrayView {

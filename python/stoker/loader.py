@@ -318,10 +318,11 @@ class Loader:
         pin_memory: bool = False,
         _late_copy_ms: int = 20,  # device="cpu-late" (tests only): how late each copy completes
         _gpu_standin_delay_us: int = 0,  # device="cpu-late" (tests only): the stand-in GPU decoder's cost per image
-        # One of _batch_stride workers (stoker.RayWorkers): only the rank's
-        # batches b with b % _batch_stride == _batch_offset, in order.
+        # One of the workers of stoker.RayWorkers: only the rank's batches b
+        # with _batch_offset <= b % _batch_stride < _batch_offset + _batch_share, in order.
         _batch_stride: int = 1,
         _batch_offset: int = 0,
+        _batch_share: int = 1,
         workers: Any = None,
     ) -> None:
         if workers is not None:  # only a subclass gets here (__new__ hands stoker.Loader's to RayLoader)
@@ -390,6 +391,7 @@ class Loader:
         opt.gpu_standin_delay_us = int(_gpu_standin_delay_us)
         opt.batch_stride = int(_batch_stride)
         opt.batch_offset = int(_batch_offset)
+        opt.batch_share = int(_batch_share)
         if device.startswith("cuda") and any(s.kind in (_stoker.FieldKind.text, _stoker.FieldKind.json)
                                              for s in fields.values()):
             raise ValueError("text and json fields are Python strings and objects: not with device='cuda'")

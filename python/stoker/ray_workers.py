@@ -1,32 +1,37 @@
-"""Batches made on other machines: stoker's engine in Ray actors.
+"""Batches made on other machines: stoker's engine in Ray actors, beside the trainer's own.
 
     loader = stoker.Loader("data/shard-{000000..000031}.tar", fields=...,
                            batch_size=64, shuffle=True, seed=0,
                            workers=stoker.RayWorkers(count=4, num_cpus=8))
 
-Worker j of N is a Ray actor that runs a ``stoker.Loader`` with the
-trainer's options and ``_batch_stride=N, _batch_offset=j``: the native
-engine plans the rank's epoch as a local loader would and makes only the
-batches b with b % N == j (pipeline/batch_stride.h), so no sample is read
-twice and a batch's bytes are those the local loader would make (a sample's
-augmentation depends only on the seed, the epoch and the sample). A finished
-batch is returned whole, a dict of numpy arrays: Ray puts the arrays in its
-object store out of band (pickle protocol 5), with no per-sample pickling.
+The rank's batches are dealt in cycles: each worker, and the trainer itself
+unless ``local=0``, holds a share of consecutive places in every cycle, in
+proportion to its CPUs (worker j of 4 with 8 CPUs each, and a trainer with 4:
+a cycle of 9 batches, 1 for the trainer and 2 for each worker). Each is a
+``stoker.Loader`` with the trainer's options and ``_batch_stride`` (the
+cycle), ``_batch_offset`` and ``_batch_share``: the native engine plans the
+rank's epoch as a local loader would and makes only its own batches
+(pipeline/batch_stride.h), so no sample is read twice and a batch's bytes are
+those the local loader would make (a sample's augmentation depends only on the
+seed, the epoch and the sample). A worker's finished batch is returned whole,
+a dict of numpy arrays: Ray puts the arrays in its object store out of band
+(pickle protocol 5), with no per-sample pickling, and the worker's engine
+counters ride along for ``report()``.
 
 The trainer keeps ``prefetch`` batch requests in flight per worker and takes
-batch b from worker b % N, in order; it copies each array out of the object
-store (its pages are read-only there) into a tensor of its own. A worker
-that dies (its actor killed, its process or node lost) is replaced by a new
-actor with the same offset, restored through the loader's own state to the
-batch it owed; its batches are made again and the log names the worker and
-how long the step waited. ``state_dict`` is the local loader's format (the
-rank's epoch and next batch), so a state saved here resumes a local loader
-and the other way round.
+the batches in order; it copies each worker's arrays out of the object store
+(its pages are read-only there) into a tensor of its own, once. The trainer's
+own share comes from its in-process loader, as a local loader's batches do.
+A worker that dies (its actor killed, its process or node lost) is replaced
+by a new actor with the same share, restored through the loader's own state
+to the batch it owed; its batches are made again and the log names the
+worker and how long the step waited. ``state_dict`` is the local loader's
+format (the rank's epoch and next batch), so a state saved here resumes a
+local loader and the other way round.
 
 Why a loader of its own kind (``RayLoader``) behind ``stoker.Loader(...,
-workers=...)``: the trainer builds no native loader (it would read and
-decode epoch 0 at once), and every call it answers (iteration, epochs,
-state) is a few lines over the workers' replies, not the engine's.
+workers=...)``: every call it answers (iteration, epochs, state) is a few
+lines over its shares' replies, not the engine's.
 """
 from __future__ import annotations
 
@@ -43,7 +48,8 @@ _INSTALL = "stoker.RayWorkers needs Ray: pip install 'stoker[ray]'"
 
 # Loader keywords that belong to the trainer's side (the observer, the
 # output library, the device) or are set per worker here.
-_TRAINER_ONLY = ("_late_copy_ms", "_gpu_standin_delay_us", "_batch_stride", "_batch_offset", "workers")
+_TRAINER_ONLY = ("_late_copy_ms", "_gpu_standin_delay_us", "_batch_stride", "_batch_offset", "_batch_share",
+                 "workers")
 
 
 def _import_ray():
@@ -55,40 +61,59 @@ def _import_ray():
 
 
 class RayWorkers:
-    """How many Ray actors make a loader's batches, and what each may use.
+    """How many Ray actors make a loader's batches, what each may use, and
+    how much the trainer decodes beside them.
 
     ``count`` actors, each reserving ``num_cpus`` CPUs of its node (Ray's
     scheduling); the engine inside sizes its defaults (decode threads, readers)
     to those CPUs, as for one of the node's local ranks (STOKER_LOCAL_RANKS,
-    unless set). ``prefetch``:
-    batch requests the trainer keeps in flight per worker (each worker's own
-    engine also decodes ``prefetch`` batches ahead of its requests).
-    ``max_restarts``: how many times the trainer replaces the actor of one
-    worker that died before the loader raises. ``actor_options`` go to the
-    actor's ``.options()`` (``resources``, ``scheduling_strategy``,
+    unless set). ``local``: the trainer's own CPUs that decode its share beside
+    the workers; None (the default) counts those its engine would use (its
+    affinity and quota, shared among the node's local ranks), 0 leaves all
+    decoding to the workers. Batches are dealt in proportion to the CPUs.
+    ``prefetch``: batch requests the trainer keeps in flight per worker (each
+    worker's own engine also decodes ``prefetch`` batches ahead of its
+    requests). ``max_restarts``: how many times the trainer replaces the actor
+    of one worker that died before the loader raises. ``actor_options`` go to
+    the actor's ``.options()`` (``resources``, ``scheduling_strategy``,
     ``runtime_env``...). Needs ``ray`` (``pip install 'stoker[ray]'``); the
     trainer connects to the cluster ``ray.init`` chose (or starts a local one
     as Ray does by itself).
     """
 
-    def __init__(self, count: int = 1, *, num_cpus: float = 1, prefetch: int = 4, max_restarts: int = 3,
-                 actor_options: Mapping[str, Any] | None = None) -> None:
+    def __init__(self, count: int = 1, *, num_cpus: float = 1, local: float | None = None, prefetch: int = 4,
+                 max_restarts: int = 3, actor_options: Mapping[str, Any] | None = None) -> None:
         _import_ray()
         if int(count) < 1:
             raise ValueError(f"RayWorkers count must be at least 1, not {count!r}")
+        if not num_cpus > 0:
+            raise ValueError(f"RayWorkers num_cpus must be more than 0, not {num_cpus!r}")
+        if local is not None and not local >= 0:
+            raise ValueError(f"RayWorkers local must be None (the trainer's cores) or at least 0, not {local!r}")
         if int(prefetch) < 1:
             raise ValueError(f"RayWorkers prefetch must be at least 1, not {prefetch!r}")
         if int(max_restarts) < 0:
             raise ValueError(f"RayWorkers max_restarts must be at least 0, not {max_restarts!r}")
         self.count = int(count)
         self.num_cpus = num_cpus
+        self.local = local
         self.prefetch = int(prefetch)
         self.max_restarts = int(max_restarts)
         self.actor_options = dict(actor_options or {})
 
     def __repr__(self) -> str:
-        return (f"RayWorkers(count={self.count}, num_cpus={self.num_cpus}, prefetch={self.prefetch}, "
-                f"max_restarts={self.max_restarts})")
+        return (f"RayWorkers(count={self.count}, num_cpus={self.num_cpus}, local={self.local}, "
+                f"prefetch={self.prefetch}, max_restarts={self.max_restarts})")
+
+
+def _shares(local_cpus: float, num_cpus: float) -> tuple[int, int]:
+    """The trainer's and each worker's places in a cycle, in the ratio of
+    their CPUs, in small integers (a cycle stays short, so every share's
+    batches come evenly through the epoch): 4 and 16 -> 1 and 4."""
+    from fractions import Fraction
+
+    ratio = Fraction(local_cpus / num_cpus).limit_denominator(8)
+    return ratio.numerator, ratio.denominator
 
 
 def _plain_fields(fields: Mapping[str, Any]) -> dict:
@@ -124,40 +149,72 @@ def _native_fields(plain: Mapping[str, dict]) -> dict:
     return fields
 
 
-def _owed_local(next_batch: int, stride: int, offset: int) -> int:
-    """Worker `offset`'s own index of its first batch at or after the rank's
-    batch `next_batch` (it makes the rank's batches offset, offset + stride, ...)."""
-    return max(0, (next_batch - offset + stride - 1) // stride)
+def _owed_local(next_batch: int, cycle: int, offset: int, share: int) -> int:
+    """A share's own index of its first batch at or after the rank's batch
+    `next_batch` (it makes the rank's batches whose place in each cycle of
+    `cycle` batches is offset .. offset + share - 1)."""
+    return next_batch // cycle * share + min(max(next_batch % cycle - offset, 0), share)
+
+
+def _engine_stats(loader) -> dict:
+    """A share's engine counters since its start, for the trainer's report()."""
+    s = loader._native.stats()
+    return {"time_s": s["time_s"], "read_busy_s": s["read"]["busy_s"], "decode_busy_s": s["decode"]["busy_s"],
+            "decode_threads": s["decode_threads"], "samples": s["decode"]["items"],
+            "next_wait_s": s["consumer_wait_s"], "pool_wait_s": s["pool_wait_s"]}
+
+
+def _engine_stages(stats: dict) -> dict:
+    """A share's engine counters as the stages' shares of its time."""
+    t = stats.get("time_s") or 0.0
+    if not t:
+        return {"read_busy": 0.0, "decode_busy": 0.0, "decode_threads": 0, "samples_per_s": 0.0,
+                "line": "engine: no batch yet"}
+    threads = max(1, stats["decode_threads"])
+    out = {"read_busy": round(stats["read_busy_s"] / t, 3),
+           "decode_busy": round(stats["decode_busy_s"] / (t * threads), 3), "decode_threads": threads,
+           "samples_per_s": round(stats["samples"] / t, 1)}
+    out["line"] = (f"engine: decoders {out['decode_busy']:.0%} busy ({threads} threads), reader "
+                   f"{out['read_busy']:.0%}, {out['samples_per_s']:.0f} samples/s")
+    return out
 
 
 class _Worker:
-    """The body of one Ray actor: a stoker.Loader making every stride-th batch."""
+    """The body of one Ray actor, or of the trainer's own share: a
+    stoker.Loader making the rank's batches of its places in each cycle."""
 
-    def open(self, sources, plain_fields: dict, options: dict, stride: int, offset: int, num_cpus: float) -> dict:
+    def open(self, sources, plain_fields: dict, options: dict, cycle: int, offset: int, share: int,
+             num_cpus: float | None) -> dict:
+        """num_cpus: the actor's CPUs; None: the trainer's own share (output
+        and defaults as the trainer's own loader's)."""
         import math
         import os
 
-        import ray
-
         from .loader import Loader
 
-        # The engine's defaults count this actor's CPUs, not its node's: the
-        # node is shared as among local ranks (core/cpu_share.h), so a 64-core
-        # node with num_cpus=16 gives it 16 (a user's own setting stays).
-        if "STOKER_LOCAL_RANKS" not in os.environ:
-            os.environ["STOKER_LOCAL_RANKS"] = str(max(1, (os.cpu_count() or 1) // max(1, math.ceil(num_cpus))))
+        if num_cpus is not None:
+            import ray
 
-        self._stride, self._offset = stride, offset
-        self._loader = Loader(sources, _native_fields(plain_fields), output="numpy", observe=False,
-                              _batch_stride=stride, _batch_offset=offset, **options)
+            # The engine's defaults count this actor's CPUs, not its node's: the
+            # node is shared as among local ranks (core/cpu_share.h), so a 64-core
+            # node with num_cpus=16 gives it 16 (a user's own setting stays).
+            if "STOKER_LOCAL_RANKS" not in os.environ:
+                os.environ["STOKER_LOCAL_RANKS"] = str(max(1, (os.cpu_count() or 1) // max(1, math.ceil(num_cpus))))
+            node = ray.get_runtime_context().get_node_id()
+            options = dict(options, output="numpy")
+        else:
+            node = "trainer"
+        self._cycle, self._offset, self._share = cycle, offset, share
+        self._remote = num_cpus is not None
+        self._loader = Loader(sources, _native_fields(plain_fields), observe=False, _batch_stride=cycle,
+                              _batch_offset=offset, _batch_share=share, **options)
         self._iter = None
         plan = self._loader.plan
         return {"batches": plan.batches, "rank_samples": plan.rank_samples,
                 "dataset_samples": plan.dataset_samples, "dropped_samples": plan.dropped_samples,
                 "padded_samples": plan.padded_samples, "num_shards": plan.num_shards,
                 "classes": self._loader.classes, "state": self._loader.state_dict()["stoker"],
-                "node": ray.get_runtime_context().get_node_id(), "pid": os.getpid(),
-                "cores_from": self._loader.settings["cores_from"]}
+                "node": node, "pid": os.getpid(), "cores_from": self._loader.settings["cores_from"]}
 
     def start(self, epoch: int, state: dict | None) -> int:
         """Begin `epoch` at its start (state None: the run prepared ahead is
@@ -167,49 +224,66 @@ class _Worker:
         self._iter = None  # until this start succeeds, next() refuses
         if state is not None:
             local = dict(state, epoch=int(epoch),
-                         next_batch=_owed_local(int(state["next_batch"]), self._stride, self._offset))
+                         next_batch=_owed_local(int(state["next_batch"]), self._cycle, self._offset, self._share))
             loader.load_state_dict({"stoker": local})
         loader.set_epoch(int(epoch))
         self._iter = iter(loader)
         return epoch
 
-    def next(self) -> dict:
-        """The next of this worker's batches: numpy arrays (views of the
-        engine's pooled buffer, copied once into the object store as they are
-        returned) and the ``__key__``/``__url__`` lists."""
+    def next(self):
+        """The next of this share's batches. From an actor: (numpy arrays,
+        views of the engine's pooled buffer copied once into the object store
+        as they are returned, with the ``__key__``/``__url__`` lists; the
+        engine's counters). In the trainer: the batch, as its loader's."""
         if self._iter is None:
             raise RuntimeError("stoker: this Ray worker's epoch did not start (see the error of its start)")
-        return next(self._iter)
+        batch = next(self._iter)
+        return (batch, _engine_stats(self._loader)) if self._remote else batch
+
+    def stats(self) -> dict:
+        return _engine_stats(self._loader)
+
+    def close(self) -> None:
+        self._iter = None
+        self._loader.close()
 
 
 class _Slot:
-    """One worker's actor and the batches asked of it, in its order."""
+    """One share of the cycle: a worker's actor and the batches asked of it,
+    in its order, or the trainer's own loader (``local``)."""
 
-    def __init__(self, offset: int) -> None:
-        self.offset = offset
+    def __init__(self, name: str, offset: int, share: int) -> None:
+        self.name = name       # "worker 2", or "trainer"
+        self.offset = offset   # its first place in each cycle
+        self.share = share     # its places in each cycle
         self.actor = None
+        self.local: _Worker | None = None
         self.where = ""        # "node 1a2b3c4d, pid 4242", for the log
-        self.node = ""         # the Ray node id its actor runs on
+        self.node = ""         # the Ray node id its actor runs on ("trainer": in the trainer)
         self.cores_from = ""   # the CPUs its engine counts, and why (settings["cores_from"])
-        self.pending: deque = deque()  # (rank batch b, ObjectRef), b ascending by stride
+        self.pending: deque = deque()  # (rank batch b, ObjectRef), b ascending
         self.next_request = 0  # the rank batch the next request asks for
         self.restarts = 0
-        self.batches = 0       # delivered from this worker
-        self.wait_s = 0.0      # the trainer waited on its replies (decode not done, or the move)
+        self.batches = 0       # delivered from this share
+        self.wait_s = 0.0      # the trainer waited for its batches to be made
+        self.move_s = 0.0      # ... to come through the object store to the trainer's node
         self.copy_s = 0.0      # copying its batches out of the object store
+        self.bytes = 0         # the arrays' bytes moved
         self.lost_s = 0.0      # waits for its replacements
+        self.engine: dict = {}  # its engine's counters, as of its latest batch (_engine_stats)
 
 
 class RayLoader:
-    """A loader whose batches are made by Ray actors (``stoker.Loader(...,
-    workers=stoker.RayWorkers(...))`` makes one; see the module's docstring).
-    Iteration, ``set_epoch``, ``len``, ``plan``, ``state_dict`` /
-    ``load_state_dict``, ``step``, ``to`` and ``close`` behave as
-    stoker.Loader's; the stream is the local loader's, byte for byte.
-    ``report()`` has the trainer's side (t_wait, the verdict) and one line per
-    worker, not yet the workers' engine stages. Not yet: the device stage
-    (``device="cuda"`` / ``pin_memory``: copy with ``.to()``),
-    ``on_error="skip"``, and states saved on another number of ranks."""
+    """A loader whose batches are made by Ray actors and the trainer itself
+    (``stoker.Loader(..., workers=stoker.RayWorkers(...))`` makes one; see the
+    module's docstring). Iteration, ``set_epoch``, ``len``, ``plan``,
+    ``state_dict`` / ``load_state_dict``, ``step``, ``to`` and ``close``
+    behave as stoker.Loader's; the stream is the local loader's, byte for
+    byte. ``report()`` has the trainer's side (t_wait, the verdict), the move
+    through the object store, and one line per share with its engine's stages.
+    Not yet: the device stage (``device="cuda"`` / ``pin_memory``: copy with
+    ``.to()``), ``on_error="skip"``, and states saved on another number of
+    ranks."""
 
     def __init__(self, sources: str | Sequence[str], fields: Mapping[str, Any], *, batch_size: int,
                  workers: RayWorkers, output: str = "torch", observe: bool = True, device: str = "cpu",
@@ -218,6 +292,7 @@ class RayLoader:
                  slow_factor: float = 5.0, slow_floor_s: float = 0.05, jsonl=None, trace_spans: int = 0,
                  **options: Any) -> None:
         ray = _import_ray()
+        from . import _stoker
         from .loader import _distributed_rank_world
 
         if not isinstance(workers, RayWorkers):
@@ -248,10 +323,20 @@ class RayLoader:
             import torch
 
             self._torch = torch
-        self._slots = [_Slot(j) for j in range(workers.count)]
+        # The cycle: the trainer's places first (its loader in this process
+        # makes the epoch's first batch with no round trip), then each worker's.
+        local_cpus = _stoker.cpu_share()["cores"] if workers.local is None else workers.local
+        local_share, worker_share = _shares(local_cpus, workers.num_cpus)
+        self._slots = [_Slot("trainer", 0, local_share)] if local_share else []
+        self._slots += [_Slot(f"worker {j}", local_share + j * worker_share, worker_share)
+                        for j in range(workers.count)]
+        self._cycle = local_share + workers.count * worker_share
+        self._owner = [slot for slot in self._slots for _ in range(slot.share)]  # place in the cycle -> slot
         self._observer = None
         try:
-            infos = self._get([self._spawn(slot) for slot in self._slots])
+            infos = self._get([self._spawn(slot) for slot in self._remote_slots()])
+            if local_share:
+                infos.insert(0, self._open_local(self._slots[0], output))
         except BaseException:
             self.close()
             raise
@@ -278,11 +363,25 @@ class RayLoader:
                                       slow_floor_s=slow_floor_s, jsonl=jsonl, trace_events=trace_spans,
                                       source="stoker.Loader(workers=RayWorkers)",
                                       config={"batch_size": batch_size, "workers": repr(workers),
-                                              "batches": self._batches})
-        _log.info("stoker: %d Ray workers make this loader's %d batches per epoch (%s)", workers.count,
-                  self._batches, "; ".join(f"worker {s.offset}: {s.where}, {s.cores_from}" for s in self._slots))
+                                              "batches": self._batches, "cycle": self._cycle})
+        _log.info("stoker: %d Ray workers%s make this loader's %d batches per epoch, in cycles of %d (%s)",
+                  workers.count, " and the trainer" if local_share else "", self._batches, self._cycle,
+                  "; ".join(f"{s.name}: {s.share} of each cycle, {s.where}, {s.cores_from}" for s in self._slots))
 
     # -- workers ------------------------------------------------------------
+    def _remote_slots(self) -> list[_Slot]:
+        return [slot for slot in self._slots if slot.name != "trainer"]
+
+    def _open_local(self, slot: _Slot, output: str) -> dict:
+        """The trainer's own share: a loader in this process, as a local loader."""
+        sources, plain_fields, options = self._open_args
+        slot.local = _Worker()
+        info = slot.local.open(sources, plain_fields, dict(options, output=output), self._cycle, slot.offset,
+                               slot.share, None)
+        slot.where = f"this process, pid {info['pid']}"
+        slot.node, slot.cores_from = "trainer", info["cores_from"]
+        return info
+
     def _spawn(self, slot: _Slot):
         """A new actor for `slot`, opening its loader; returns the open's reference."""
         ray = self._ray
@@ -291,7 +390,8 @@ class RayLoader:
         slot.actor = cls.remote()
         slot.pending.clear()
         sources, plain_fields, options = self._open_args
-        ref = slot.actor.open.remote(sources, plain_fields, options, w.count, slot.offset, w.num_cpus)
+        ref = slot.actor.open.remote(sources, plain_fields, options, self._cycle, slot.offset, slot.share,
+                                     w.num_cpus)
 
         def where(info: dict) -> dict:
             slot.where = f"node {info['node'][:8]}, pid {info['pid']}"
@@ -317,40 +417,52 @@ class RayLoader:
     def _state_at(self, next_batch: int) -> dict:
         return dict(self._state, epoch=self._epoch, next_batch=int(next_batch))
 
+    def _own_from(self, slot: _Slot, b: int) -> int:
+        """The first of the slot's batches at or after the rank's batch b."""
+        place = b % self._cycle
+        if place < slot.offset:
+            return b - place + slot.offset
+        if place < slot.offset + slot.share:
+            return b
+        return b - place + self._cycle + slot.offset
+
     def _begin(self, next_batch: int) -> None:
-        """Every worker starts this epoch at the rank's batch `next_batch`."""
+        """Every share starts this epoch at the rank's batch `next_batch`."""
         state = None if next_batch == 0 else self._state_at(next_batch)
         starts = []
-        for slot in self._slots:
+        remote = self._remote_slots()
+        for slot in remote:
             slot.pending.clear()  # replies of an iteration broken off: not wanted
             starts.append(slot.actor.start.remote(self._epoch, state))
-            # The first batch at or after next_batch that is this worker's.
-            slot.next_request = next_batch + (slot.offset - next_batch) % len(self._slots)
+            slot.next_request = self._own_from(slot, next_batch)
             self._request(slot)
+        for slot in self._slots:
+            if slot.local is not None:
+                slot.local.start(self._epoch, state)
         # A state a worker's loader refuses (another dataset, seed...) raises
         # here, as the local loader's; a worker that died since is replaced.
-        for slot, ref in zip(self._slots, starts):
+        for slot, ref in zip(remote, starts):
             try:
                 self._get([ref])
             except (self._ray.exceptions.RayActorError, self._ray.exceptions.ObjectLostError) as e:
                 began = time.perf_counter()
-                self._replace(slot, next_batch + (slot.offset - next_batch) % len(self._slots), e)
-                _log.warning("stoker: the start of epoch %d waited %.2f s for Ray worker %d's replacement (%s)",
-                             self._epoch, time.perf_counter() - began, slot.offset, slot.where)
+                self._replace(slot, self._own_from(slot, next_batch), e)
+                _log.warning("stoker: the start of epoch %d waited %.2f s for Ray %s's replacement (%s)",
+                             self._epoch, time.perf_counter() - began, slot.name, slot.where)
 
     def _request(self, slot: _Slot) -> None:
         """Keeps `prefetch` of the slot's batches asked for (actor calls run in
         the order they are made, so replies come in the worker's order)."""
         while len(slot.pending) < self._workers.prefetch and slot.next_request < self._batches:
             slot.pending.append((slot.next_request, slot.actor.next.remote()))
-            slot.next_request += len(self._slots)
+            slot.next_request = self._own_from(slot, slot.next_request + 1)
 
     def _replace(self, slot: _Slot, b: int, error: BaseException) -> None:
         """A new actor for a worker that died, restored to the rank's batch b
         (the first it owed); its batches are asked for again."""
         ray = self._ray
         if slot.restarts >= self._workers.max_restarts:
-            raise RuntimeError(f"stoker: Ray worker {slot.offset} ({slot.where}) died at batch {b} of epoch "
+            raise RuntimeError(f"stoker: Ray {slot.name} ({slot.where}) died at batch {b} of epoch "
                                f"{self._epoch} after {slot.restarts} replacements (RayWorkers max_restarts="
                                f"{self._workers.max_restarts}): {type(error).__name__}: {error}") from error
         slot.restarts += 1
@@ -359,24 +471,33 @@ class RayLoader:
             ray.kill(slot.actor, no_restart=True)
         except Exception:  # already gone
             pass
-        _log.warning("stoker: Ray worker %d (%s) died at batch %d of epoch %d (%s); a new actor makes its "
-                     "batches again from batch %d", slot.offset, old, b, self._epoch, type(error).__name__, b)
+        _log.warning("stoker: Ray %s (%s) died at batch %d of epoch %d (%s); a new actor makes its "
+                     "batches again from batch %d", slot.name, old, b, self._epoch, type(error).__name__, b)
         self._get([self._spawn(slot)])
         self._get([slot.actor.start.remote(self._epoch, self._state_at(b))])
         slot.next_request = b
         self._request(slot)
 
     def _take(self, b: int):
-        """The rank's batch b, from its worker; a dead worker is replaced."""
+        """The rank's batch b, from its share; a dead worker is replaced."""
+        slot = self._owner[b % self._cycle]
+        if slot.local is not None:
+            began = time.perf_counter()
+            batch = slot.local.next()
+            slot.wait_s += time.perf_counter() - began
+            slot.batches += 1
+            return batch
         ray = self._ray
-        slot = self._slots[b % len(self._slots)]
         began = time.perf_counter()
         replaced = 0
+        made = began
         while True:
             pending_b, ref = slot.pending[0]
             assert pending_b == b, (pending_b, b)
             try:
-                batch = self._get([ref])[0]
+                ray.wait([ref], fetch_local=False)  # made (or failed) on its node
+                made = time.perf_counter()
+                batch, slot.engine = self._get([ref])[0]  # moved here and mapped
                 break
             except (ray.exceptions.RayActorError, ray.exceptions.ObjectLostError) as e:
                 self._replace(slot, b, e)
@@ -387,31 +508,37 @@ class RayLoader:
                 raise
         slot.pending.popleft()
         self._request(slot)
-        waited = time.perf_counter() - began
+        now = time.perf_counter()
         slot.batches += 1
         if replaced:
-            slot.lost_s += waited
+            slot.lost_s += now - began
+            _log.warning("stoker: batch %d of epoch %d waited %.2f s for Ray %s's replacement (%s)", b,
+                         self._epoch, now - began, slot.name, slot.where)
         else:
-            slot.wait_s += waited
-        if replaced:
-            _log.warning("stoker: batch %d of epoch %d waited %.2f s for Ray worker %d's replacement (%s)", b,
-                         self._epoch, time.perf_counter() - began, slot.offset, slot.where)
-        return batch
+            slot.wait_s += made - began
+            slot.move_s += now - made
+        return self._deliver(batch, slot)
 
     @property
     def actors(self) -> list:
         """The workers' Ray actor handles, worker j's at j (replacements included)."""
-        return [slot.actor for slot in self._slots]
+        return [slot.actor for slot in self._remote_slots()]
 
     @property
     def cores_from(self) -> list[str]:
         """The CPUs each worker's engine counts and why (its settings["cores_from"])."""
-        return [slot.cores_from for slot in self._slots]
+        return [slot.cores_from for slot in self._remote_slots()]
 
     @property
     def nodes(self) -> list[str]:
         """The Ray node id each worker's actor runs on, worker j's at j."""
-        return [slot.node for slot in self._slots]
+        return [slot.node for slot in self._remote_slots()]
+
+    @property
+    def shares(self) -> dict:
+        """The cycle of batches and each share's places in it: {"cycle": 3,
+        "trainer": 1, "worker 0": 2}."""
+        return {"cycle": self._cycle, **{slot.name: slot.share for slot in self._slots}}
 
     # -- epochs and length ------------------------------------------------------
     def set_epoch(self, epoch: int) -> None:
@@ -466,6 +593,7 @@ class RayLoader:
 
         def own(a):
             if isinstance(a, np.ndarray):
+                slot.bytes += a.nbytes
                 a = np.array(a, copy=True)
                 return torch.from_numpy(a) if torch is not None else a
             if isinstance(a, dict):  # an NPZ field's members
@@ -494,22 +622,40 @@ class RayLoader:
         return to_device(batch, device, non_blocking=non_blocking, observer=self._observer)
 
     def report(self) -> dict:
-        """The trainer's golden numbers and verdict (as stoker.Loader.report,
-        without the engine's stages, which run in the workers), and
-        ``workers``: one line per worker: where it runs, the batches it
-        delivered, the seconds the trainer waited on its replies (``wait_s``),
-        spent copying them out of the object store (``copy_s``) and waited for
-        its replacements (``lost_s``, ``restarts``)."""
+        """The trainer's golden numbers and verdict (as stoker.Loader.report);
+        ``transfer``: what came through Ray's object store (batches, their
+        arrays' bytes, the seconds moving them to the trainer's node and
+        copying them out); and ``workers``: one line per share, the trainer's
+        own (``worker`` "trainer") and each worker's (``worker`` j): where it
+        runs, its places in each cycle, the batches it delivered, the seconds
+        the trainer waited for them to be made (``wait_s``), to be moved
+        (``move_s``) and copied (``copy_s``), and for its replacements
+        (``lost_s``, ``restarts``), and its engine's stages (``engine``:
+        reader and decoder busy shares, decode threads, samples per second;
+        as of its latest batch)."""
         if self._observer is None:
             raise RuntimeError("this loader was created with observe=False")
         report = self._observer.report()
-        report["workers"] = [
-            {"worker": s.offset, "where": s.where, "cores_from": s.cores_from, "batches": s.batches,
-             "wait_s": round(s.wait_s, 4), "copy_s": round(s.copy_s, 4), "lost_s": round(s.lost_s, 4),
-             "restarts": s.restarts,
-             "line": (f"worker {s.offset} ({s.where}): {s.batches} batches, waited {s.wait_s:.2f} s, "
-                      f"copied {s.copy_s:.2f} s, {s.restarts} replacements ({s.lost_s:.2f} s)")}
-            for s in self._slots]
+        remote = self._remote_slots()
+        moved = sum(s.batches for s in remote)
+        nbytes, move_s, copy_s = (sum(getattr(s, a) for s in remote) for a in ("bytes", "move_s", "copy_s"))
+        report["transfer"] = {
+            "batches": moved, "bytes": nbytes, "bytes_per_batch": nbytes // moved if moved else 0,
+            "move_s": round(move_s, 4), "copy_s": round(copy_s, 4),
+            "line": (f"transfer: {moved} batches of {nbytes / max(1, moved) / 1e6:.1f} MB through the object "
+                     f"store, moved in {move_s:.2f} s, copied out in {copy_s:.2f} s")}
+        lines = []
+        for s in self._slots:
+            engine = _engine_stages(s.local.stats() if s.local is not None else s.engine)
+            lines.append({
+                "worker": "trainer" if s.local is not None else int(s.name.split()[1]), "where": s.where,
+                "cores_from": s.cores_from, "share": s.share, "batches": s.batches, "wait_s": round(s.wait_s, 4),
+                "move_s": round(s.move_s, 4), "copy_s": round(s.copy_s, 4), "lost_s": round(s.lost_s, 4),
+                "restarts": s.restarts, "engine": engine,
+                "line": (f"{s.name} ({s.where}): {s.batches} batches ({s.share} of each {self._cycle}), waited "
+                         f"{s.wait_s:.2f} s, moved {s.move_s:.2f} s, copied {s.copy_s:.2f} s, {s.restarts} "
+                         f"replacements ({s.lost_s:.2f} s); {engine['line']}")})
+        report["workers"] = lines
         return report
 
     summary = report
@@ -557,6 +703,9 @@ class RayLoader:
         if observer is not None:
             observer.close()
         for slot in getattr(self, "_slots", []):
+            if slot.local is not None:
+                slot.local.close()
+                slot.local = None
             if slot.actor is not None:
                 try:
                     ray.kill(slot.actor, no_restart=True)
@@ -601,11 +750,10 @@ class _RayEpochIterator:
             raise StopIteration
         b = loader._next
         loader._next += 1  # a failed batch counts as delivered, as the local loader's
-        slot = loader._slots[b % len(loader._slots)]
         obs = loader._observer
         if obs is None:
-            return loader._deliver(loader._take(b), slot)
+            return loader._take(b)
         t0 = obs.request()
-        batch = loader._deliver(loader._take(b), slot)
+        batch = loader._take(b)
         obs.delivered(t0)
         return batch

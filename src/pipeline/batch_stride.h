@@ -1,8 +1,11 @@
 // pipeline/batch_stride.h — one worker's share of a rank's batches.
 //
 // Workers that build a rank's batches elsewhere (Ray actors,
-// python/stoker/ray_workers.py) split them round-robin: worker j of N makes
-// the rank's batches b with b % N == j, in order. Its plan is the rank's plan
+// python/stoker/ray_workers.py) split them round-robin in cycles of `stride`
+// batches: a worker makes the rank's batches b whose place in the cycle,
+// b % stride, is in [offset, offset + share), in order. Worker j of N equal
+// workers has stride N, offset j, share 1; unequal ones (the trainer's own
+// CPUs beside its Ray workers) take shares in proportion to their CPUs. Its plan is the rank's plan
 // restricted to those batches, which is again spans of the epoch's global
 // order (planner.h): one slice per chosen batch, adjacent slices merged, so
 // it costs O(batches) and the run, the reader and the decoders see an
@@ -19,9 +22,13 @@
 namespace stoker {
 
 // `plan` (a rank's shard plan, fresh or elastic) restricted to its batches b
-// with b % stride == offset; info.batches and info.rank_samples count what is
-// left, the rest of info is the rank's. stride 1, offset 0: the plan as it is.
-// Refused: stride < 1, offset outside [0, stride), token runs (strided plans).
-Result<EpochPlan> StrideBatches(EpochPlan plan, int batch_size, int stride, int offset);
+// with offset <= b % stride < offset + share; info.batches and
+// info.rank_samples count what is left, the rest of info is the rank's.
+// stride 1, offset 0, share 1: the plan as it is. Refused: stride < 1,
+// share < 1, offset + share > stride, token runs (strided plans).
+Result<EpochPlan> StrideBatches(EpochPlan plan, int batch_size, int stride, int offset, int share = 1);
+
+// Checks stride, offset and share as StrideBatches does, with a message that names the options.
+Status CheckBatchShare(int stride, int offset, int share);
 
 }  // namespace stoker

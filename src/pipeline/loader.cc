@@ -460,7 +460,7 @@ class LoaderImpl : public Loader {
   }
   Result<EpochPlan> OwnBatches(EpochPlan plan) const {
     return StrideBatches(std::move(plan), data_.options.batch_size, data_.options.batch_stride,
-                         data_.options.batch_offset);
+                         data_.options.batch_offset, data_.options.batch_share);
   }
   // A shard loader's new epoch with its plan (planned here, or by the run ahead).
   void Adopt(uint64_t epoch, std::shared_ptr<const EpochPlan> plan) {
@@ -605,10 +605,7 @@ Result<std::unique_ptr<Loader>> Loader::Create(LoaderOptions options) {
   if (options.prefetch_batches < 1 && options.prefetch_batches != -1) {
     return InvalidArgument("prefetch_batches must be at least 1 (or -1: auto)");
   }
-  if (options.batch_stride < 1 || options.batch_offset < 0 || options.batch_offset >= options.batch_stride) {
-    return InvalidArgument("batch_offset " + std::to_string(options.batch_offset) + " must be in [0, batch_stride " +
-                           std::to_string(options.batch_stride) + ")");
-  }
+  STOKER_RETURN_IF_ERROR(CheckBatchShare(options.batch_stride, options.batch_offset, options.batch_share));
   if (options.batch_stride > 1 && !options.tokens.paths.empty()) {
     return InvalidArgument("batch_stride > 1 is for shard loaders, not token loaders");
   }

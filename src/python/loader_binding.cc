@@ -238,6 +238,7 @@ void RegisterLoader(nb::module_& m) {
       .def_rw("gpu_standin_delay_us", &LoaderOptions::gpu_standin_delay_us)
       .def_rw("batch_stride", &LoaderOptions::batch_stride)
       .def_rw("batch_offset", &LoaderOptions::batch_offset)
+      .def_rw("batch_share", &LoaderOptions::batch_share)
       .def_rw("autotune", &LoaderOptions::autotune);
 
   nb::class_<PlanInfo>(m, "PlanInfo")

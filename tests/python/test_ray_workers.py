@@ -106,9 +106,26 @@ def test_strided_local_loaders_interleave_to_the_whole_stream(shards, local_stre
         assert merged == local_stream, f"stride {n}"
 
 
+def test_shared_local_loaders_interleave_to_the_whole_stream(shards, local_stream):
+    """Unequal shares of cycles of 5 batches (2, 1 and 2 places): each loader
+    makes its places' batches, which interleave to the rank's stream."""
+    shares, parts, offset = (2, 1, 2), [], 0
+    for share in shares:
+        loader = stoker.Loader(shards, _batch_stride=5, _batch_offset=offset, _batch_share=share,
+                               **_options(shards))
+        parts.append([b for _, b in _stream(loader)])
+        offset += share
+        loader.close()
+    owner = [j for j, share in enumerate(shares) for _ in range(share)]
+    merged = [parts[owner[b % 5]].pop(0) for _ in range(EPOCHS) for b in range(8)]
+    assert merged == [b for _, b in local_stream]
+
+
 def test_strided_loader_refuses_bad_offsets_and_skip(shards):
-    with pytest.raises(ValueError, match="batch_offset 2 must be in"):
+    with pytest.raises(ValueError, match="batch_offset 2 and batch_share 1 must lie in the cycle"):
         stoker.Loader(shards, _batch_stride=2, _batch_offset=2, **_options(shards))
+    with pytest.raises(ValueError, match="batch_share must be at least 1"):
+        stoker.Loader(shards, _batch_stride=2, _batch_share=0, **_options(shards))
     with pytest.raises(ValueError, match="on_error=skip with batch_stride"):
         stoker.Loader(shards, _batch_stride=2, on_error="skip", **_options(shards))
 
@@ -155,10 +172,11 @@ def ray_cluster():
             os.environ["PYTHONPATH"] = saved
 
 
-def _ray_loader(shards, count, prefetch=4):
-    # Half a CPU each: three workers fit on the two nodes, and a replacement beside them.
-    return stoker.Loader(shards, workers=stoker.RayWorkers(count=count, num_cpus=0.5, prefetch=prefetch),
-                         **_options(shards))
+def _ray_loader(shards, count, prefetch=4, local=0):
+    # Half a CPU each: three workers fit on the two nodes, and a replacement
+    # beside them. local=0: every batch from a worker, unless a test says.
+    return stoker.Loader(shards, workers=stoker.RayWorkers(count=count, num_cpus=0.5, prefetch=prefetch,
+                                                           local=local), **_options(shards))
 
 
 @pytest.mark.parametrize("count", [1, 2, 3])
@@ -181,9 +199,72 @@ def test_stream_equals_the_local_loaders(ray_cluster, shards, local_stream, coun
         assert [w["worker"] for w in report["workers"]] == list(range(count))
         assert sum(w["batches"] for w in report["workers"]) == len(local_stream)
         assert all(w["line"].startswith(f"worker {w['worker']} (node ") for w in report["workers"])
+        # Each worker's engine stages, as of its latest batch: it decoded every sample it made.
+        assert all(w["engine"]["decode_threads"] == 1 and 0 < w["engine"]["decode_busy"] <= 1
+                   for w in report["workers"]), report["workers"]
+        # Every batch crossed the object store once, with its own arrays' bytes and no more.
+        moved = sum(a[2].__len__() for _, b in local_stream for k, a in b.items() if isinstance(a, tuple))
+        assert report["transfer"]["batches"] == len(local_stream)
+        assert report["transfer"]["bytes"] == moved
         assert isinstance(loader.state_dict()["stoker"]["next_batch"], int)
     finally:
         loader.close()
+
+
+def test_the_trainer_decodes_its_share_beside_its_workers(ray_cluster, shards, local_stream):
+    """local=1 CPU beside 2 workers of half a CPU: cycles of 4 batches, 2 made
+    by the trainer's own engine and 1 by each worker; the stream is the local
+    loader's, and report() has the trainer's line and its engine's stages."""
+    loader = _ray_loader(shards, 2, local=1)
+    try:
+        assert loader.shares == {"cycle": 4, "trainer": 2, "worker 0": 1, "worker 1": 1}
+        assert _stream(loader) == local_stream
+        workers = loader.report()["workers"]
+        assert [w["worker"] for w in workers] == ["trainer", 0, 1]
+        # Of each epoch's 8 batches, the trainer made places 0, 1 of both cycles.
+        assert [w["batches"] for w in workers] == [4 * EPOCHS, 2 * EPOCHS, 2 * EPOCHS]
+        assert workers[0]["line"].startswith("trainer (this process") and workers[0]["move_s"] == 0
+        assert workers[0]["engine"]["samples_per_s"] > 0
+        assert loader.report()["transfer"]["batches"] == 4 * EPOCHS
+    finally:
+        loader.close()
+
+
+def test_a_state_taken_with_the_trainers_share_resumes_on_other_shares(ray_cluster, shards, local_stream):
+    """Taken after 5 batches with the trainer's share (cycle 4), restored by
+    one worker alone and the trainer (cycle 3: 2 and 1): the rest, in order."""
+    first = _ray_loader(shards, 2, local=1)
+    try:
+        first.set_epoch(1)
+        it = iter(first)
+        for _ in range(5):
+            next(it)
+        state = first.state_dict()
+    finally:
+        first.close()
+    resumed = stoker.Loader(shards, workers=stoker.RayWorkers(count=1, num_cpus=1, local=2), **_options(shards))
+    try:
+        assert resumed.shares == {"cycle": 3, "trainer": 2, "worker 0": 1}
+        resumed.load_state_dict(state)
+        got = _stream(resumed, epochs=range(resumed.epoch, EPOCHS))
+    finally:
+        resumed.close()
+    assert got == local_stream[8 + 5:]
+
+
+def test_shares_follow_the_cpus_in_short_cycles():
+    from stoker.ray_workers import _owed_local, _shares
+
+    assert _shares(1, 1) == (1, 1)
+    assert _shares(4, 16) == (1, 4)
+    assert _shares(12, 16) == (3, 4)
+    assert _shares(0, 2) == (0, 1)
+    assert _shares(2, 0.5) == (4, 1)
+    # A share's own index of the rank's batch b, against counting its places one by one.
+    for cycle, offset, share in [(4, 0, 2), (4, 2, 1), (4, 3, 1), (9, 1, 4), (1, 0, 1)]:
+        own = [b for b in range(40) if offset <= b % cycle < offset + share]
+        for b in range(41):
+            assert _owed_local(b, cycle, offset, share) == sum(1 for x in own if x < b), (cycle, offset, share, b)
 
 
 def test_a_worker_killed_in_mid_epoch_is_replaced_and_nothing_is_lost(ray_cluster, shards, local_stream, caplog):

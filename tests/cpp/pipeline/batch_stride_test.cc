@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "pipeline/batch_stride.h"
@@ -54,6 +55,31 @@ void ExpectUnionIsPlan(const EpochPlan& whole, int bs, const std::string& what) 
     for (int64_t b = 0; b < whole.info.batches; ++b) {
       EXPECT_EQ(BatchPositions(workers[b % stride], bs, b / stride), BatchPositions(whole, bs, b))
           << what << " stride " << stride << " batch " << b;
+    }
+  }
+  // Unequal shares of a cycle (the trainer beside its Ray workers): worker j
+  // holds shares[j] consecutive places of each cycle of sum(shares) batches.
+  for (const std::vector<int>& shares : {std::vector<int>{2, 1}, {1, 3, 2}, {3}}) {
+    int cycle = 0;
+    for (int s : shares) cycle += s;
+    std::vector<EpochPlan> workers;
+    std::vector<int> offsets;
+    int64_t batches = 0;
+    for (int s : shares) {
+      offsets.push_back(offsets.empty() ? 0 : offsets.back() + shares[offsets.size() - 1]);
+      Result<EpochPlan> w = StrideBatches(whole, bs, cycle, offsets.back(), s);
+      ASSERT_TRUE(w.ok()) << what << ": " << w.status().message();
+      batches += w->info.batches;
+      workers.push_back(std::move(w).value());
+    }
+    EXPECT_EQ(batches, whole.info.batches) << what << " cycle " << cycle;
+    for (int64_t b = 0; b < whole.info.batches; ++b) {
+      const int place = static_cast<int>(b % cycle);
+      size_t j = 0;
+      while (place >= offsets[j] + shares[j]) ++j;
+      const int64_t k = b / cycle * shares[j] + (place - offsets[j]);  // worker j's own batch index
+      EXPECT_EQ(BatchPositions(workers[j], bs, k), BatchPositions(whole, bs, b))
+          << what << " cycle " << cycle << " worker " << j << " batch " << b;
     }
   }
 }
@@ -117,10 +143,11 @@ TEST(BatchStrideTest, StrideOneIsThePlanAndBadArgumentsAreRefused) {
   ASSERT_TRUE(same.ok());
   EXPECT_EQ(same->info.batches, whole->info.batches);
   EXPECT_EQ(same->spans.size(), whole->spans.size());
-  for (auto [stride, offset] : {std::pair{0, 0}, {2, 2}, {2, -1}, {1, 1}}) {
-    Result<EpochPlan> bad = StrideBatches(*whole, 8, stride, offset);
-    ASSERT_FALSE(bad.ok()) << stride << " " << offset;
-    EXPECT_NE(bad.status().message().find("batch_offset"), std::string::npos) << bad.status().message();
+  for (auto [stride, offset, share] :
+       {std::tuple{0, 0, 1}, {2, 2, 1}, {2, -1, 1}, {1, 1, 1}, {3, 1, 3}, {3, 0, 0}}) {
+    Result<EpochPlan> bad = StrideBatches(*whole, 8, stride, offset, share);
+    ASSERT_FALSE(bad.ok()) << stride << " " << offset << " " << share;
+    EXPECT_NE(bad.status().message().find("batch_"), std::string::npos) << bad.status().message();
   }
   Result<EpochPlan> tokens = PlanTokenRun(1000, 0, Opts(PartitionPolicy::kDropRemainder, true, 1, 0, 8));
   ASSERT_TRUE(tokens.ok());
