@@ -39,6 +39,7 @@ import json
 import logging
 import time
 from collections import deque
+from concurrent.futures import ThreadPoolExecutor
 from types import SimpleNamespace
 from typing import Any, Mapping, Sequence
 
@@ -248,6 +249,15 @@ class _Worker:
         self._loader.close()
 
 
+def _fetch(ray, ref):
+    """A worker's reply moved to this node: (its value, when it was made,
+    when it was here), perf_counter seconds; a fetch thread's work."""
+    ray.wait([ref], fetch_local=False)  # made (or failed) on its node
+    made = time.perf_counter()
+    value = ray.get(ref)
+    return value, made, time.perf_counter()
+
+
 class _Slot:
     """One share of the cycle: a worker's actor and the batches asked of it,
     in its order, or the trainer's own loader (``local``)."""
@@ -261,12 +271,12 @@ class _Slot:
         self.where = ""        # "node 1a2b3c4d, pid 4242", for the log
         self.node = ""         # the Ray node id its actor runs on ("trainer": in the trainer)
         self.cores_from = ""   # the CPUs its engine counts, and why (settings["cores_from"])
-        self.pending: deque = deque()  # (rank batch b, ObjectRef), b ascending
+        self.pending: deque = deque()  # [rank batch b, ObjectRef, its fetch (a Future) or None], b ascending
         self.next_request = 0  # the rank batch the next request asks for
         self.restarts = 0
         self.batches = 0       # delivered from this share
-        self.wait_s = 0.0      # the trainer waited for its batches to be made
-        self.move_s = 0.0      # ... to come through the object store to the trainer's node
+        self.wait_s = 0.0      # the trainer waited for its batches (made, then moved here)
+        self.move_s = 0.0      # its batches took to move to the trainer's node (mostly while steps ran)
         self.copy_s = 0.0      # copying its batches out of the object store
         self.bytes = 0         # the arrays' bytes moved
         self.lost_s = 0.0      # waits for its replacements
@@ -333,6 +343,8 @@ class RayLoader:
         self._cycle = local_share + workers.count * worker_share
         self._owner = [slot for slot in self._slots for _ in range(slot.share)]  # place in the cycle -> slot
         self._observer = None
+        # Two batches move at once from the workers' nodes (_fetch_ahead).
+        self._fetcher = ThreadPoolExecutor(max_workers=2, thread_name_prefix="stoker-ray-fetch")
         try:
             infos = self._get([self._spawn(slot) for slot in self._remote_slots()])
             if local_share:
@@ -454,7 +466,7 @@ class RayLoader:
         """Keeps `prefetch` of the slot's batches asked for (actor calls run in
         the order they are made, so replies come in the worker's order)."""
         while len(slot.pending) < self._workers.prefetch and slot.next_request < self._batches:
-            slot.pending.append((slot.next_request, slot.actor.next.remote()))
+            slot.pending.append([slot.next_request, slot.actor.next.remote(), None])  # [b, ref, its fetch]
             slot.next_request = self._own_from(slot, slot.next_request + 1)
 
     def _replace(self, slot: _Slot, b: int, error: BaseException) -> None:
@@ -490,24 +502,23 @@ class RayLoader:
         ray = self._ray
         began = time.perf_counter()
         replaced = 0
-        made = began
         while True:
-            pending_b, ref = slot.pending[0]
+            self._fetch_ahead(b)
+            pending_b, _, fetch = slot.pending[0]
             assert pending_b == b, (pending_b, b)
             try:
-                ray.wait([ref], fetch_local=False)  # made (or failed) on its node
-                made = time.perf_counter()
-                batch, slot.engine = self._get([ref])[0]  # moved here and mapped
+                batch, made_at, moved_at = fetch.result()
                 break
+            except ray.exceptions.RayTaskError as e:  # the worker's own error for this batch: delivered,
+                slot.pending.popleft()                # as the local loader's
+                self._request(slot)
+                raise e.as_instanceof_cause() from None
             except (ray.exceptions.RayActorError, ray.exceptions.ObjectLostError) as e:
                 self._replace(slot, b, e)
                 replaced += 1
-            except BaseException:  # the worker's own error for this batch: delivered, as the local loader's
-                slot.pending.popleft()
-                self._request(slot)
-                raise
         slot.pending.popleft()
         self._request(slot)
+        batch, slot.engine = batch
         now = time.perf_counter()
         slot.batches += 1
         if replaced:
@@ -515,9 +526,23 @@ class RayLoader:
             _log.warning("stoker: batch %d of epoch %d waited %.2f s for Ray %s's replacement (%s)", b,
                          self._epoch, now - began, slot.name, slot.where)
         else:
-            slot.wait_s += made - began
-            slot.move_s += now - made
+            slot.wait_s += now - began
+        slot.move_s += moved_at - made_at
         return self._deliver(batch, slot)
+
+    def _fetch_ahead(self, b: int) -> None:
+        """Moves the next `prefetch` batches from the workers' nodes to this
+        one, in the order they are due, while the step runs: Ray moves an
+        object only when it is asked for (ray.get), so a batch asked for only
+        when due would wait for its move too."""
+        for ahead in range(b, min(b + self._workers.prefetch, self._batches)):
+            slot = self._owner[ahead % self._cycle]
+            if slot.local is not None:
+                continue
+            for entry in slot.pending:
+                if entry[0] == ahead and entry[2] is None:
+                    entry[2] = self._fetcher.submit(_fetch, self._ray, entry[1])
+                    break
 
     @property
     def actors(self) -> list:
@@ -628,8 +653,9 @@ class RayLoader:
         copying them out); and ``workers``: one line per share, the trainer's
         own (``worker`` "trainer") and each worker's (``worker`` j): where it
         runs, its places in each cycle, the batches it delivered, the seconds
-        the trainer waited for them to be made (``wait_s``), to be moved
-        (``move_s``) and copied (``copy_s``), and for its replacements
+        the trainer waited for them (``wait_s``), they took to move to the
+        trainer's node (``move_s``: moved ahead, mostly while steps ran) and
+        to be copied out (``copy_s``), the waits for its replacements
         (``lost_s``, ``restarts``), and its engine's stages (``engine``:
         reader and decoder busy shares, decode threads, samples per second;
         as of its latest batch)."""
@@ -714,6 +740,9 @@ class RayLoader:
                 slot.actor = None
             slot.pending.clear()
         self._slots = []
+        fetcher = getattr(self, "_fetcher", None)
+        if fetcher is not None:  # its threads end as the killed actors' replies fail
+            fetcher.shutdown(wait=False, cancel_futures=True)
 
     def __del__(self) -> None:
         try:
