@@ -80,10 +80,21 @@ class RayWorkers:
     ``runtime_env``...). Needs ``ray`` (``pip install 'stoker[ray]'``); the
     trainer connects to the cluster ``ray.init`` chose (or starts a local one
     as Ray does by itself).
+
+    Self-sizing: with ``max_count`` (above ``count``) the loader asks Ray for
+    one more worker when the trainer waited more than a tenth of its time over
+    the last ``scale_every`` batches, up to ``max_count`` (Ray's autoscaler
+    adds a node where none has room; a worker not placed within
+    ``grow_timeout_s`` is given up, and the log says so). With ``min_count``
+    (below ``count``) it hands one back when the trainer did not wait and the
+    workers would keep up with one fewer, their decoders under three quarters
+    busy. The deal changes between two batches; the stream stays the same.
     """
 
     def __init__(self, count: int = 1, *, num_cpus: float = 1, local: float | None = None, prefetch: int = 4,
-                 max_restarts: int = 3, actor_options: Mapping[str, Any] | None = None) -> None:
+                 max_restarts: int = 3, min_count: int | None = None, max_count: int | None = None,
+                 scale_every: int = 32, grow_timeout_s: float = 60.0,
+                 actor_options: Mapping[str, Any] | None = None) -> None:
         _import_ray()
         if int(count) < 1:
             raise ValueError(f"RayWorkers count must be at least 1, not {count!r}")
@@ -95,6 +106,15 @@ class RayWorkers:
             raise ValueError(f"RayWorkers prefetch must be at least 1, not {prefetch!r}")
         if int(max_restarts) < 0:
             raise ValueError(f"RayWorkers max_restarts must be at least 0, not {max_restarts!r}")
+        self.min_count = int(count if min_count is None else min_count)
+        self.max_count = int(count if max_count is None else max_count)
+        if not 1 <= self.min_count <= int(count) <= self.max_count:
+            raise ValueError(f"RayWorkers needs 1 <= min_count <= count <= max_count, not {self.min_count}, "
+                             f"{count}, {self.max_count}")
+        if int(scale_every) < 1:
+            raise ValueError(f"RayWorkers scale_every must be at least 1 batch, not {scale_every!r}")
+        self.scale_every = int(scale_every)
+        self.grow_timeout_s = float(grow_timeout_s)
         self.count = int(count)
         self.num_cpus = num_cpus
         self.local = local
@@ -103,8 +123,10 @@ class RayWorkers:
         self.actor_options = dict(actor_options or {})
 
     def __repr__(self) -> str:
+        sizing = (f", min_count={self.min_count}, max_count={self.max_count}"
+                  if (self.min_count, self.max_count) != (self.count, self.count) else "")
         return (f"RayWorkers(count={self.count}, num_cpus={self.num_cpus}, local={self.local}, "
-                f"prefetch={self.prefetch}, max_restarts={self.max_restarts})")
+                f"prefetch={self.prefetch}, max_restarts={self.max_restarts}{sizing})")
 
 
 def _shares(local_cpus: float, num_cpus: float) -> tuple[int, int]:
@@ -193,6 +215,7 @@ class _Worker:
 
         from .loader import Loader
 
+        self._opened = (sources, plain_fields, options, num_cpus)
         if num_cpus is not None:
             import ray
 
@@ -244,9 +267,43 @@ class _Worker:
     def stats(self) -> dict:
         return _engine_stats(self._loader)
 
+    def reshare(self, cycle: int, offset: int, share: int) -> dict:
+        """A new deal (workers joined or left): the loader opened again for
+        these places of a cycle; start() follows."""
+        sources, plain_fields, options, num_cpus = self._opened
+        self.close()
+        return self.open(sources, plain_fields, options, cycle, offset, share, num_cpus)
+
+    def ping(self) -> int:
+        """Answers once the actor is placed and running."""
+        import os
+
+        return os.getpid()
+
     def close(self) -> None:
         self._iter = None
         self._loader.close()
+
+
+def _decode_busy(now: dict, then: dict | None) -> float:
+    """A worker's decoders' busy share between two of its counters (_engine_stats)."""
+    if not now or not then:
+        return 1.0  # not measured yet: counted as busy, so no worker is handed back on no evidence
+    t = now["time_s"] - then["time_s"]
+    if t <= 0:
+        return 1.0
+    return min(1.0, (now["decode_busy_s"] - then["decode_busy_s"]) / (t * max(1, now["decode_threads"])))
+
+
+class _Window:
+    """The trainer's waits over the batches since the last sizing decision,
+    and each worker's engine counters when it began."""
+
+    def __init__(self, slots=()) -> None:
+        self.began = time.perf_counter()
+        self.batches = 0
+        self.wait_s = 0.0
+        self.engine = {slot.name: dict(slot.engine) for slot in slots}
 
 
 def _fetch(ray, ref):
@@ -336,12 +393,14 @@ class RayLoader:
         # The cycle: the trainer's places first (its loader in this process
         # makes the epoch's first batch with no round trip), then each worker's.
         local_cpus = _stoker.cpu_share()["cores"] if workers.local is None else workers.local
-        local_share, worker_share = _shares(local_cpus, workers.num_cpus)
+        local_share, self._worker_share = _shares(local_cpus, workers.num_cpus)
         self._slots = [_Slot("trainer", 0, local_share)] if local_share else []
-        self._slots += [_Slot(f"worker {j}", local_share + j * worker_share, worker_share)
-                        for j in range(workers.count)]
-        self._cycle = local_share + workers.count * worker_share
-        self._owner = [slot for slot in self._slots for _ in range(slot.share)]  # place in the cycle -> slot
+        self._slots += [_Slot(f"worker {j}", 0, self._worker_share) for j in range(workers.count)]
+        self._deal()
+        self._growing = None  # (actor, its ping, since, why): a worker asked of Ray, not yet placed
+        self._window = _Window()
+        self._sizing = workers.min_count < workers.max_count
+        self._iterating = False  # an epoch's iteration has begun and not ended
         self._observer = None
         # Two batches move at once from the workers' nodes (_fetch_ahead).
         self._fetcher = ThreadPoolExecutor(max_workers=2, thread_name_prefix="stoker-ray-fetch")
@@ -381,6 +440,15 @@ class RayLoader:
                   "; ".join(f"{s.name}: {s.share} of each cycle, {s.where}, {s.cores_from}" for s in self._slots))
 
     # -- workers ------------------------------------------------------------
+    def _deal(self) -> None:
+        """Each share's places in the cycle, the trainer's first, in slot order."""
+        offset = 0
+        for slot in self._slots:
+            slot.offset = offset
+            offset += slot.share
+        self._cycle = offset
+        self._owner = [slot for slot in self._slots for _ in range(slot.share)]  # place in the cycle -> slot
+
     def _remote_slots(self) -> list[_Slot]:
         return [slot for slot in self._slots if slot.name != "trainer"]
 
@@ -394,12 +462,14 @@ class RayLoader:
         slot.node, slot.cores_from = "trainer", info["cores_from"]
         return info
 
-    def _spawn(self, slot: _Slot):
-        """A new actor for `slot`, opening its loader; returns the open's reference."""
-        ray = self._ray
+    def _new_actor(self):
         w = self._workers
-        cls = ray.remote(_Worker).options(num_cpus=w.num_cpus, max_restarts=0, **w.actor_options)
-        slot.actor = cls.remote()
+        return self._ray.remote(_Worker).options(num_cpus=w.num_cpus, max_restarts=0, **w.actor_options).remote()
+
+    def _spawn(self, slot: _Slot, actor=None):
+        """`actor` (a new one if None) for `slot`, opening its loader; returns the open's reference."""
+        w = self._workers
+        slot.actor = actor if actor is not None else self._new_actor()
         slot.pending.clear()
         sources, plain_fields, options = self._open_args
         ref = slot.actor.open.remote(sources, plain_fields, options, self._cycle, slot.offset, slot.share,
@@ -412,6 +482,98 @@ class RayLoader:
             return info
 
         return _Opening(ref, where)
+
+    def _reshare(self, slot: _Slot):
+        """The slot's actor opens its loader again for its places in the new deal."""
+
+        def where(info: dict) -> dict:
+            slot.cores_from = info["cores_from"]
+            return info
+
+        slot.pending.clear()
+        return _Opening(slot.actor.reshare.remote(self._cycle, slot.offset, slot.share), where)
+
+    # -- self-sizing ------------------------------------------------------------
+    def resize(self, count: int, why: str = "asked") -> None:
+        """``count`` workers from the next batch on (at least 1): surplus
+        actors end, new ones are asked of Ray and waited for, and every share
+        is dealt its places again (the stream stays the local loader's)."""
+        count = int(count)
+        if count < 1:
+            raise ValueError(f"a loader with workers= keeps at least 1 worker, not {count}")
+        if count != len(self._remote_slots()):
+            self._resize_to(count, None, why)
+
+    def _resize_to(self, count: int, spare, why: str) -> None:
+        began = time.perf_counter()
+        ray = self._ray
+        remote = self._remote_slots()
+        before = len(remote)
+        for slot in remote[count:]:
+            try:
+                ray.kill(slot.actor, no_restart=True)
+            except Exception:  # already gone
+                pass
+        trainer = [s for s in self._slots if s.local is not None]
+        kept = remote[:count]
+        new = [_Slot(f"worker {j}", 0, self._worker_share) for j in range(len(kept), count)]
+        self._slots = trainer + kept + new
+        self._deal()
+        refs = [self._reshare(slot) for slot in kept]
+        refs += [self._spawn(slot, spare if i == 0 else None) for i, slot in enumerate(new)]
+        for slot in trainer:
+            slot.local.reshare(self._cycle, slot.offset, slot.share)
+        self._get(refs)
+        if self._iterating:
+            self._begin(self._next)
+        self._window = _Window()
+        _log.warning("stoker: %d Ray workers instead of %d from batch %d of epoch %d (%s); the batches are dealt "
+                     "in cycles of %d; %.2f s to switch", count, before, self._next, self._epoch, why, self._cycle,
+                     time.perf_counter() - began)
+
+    def _autoscale(self) -> None:
+        """Between two batches: asks Ray for a worker when the trainer waits,
+        hands one back when the workers idle (RayWorkers min_count/max_count)."""
+        w, ray = self._workers, self._ray
+        count = len(self._remote_slots())
+        if self._growing is not None:
+            actor, ping, since, why = self._growing
+            ready, _ = ray.wait([ping], timeout=0)
+            if ready:
+                self._growing = None
+                try:
+                    ray.get(ping)
+                except Exception as e:  # it died before it was used: asked again after a window
+                    _log.warning("stoker: the Ray worker asked for (%s) died before it joined: %s", why, e)
+                    return
+                self._resize_to(count + 1, actor, why)
+            elif time.perf_counter() - since > w.grow_timeout_s:
+                self._growing = None
+                try:
+                    ray.kill(actor, no_restart=True)
+                except Exception:
+                    pass
+                _log.warning("stoker: Ray placed no worker of num_cpus=%s in %.0f s (%s); the loader keeps %d "
+                             "workers", w.num_cpus, w.grow_timeout_s, why, count)
+                self._window = _Window()
+            return
+        win = self._window
+        if win.batches < w.scale_every:
+            return
+        span = time.perf_counter() - win.began
+        waited = win.wait_s / span if span > 0 else 0.0
+        busy = sum(_decode_busy(slot.engine, win.engine.get(slot.name)) for slot in self._remote_slots())
+        self._window = _Window(self._remote_slots())
+        if waited > 0.1 and count < w.max_count:
+            why = (f"the trainer waited {waited:.0%} of the last {win.batches} batches' time, the workers' "
+                   f"decoders {busy / count:.0%} busy")
+            actor = self._new_actor()
+            self._growing = (actor, actor.ping.remote(), time.perf_counter(), why)
+            _log.info("stoker: asking Ray for Ray worker %d of at most %d: %s", count, w.max_count, why)
+        elif waited < 0.02 and count > w.min_count and busy <= 0.75 * (count - 1):
+            self._resize_to(count - 1, None, f"the trainer waited {waited:.0%} of the last {win.batches} batches' "
+                                             f"time, the workers' decoders {busy / count:.0%} busy: "
+                                             f"{count - 1} keep up")
 
     def _get(self, refs):
         """ray.get, with a worker's own exception (a StokerError, a ValueError)
@@ -605,7 +767,9 @@ class RayLoader:
         self._epoch_chosen = False
         self._resuming = False
         self._generation += 1
+        self._iterating = False  # until every share has begun
         self._begin(self._next)
+        self._iterating = True
         return _RayEpochIterator(self, self._generation)
 
     def _deliver(self, batch: dict, slot: _Slot) -> dict:
@@ -740,6 +904,12 @@ class RayLoader:
                 slot.actor = None
             slot.pending.clear()
         self._slots = []
+        growing, self._growing = getattr(self, "_growing", None), None
+        if growing is not None:
+            try:
+                ray.kill(growing[0], no_restart=True)
+            except Exception:
+                pass
         fetcher = getattr(self, "_fetcher", None)
         if fetcher is not None:  # its threads end as the killed actors' replies fail
             fetcher.shutdown(wait=False, cancel_futures=True)
@@ -774,15 +944,28 @@ class _RayEpochIterator:
         loader = self._loader
         if loader is None or loader._generation != self._generation or loader._next >= loader._batches:
             self._loader = None
+            if loader is not None and loader._generation == self._generation:
+                loader._iterating = False
             if loader is not None and loader._observer is not None:
                 loader._observer.end()  # the last batch's step ends now
             raise StopIteration
+        if loader._sizing:
+            loader._autoscale()
         b = loader._next
         loader._next += 1  # a failed batch counts as delivered, as the local loader's
         obs = loader._observer
+        began = time.perf_counter()
         if obs is None:
-            return loader._take(b)
-        t0 = obs.request()
-        batch = loader._take(b)
-        obs.delivered(t0)
+            batch = loader._take(b)
+        else:
+            t0 = obs.request()
+            batch = loader._take(b)
+            obs.delivered(t0)
+        # The trainer's wait, for self-sizing; each share's first batch of an
+        # epoch (its engine starting) is not what the workers' count changes.
+        if b >= loader._cycle:
+            loader._window.batches += 1
+            loader._window.wait_s += time.perf_counter() - began
+        else:
+            loader._window.began += time.perf_counter() - began
         return batch

@@ -252,6 +252,92 @@ def test_a_state_taken_with_the_trainers_share_resumes_on_other_shares(ray_clust
     assert got == local_stream[8 + 5:]
 
 
+def test_workers_join_and_leave_between_batches_and_the_stream_stays(ray_cluster, shards, local_stream, caplog):
+    """resize() in mid-epoch (1 -> 3 workers after batch 2 of epoch 0, 3 -> 2
+    after batch 5 of epoch 1, beside the trainer's share): every share is
+    dealt its places again from the next batch, and nothing is lost or repeated."""
+    loader = _ray_loader(shards, 1, local=0.5)
+
+    def resize(epoch, i, loader):
+        if (epoch, i) == (0, 2):
+            loader.resize(3)
+        elif (epoch, i) == (1, 5):
+            loader.resize(2)
+
+    try:
+        with caplog.at_level(logging.WARNING, logger="stoker"):
+            got = _stream(loader, after=resize)
+        assert got == local_stream
+        assert loader.shares == {"cycle": 3, "trainer": 1, "worker 0": 1, "worker 1": 1}
+        lines = [r.getMessage() for r in caplog.records]
+        assert any("3 Ray workers instead of 1 from batch 3 of epoch 0" in line for line in lines), lines
+        assert any("2 Ray workers instead of 3 from batch 6 of epoch 1" in line for line in lines), lines
+        with pytest.raises(ValueError, match="at least 1 worker"):
+            loader.resize(0)
+    finally:
+        loader.close()
+
+
+def test_the_loader_asks_for_a_worker_while_the_trainer_waits(ray_cluster, shards, local_stream, caplog):
+    """A trainer that computes nothing waits on one worker: after a window of
+    4 batches the loader asks Ray for a second (max_count=2), which joins, and
+    the log says why; the stream is the local loader's."""
+    loader = stoker.Loader(shards, workers=stoker.RayWorkers(1, num_cpus=0.5, local=0, max_count=2, scale_every=4),
+                           **_options(shards))
+
+    def placed(epoch, i, loader):
+        # An actor starts in a second or two, the epochs here take less: the
+        # step waits once for the asked-for worker, so it joins before the end.
+        if loader._growing is not None:
+            ray_cluster.ray.get(loader._growing[1], timeout=120)
+
+    try:
+        with caplog.at_level(logging.INFO, logger="stoker"):
+            got = _stream(loader, after=placed)
+        assert got == local_stream
+        assert len(loader.actors) == 2
+        lines = [r.getMessage() for r in caplog.records]
+        assert any("asking Ray for Ray worker 1 of at most 2: the trainer waited" in line for line in lines), lines
+        assert any("2 Ray workers instead of 1" in line for line in lines), lines
+    finally:
+        loader.close()
+
+
+def test_idle_workers_are_handed_back(ray_cluster, shards, local_stream, caplog):
+    """Steps of 50 ms against workers that make a batch in a few: after a
+    window the workers are mostly idle, so one of the two is handed back
+    (min_count=1); the stream is the local loader's."""
+    import time
+
+    loader = stoker.Loader(shards, workers=stoker.RayWorkers(2, num_cpus=0.5, local=0, min_count=1, scale_every=4),
+                           **_options(shards))
+    try:
+        with caplog.at_level(logging.WARNING, logger="stoker"):
+            got = _stream(loader, after=lambda *_: time.sleep(0.05))
+        assert got == local_stream
+        assert len(loader.actors) == 1
+        lines = [r.getMessage() for r in caplog.records]
+        assert any("1 Ray workers instead of 2" in line and "1 keep up" in line for line in lines), lines
+    finally:
+        loader.close()
+
+
+def test_a_worker_ray_cannot_place_is_given_up(ray_cluster, shards, local_stream, caplog):
+    """Both nodes' CPUs are taken by two workers of one CPU: the third asked
+    for is never placed, so it is given up after grow_timeout_s, the log says
+    so, and the two go on."""
+    loader = stoker.Loader(shards, workers=stoker.RayWorkers(2, num_cpus=1, local=0, max_count=3, scale_every=2,
+                                                             grow_timeout_s=0.0), **_options(shards))
+    try:
+        with caplog.at_level(logging.WARNING, logger="stoker"):
+            got = _stream(loader)
+        assert got == local_stream
+        assert len(loader.actors) == 2
+        assert any("Ray placed no worker of num_cpus=1" in r.getMessage() for r in caplog.records), caplog.text
+    finally:
+        loader.close()
+
+
 def test_shares_follow_the_cpus_in_short_cycles():
     from stoker.ray_workers import _owed_local, _shares
 
