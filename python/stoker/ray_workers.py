@@ -243,7 +243,9 @@ class _Worker:
     def start(self, epoch: int, state: dict | None) -> int:
         """Begin `epoch` at its start (state None: the run prepared ahead is
         kept) or at the rank's batch state["next_batch"], restored through the
-        loader's own state (checked against this loader: seed, dataset, ...)."""
+        loader's own state (checked against this loader: seed, dataset, ...;
+        an "elastic" list of stages: the rest of an epoch begun on other
+        world sizes). Returns this share's batches in the epoch."""
         loader = self._loader
         self._iter = None  # until this start succeeds, next() refuses
         if state is not None:
@@ -252,7 +254,7 @@ class _Worker:
             loader.load_state_dict({"stoker": local})
         loader.set_epoch(int(epoch))
         self._iter = iter(loader)
-        return epoch
+        return len(loader)
 
     def next(self):
         """The next of this share's batches. From an actor: (numpy arrays,
@@ -344,13 +346,13 @@ class RayLoader:
     """A loader whose batches are made by Ray actors and the trainer itself
     (``stoker.Loader(..., workers=stoker.RayWorkers(...))`` makes one; see the
     module's docstring). Iteration, ``set_epoch``, ``len``, ``plan``,
-    ``state_dict`` / ``load_state_dict``, ``step``, ``to`` and ``close``
-    behave as stoker.Loader's; the stream is the local loader's, byte for
-    byte. ``report()`` has the trainer's side (t_wait, the verdict), the move
-    through the object store, and one line per share with its engine's stages.
-    Not yet: the device stage (``device="cuda"`` / ``pin_memory``: copy with
-    ``.to()``), ``on_error="skip"``, and states saved on another number of
-    ranks."""
+    ``state_dict`` / ``load_state_dict`` (states of other world sizes too),
+    ``step``, ``to`` and ``close`` behave as stoker.Loader's; the stream is
+    the local loader's, byte for byte. ``report()`` has the trainer's side
+    (t_wait, the verdict), the move through the object store, and one line
+    per share with its engine's stages. ``resize`` changes the workers between
+    batches. Not yet: the device stage (``device="cuda"`` / ``pin_memory``:
+    copy with ``.to()``) and ``on_error="skip"``."""
 
     def __init__(self, sources: str | Sequence[str], fields: Mapping[str, Any], *, batch_size: int,
                  workers: RayWorkers, output: str = "torch", observe: bool = True, device: str = "cpu",
@@ -411,7 +413,8 @@ class RayLoader:
         except BaseException:
             self.close()
             raise
-        self._batches = sum(i["batches"] for i in infos)
+        self._batches = sum(i["batches"] for i in infos)  # this epoch's (the rank's, all shares together)
+        self._stages = None  # this epoch's elastic stages: the rest of an epoch begun on other world sizes
         first = infos[0]
         self._plan = SimpleNamespace(
             dataset_samples=first["dataset_samples"], rank_samples=sum(i["rank_samples"] for i in infos),
@@ -589,7 +592,10 @@ class RayLoader:
         return values
 
     def _state_at(self, next_batch: int) -> dict:
-        return dict(self._state, epoch=self._epoch, next_batch=int(next_batch))
+        state = dict(self._state, epoch=self._epoch, next_batch=int(next_batch))
+        if self._stages:  # this epoch is the rest of one begun on other world sizes
+            state["elastic"] = [list(st) for st in self._stages]
+        return state
 
     def _own_from(self, slot: _Slot, b: int) -> int:
         """The first of the slot's batches at or after the rank's batch b."""
@@ -602,27 +608,27 @@ class RayLoader:
 
     def _begin(self, next_batch: int) -> None:
         """Every share starts this epoch at the rank's batch `next_batch`."""
-        state = None if next_batch == 0 else self._state_at(next_batch)
+        state = None if next_batch == 0 and not self._stages else self._state_at(next_batch)
         starts = []
         remote = self._remote_slots()
         for slot in remote:
             slot.pending.clear()  # replies of an iteration broken off: not wanted
             starts.append(slot.actor.start.remote(self._epoch, state))
-            slot.next_request = self._own_from(slot, next_batch)
-            self._request(slot)
-        for slot in self._slots:
-            if slot.local is not None:
-                slot.local.start(self._epoch, state)
+        counts = [slot.local.start(self._epoch, state) for slot in self._slots if slot.local is not None]
         # A state a worker's loader refuses (another dataset, seed...) raises
         # here, as the local loader's; a worker that died since is replaced.
         for slot, ref in zip(remote, starts):
             try:
-                self._get([ref])
+                counts.append(self._get([ref])[0])
             except (self._ray.exceptions.RayActorError, self._ray.exceptions.ObjectLostError) as e:
                 began = time.perf_counter()
-                self._replace(slot, self._own_from(slot, next_batch), e)
+                counts.append(self._replace(slot, self._own_from(slot, next_batch), e, request=False))
                 _log.warning("stoker: the start of epoch %d waited %.2f s for Ray %s's replacement (%s)",
                              self._epoch, time.perf_counter() - began, slot.name, slot.where)
+        self._batches = sum(counts)  # the rank's, all shares together (fewer in an epoch's elastic rest)
+        for slot in remote:
+            slot.next_request = self._own_from(slot, next_batch)
+            self._request(slot)
 
     def _request(self, slot: _Slot) -> None:
         """Keeps `prefetch` of the slot's batches asked for (actor calls run in
@@ -631,9 +637,10 @@ class RayLoader:
             slot.pending.append([slot.next_request, slot.actor.next.remote(), None])  # [b, ref, its fetch]
             slot.next_request = self._own_from(slot, slot.next_request + 1)
 
-    def _replace(self, slot: _Slot, b: int, error: BaseException) -> None:
+    def _replace(self, slot: _Slot, b: int, error: BaseException, request: bool = True) -> int:
         """A new actor for a worker that died, restored to the rank's batch b
-        (the first it owed); its batches are asked for again."""
+        (the first it owed); its batches are asked for again (unless not
+        `request`). Returns its batches in the epoch."""
         ray = self._ray
         if slot.restarts >= self._workers.max_restarts:
             raise RuntimeError(f"stoker: Ray {slot.name} ({slot.where}) died at batch {b} of epoch "
@@ -648,9 +655,11 @@ class RayLoader:
         _log.warning("stoker: Ray %s (%s) died at batch %d of epoch %d (%s); a new actor makes its "
                      "batches again from batch %d", slot.name, old, b, self._epoch, type(error).__name__, b)
         self._get([self._spawn(slot)])
-        self._get([slot.actor.start.remote(self._epoch, self._state_at(b))])
+        batches = self._get([slot.actor.start.remote(self._epoch, self._state_at(b))])[0]
         slot.next_request = b
-        self._request(slot)
+        if request:
+            self._request(slot)
+        return batches
 
     def _take(self, b: int):
         """The rank's batch b, from its share; a dead worker is replaced."""
@@ -736,6 +745,7 @@ class RayLoader:
         self._epoch = int(epoch)
         self._next = 0
         self._resuming = False
+        self._stages = None
 
     @property
     def epoch(self) -> int:
@@ -762,6 +772,7 @@ class RayLoader:
         if not self._epoch_chosen and self._batches > 0 and self._next >= self._batches:
             self._epoch += 1
             self._next = 0
+            self._stages = None
         elif not self._resuming:
             self._next = 0
         self._epoch_chosen = False
@@ -865,21 +876,25 @@ class RayLoader:
         """Continue with exactly the batches not yet delivered, in order (the
         workers check the state against their loaders when the iteration begins)."""
         native = dict(state["stoker"])
-        if native.get("elastic") or int(native.get("world_size", self._state["world_size"])) != \
-                self._state["world_size"]:
-            raise ValueError("workers= cannot resume a state saved on another number of ranks yet "
-                             "(elastic resume): resume it with a local stoker.Loader")
         for key in ("epoch", "next_batch"):
             if not isinstance(native.get(key), int):
                 raise ValueError(f"loader state lacks integer {key!r}")
-        if not 0 <= native["next_batch"] <= self._batches:
+        mine = self._state
+        if int(native.get("world_size", mine["world_size"])) != mine["world_size"]:
+            # Saved by another number of ranks: the rest of its epoch, cut for
+            # these ranks (README, Elastic resume), is this epoch's plan for
+            # every share. The stages before it say which part is left.
+            stages = list(native.get("elastic") or []) + [[int(native["world_size"]), native["next_batch"]]]
+            native = dict(native, rank=mine["rank"], world_size=mine["world_size"], next_batch=0, elastic=stages)
+            native.pop("skip", None)  # the skip log names the old ranks' batches: it does not carry across
+        elif not native.get("elastic") and not 0 <= native["next_batch"] <= self._batches:
             raise ValueError(f"loader state next_batch {native['next_batch']} is outside 0..{self._batches}")
-        mine = {k: v for k, v in self._state.items() if k not in ("epoch", "next_batch", "skip")}
         for key, value in mine.items():
-            if key in native and native[key] != value:
+            if key not in ("epoch", "next_batch", "skip") and key in native and native[key] != value:
                 raise ValueError(f"loader state was saved with {key}={json.dumps(native[key])}, "
                                  f"this loader has {json.dumps(value)}")
-        self._state = dict(self._state, **{k: v for k, v in native.items() if k not in ("epoch", "next_batch")})
+        self._stages = native.pop("elastic", None) or None
+        self._state = dict(mine, **{k: v for k, v in native.items() if k not in ("epoch", "next_batch")})
         self._epoch = native["epoch"]
         self._next = native["next_batch"]
         self._resuming = True

@@ -408,6 +408,45 @@ def test_resumes_a_state_taken_in_mid_epoch(ray_cluster, shards, local_stream):
         local.close()
 
 
+def test_a_state_saved_on_two_ranks_resumes_on_one_with_workers(ray_cluster, shards):
+    """Elastic resume: rank 0 of 2 saved after 2 batches of epoch 1; a loader
+    of 1 rank with the trainer's share and a worker delivers the rest of that
+    epoch and the next, as a local loader of 1 rank resumed from the same
+    state does; a state taken in mid-rest resumes (with a worker replaced)."""
+    saved = stoker.Loader(shards, rank=0, world_size=2, **_options(shards))
+    saved.set_epoch(1)
+    it = iter(saved)
+    for _ in range(2):
+        next(it)
+    state = saved.state_dict()
+    saved.close()
+    assert state["stoker"]["world_size"] == 2
+
+    local = stoker.Loader(shards, rank=0, world_size=1, **_options(shards))
+    local.load_state_dict(state)
+    want = _stream(local, epochs=range(1, EPOCHS))
+    local.close()
+    assert 0 < len(want) < 2 * 8  # the rest of epoch 1 (less than a whole epoch), then epoch 2
+
+    ray_loader = stoker.Loader(shards, rank=0, world_size=1, workers=stoker.RayWorkers(1, num_cpus=0.5, local=1),
+                               **_options(shards))
+    try:
+        ray_loader.load_state_dict(state)
+        assert _stream(ray_loader, epochs=range(ray_loader.epoch, EPOCHS)) == want
+        # Again, stopped after 1 batch of the rest: its state carries the stages, and resumes.
+        ray_loader.load_state_dict(state)
+        ray_loader.set_epoch(1)
+        first = next(iter(ray_loader))
+        middle = ray_loader.state_dict()
+        assert middle["stoker"]["elastic"] == [[2, 2]] and middle["stoker"]["next_batch"] == 1
+        ray_loader.load_state_dict(middle)
+        ray_cluster.ray.kill(ray_loader.actors[0], no_restart=True)  # its replacement starts from the stages too
+        rest = _stream(ray_loader, epochs=range(ray_loader.epoch, EPOCHS))
+        assert [(1, _flat(first))] + rest == want
+    finally:
+        ray_loader.close()
+
+
 def test_a_workers_error_is_raised_as_the_local_loaders(ray_cluster, shards, tmp_path):
     """A source no worker can open: the trainer raises the error the local
     loader raises (its type and its message naming the file), not Ray's wrapper."""
