@@ -139,39 +139,6 @@ def _shares(local_cpus: float, num_cpus: float) -> tuple[int, int]:
     return ratio.numerator, ratio.denominator
 
 
-def _plain_fields(fields: Mapping[str, Any]) -> dict:
-    """Field specs as plain values (the native specs do not pickle)."""
-    from . import _stoker
-
-    plain = {}
-    for name, spec in fields.items():
-        if not isinstance(spec, _stoker.FieldSpec):
-            raise TypeError(f"fields[{name!r}] is not a field spec (stoker.image(), stoker.npy(), ...)")
-        image = spec.image
-        plain[name] = {
-            "field": spec.field, "kind": spec.kind, "dtype": spec.dtype, "max_bytes": spec.max_bytes,
-            "image": {a: getattr(image, a) for a in ("height", "width", "mode", "chw", "random_hflip", "scale",
-                                                     "ratio", "resample", "resize_to", "pixel", "normalize",
-                                                     "mean", "std", "decode")},
-        }
-    return plain
-
-
-def _native_fields(plain: Mapping[str, dict]) -> dict:
-    from . import _stoker
-
-    fields = {}
-    for name, p in plain.items():
-        spec = _stoker.FieldSpec()
-        spec.field, spec.kind, spec.dtype, spec.max_bytes = p["field"], p["kind"], p["dtype"], p["max_bytes"]
-        image = _stoker.ImageSpec()
-        for attr, value in p["image"].items():
-            setattr(image, attr, value)
-        spec.image = image
-        fields[name] = spec
-    return fields
-
-
 def _owed_local(next_batch: int, cycle: int, offset: int, share: int) -> int:
     """A share's own index of its first batch at or after the rank's batch
     `next_batch` (it makes the rank's batches whose place in each cycle of
@@ -206,7 +173,7 @@ class _Worker:
     """The body of one Ray actor, or of the trainer's own share: a
     stoker.Loader making the rank's batches of its places in each cycle."""
 
-    def open(self, sources, plain_fields: dict, options: dict, cycle: int, offset: int, share: int,
+    def open(self, sources, fields: dict, options: dict, cycle: int, offset: int, share: int,
              num_cpus: float | None) -> dict:
         """num_cpus: the actor's CPUs; None: the trainer's own share (output
         and defaults as the trainer's own loader's)."""
@@ -215,7 +182,7 @@ class _Worker:
 
         from .loader import Loader
 
-        self._opened = (sources, plain_fields, options, num_cpus)
+        self._opened = (sources, fields, options, num_cpus)
         if num_cpus is not None:
             import ray
 
@@ -230,7 +197,7 @@ class _Worker:
             node = "trainer"
         self._cycle, self._offset, self._share = cycle, offset, share
         self._remote = num_cpus is not None
-        self._loader = Loader(sources, _native_fields(plain_fields), observe=False, _batch_stride=cycle,
+        self._loader = Loader(sources, fields, observe=False, _batch_stride=cycle,
                               _batch_offset=offset, _batch_share=share, **options)
         self._iter = None
         plan = self._loader.plan
@@ -272,9 +239,9 @@ class _Worker:
     def reshare(self, cycle: int, offset: int, share: int) -> dict:
         """A new deal (workers joined or left): the loader opened again for
         these places of a cycle; start() follows."""
-        sources, plain_fields, options, num_cpus = self._opened
+        sources, fields, options, num_cpus = self._opened
         self.close()
-        return self.open(sources, plain_fields, options, cycle, offset, share, num_cpus)
+        return self.open(sources, fields, options, cycle, offset, share, num_cpus)
 
     def ping(self) -> int:
         """Answers once the actor is placed and running."""
@@ -384,7 +351,7 @@ class RayLoader:
             world_size = env_world if world_size is None else world_size
         self._ray = ray
         self._workers = workers
-        self._open_args = (sources, _plain_fields(fields),
+        self._open_args = (sources, dict(fields),  # specs pickle by value
                            dict(options, batch_size=batch_size, rank=rank, world_size=world_size,
                                 on_error=on_error))
         self._torch = None
@@ -457,9 +424,9 @@ class RayLoader:
 
     def _open_local(self, slot: _Slot, output: str) -> dict:
         """The trainer's own share: a loader in this process, as a local loader."""
-        sources, plain_fields, options = self._open_args
+        sources, fields, options = self._open_args
         slot.local = _Worker()
-        info = slot.local.open(sources, plain_fields, dict(options, output=output), self._cycle, slot.offset,
+        info = slot.local.open(sources, fields, dict(options, output=output), self._cycle, slot.offset,
                                slot.share, None)
         slot.where = f"this process, pid {info['pid']}"
         slot.node, slot.cores_from = "trainer", info["cores_from"]
@@ -474,8 +441,8 @@ class RayLoader:
         w = self._workers
         slot.actor = actor if actor is not None else self._new_actor()
         slot.pending.clear()
-        sources, plain_fields, options = self._open_args
-        ref = slot.actor.open.remote(sources, plain_fields, options, self._cycle, slot.offset, slot.share,
+        sources, fields, options = self._open_args
+        ref = slot.actor.open.remote(sources, fields, options, self._cycle, slot.offset, slot.share,
                                      w.num_cpus)
 
         def where(info: dict) -> dict:

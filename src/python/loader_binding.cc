@@ -2,12 +2,14 @@
 // Thin by design: every call forwards to C++ with the GIL released where it
 // may block or compute; python/stoker/loader.py adds the torch glue.
 #include <string>
+#include <tuple>
 
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/array.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
 #include <nanobind/stl/unique_ptr.h>
 #include <nanobind/stl/vector.h>
 
@@ -23,6 +25,11 @@ using namespace nb::literals;
 namespace stoker::python {
 
 namespace {
+
+// An ImageSpec's fields in declaration order: its pickled state.
+using ImageSpecState = std::tuple<int, int, ResizeMode, bool, bool, std::array<float, 2>, std::array<float, 2>,
+                                  Resample, int, PixelType, bool, std::array<float, 3>, std::array<float, 3>,
+                                  ImageDecode>;
 
 // One batch as (index, [(name, numpy view)], keys, urls); the views share the batch.
 nb::object BatchToPython(std::shared_ptr<Batch> batch) {
@@ -178,7 +185,19 @@ void RegisterLoader(nb::module_& m) {
       .def_rw("mean", &ImageSpec::mean)
       .def_rw("std", &ImageSpec::std)
       .def_rw("decode", &ImageSpec::decode)
-      .def("output_shape", &ImageSpec::OutputShape);
+      .def("output_shape", &ImageSpec::OutputShape)
+      // Specs pickle (Ray actors, DataLoader workers, a spawned Lightning
+      // DataModule carry them to other processes): every field, by value.
+      .def("__getstate__",
+           [](const ImageSpec& s) {
+             return std::make_tuple(s.height, s.width, s.mode, s.chw, s.random_hflip, s.scale, s.ratio, s.resample,
+                                    s.resize_to, s.pixel, s.normalize, s.mean, s.std, s.decode);
+           })
+      .def("__setstate__", [](ImageSpec& s, const ImageSpecState& t) {
+        new (&s) ImageSpec();
+        std::tie(s.height, s.width, s.mode, s.chw, s.random_hflip, s.scale, s.ratio, s.resample, s.resize_to,
+                 s.pixel, s.normalize, s.mean, s.std, s.decode) = t;
+      });
 
   nb::class_<FieldSpec>(m, "FieldSpec")
       .def(nb::init<>())
@@ -195,7 +214,17 @@ void RegisterLoader(nb::module_& m) {
             spec.field = std::move(field);
             return spec;
           },
-          "field"_a, "A copy of this spec reading member `field`.");
+          "field"_a, "A copy of this spec reading member `field`.")
+      .def("__getstate__",
+           [](const FieldSpec& f) {
+             return std::make_tuple(f.field, f.kind, f.image, std::string(DTypeName(f.dtype)), f.max_bytes);
+           })
+      .def("__setstate__", [](FieldSpec& f, const std::tuple<std::string, FieldKind, ImageSpec, std::string, size_t>& t) {
+        new (&f) FieldSpec();
+        std::string dtype;
+        std::tie(f.field, f.kind, f.image, dtype, f.max_bytes) = t;
+        f.dtype = ValueOrRaise(ParseDTypeName(dtype));
+      });
 
   nb::class_<LoaderOptions>(m, "LoaderOptions")
       .def(nb::init<>())
