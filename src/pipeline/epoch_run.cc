@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <future>
 #include <cstring>
+#include <limits>
 
 #include "observe/clock.h"
 #include "pipeline/device_stage.h"
@@ -246,6 +247,12 @@ bool EpochRun::PlanAfter(const Leg& leg, Ahead* ahead) {
   return true;
 }
 
+int64_t EpochRun::RampLocked() const {
+  if (!reads_ahead_) return std::numeric_limits<int64_t>::max() / 4;
+  const int64_t delivered = next_deliver_ - first_batch_;
+  return delivered == 0 ? 1 : std::min<int64_t>(2 * delivered, std::numeric_limits<int64_t>::max() / 4);
+}
+
 bool EpochRun::ScheduleLeg(const Leg& leg, int64_t first_batch, Ahead* ahead) {
   const int64_t batches = leg.plan->info.batches;
   // Remote shards: the reads of the next read_ahead_ batches are queued
@@ -259,7 +266,12 @@ bool EpochRun::ScheduleLeg(const Leg& leg, int64_t first_batch, Ahead* ahead) {
   if (first_batch == 0 && first_ahead_ > 0) next_read = std::min(first_ahead_, batches);
   first_ahead_ = 0;
   for (int64_t b = first_batch; b < batches; ++b) {
-    for (; read_ahead_ > 0 && next_read < batches && next_read <= b + read_ahead_; ++next_read)
+    int64_t reach;  // this leg's first batch not to begin yet (RampLocked)
+    {
+      std::lock_guard lock(mu_);
+      reach = next_deliver_ - leg.base + RampLocked();
+    }
+    for (; read_ahead_ > 0 && next_read < batches && next_read <= b + read_ahead_ && next_read < reach; ++next_read)
       if (!Begin(leg, next_read, nullptr)) return false;
     if (read_ahead_ > 0 && next_read == batches && b + read_ahead_ >= batches && next_epoch_ && !ahead->failed) {
       bool current = false;
@@ -270,7 +282,9 @@ bool EpochRun::ScheduleLeg(const Leg& leg, int64_t first_batch, Ahead* ahead) {
       if (!ahead->leg && current && !PlanAfter(leg, ahead) && !ahead->failed) return false;
       if (ahead->leg) {
         const int64_t next_batches = ahead->leg->plan->info.batches;
-        for (; ahead->begun < next_batches && batches + ahead->begun <= b + read_ahead_; ++ahead->begun)
+        for (; ahead->begun < next_batches && batches + ahead->begun <= b + read_ahead_ &&
+               batches + ahead->begun < reach;
+             ++ahead->begun)
           if (!Begin(*ahead->leg, ahead->begun, nullptr)) return false;
       }
     }
@@ -282,7 +296,9 @@ bool EpochRun::ScheduleLeg(const Leg& leg, int64_t first_batch, Ahead* ahead) {
       // the controller may set). Never blocks the batch the consumer waits
       // for (b == next_deliver_).
       std::unique_lock lock(mu_);
-      ready_.wait(lock, [&] { return cancelled_ || leg.base + b - next_deliver_ < prefetch_.load(); });
+      ready_.wait(lock, [&] {
+        return cancelled_ || leg.base + b - next_deliver_ < std::min<int64_t>(prefetch_.load(), RampLocked());
+      });
       if (cancelled_) return false;
       scheduler_blocked_ = true;
     }

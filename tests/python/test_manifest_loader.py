@@ -114,3 +114,33 @@ def test_over_http_a_manifest_reads_only_the_shards_it_reaches(data):
     finally:
         proxy.close()
         server.close()
+
+
+def test_over_http_the_first_batch_costs_only_its_own_requests_with_defaults(data):
+    """Defaults, shuffled, over HTTP from the manifest (issue 31: the first
+    batch after at most 3 shards' bytes plus the manifest, in at most 10
+    requests): the run's first batch is begun alone, so by the time it
+    arrives only the manifest, its shards' indexes and its own byte ranges
+    were asked for; the reads ahead start once it is delivered."""
+    server = NginxServer(data)
+    proxy = FaultProxy(server.port)
+    _stoker.set_io_options(attempts=5, timeout_ms=5000, backoff_ms=5, backoff_max_ms=50, s3_endpoint="",
+                           cache_dir="", cache_bytes=0)
+    try:
+        ld = stoker.Loader(f"{proxy.url}/stoker-manifest.json", FIELDS(), batch_size=16, output="numpy",
+                           shuffle=True, seed=3)
+        it = iter(ld)
+        first = next(it)
+        with proxy.lock:
+            requests, ranges = proxy.requests, dict(proxy.ranges)
+        rest = [next(it) for _ in range(len(ld) - 1)]  # the rest of the epoch still comes
+        ld.close()
+        shards = {p for p, _ in ranges if p.endswith(".tar")}
+        assert {"/" + u.rsplit("/", 1)[-1] for u in first["__url__"]} == shards
+        assert len(shards) <= 3, ranges
+        assert all(r for p, r in ranges if p.endswith(".tar")), ranges  # byte ranges, no whole shard
+        assert requests <= 10, ranges
+        assert len(rest) == len(ld) - 1 and len({k for b in [first, *rest] for k in b["__key__"]}) == 16 * len(ld)
+    finally:
+        proxy.close()
+        server.close()
