@@ -397,7 +397,7 @@ class RayLoader:
         self._resuming = False
         self._epoch_chosen = True
         self._generation = 0
-        if observe:  # the trainer's side: t_wait per batch, slow batches, the verdict (no engine stages here)
+        if observe:  # the trainer's side: t_wait per batch, slow batches, the verdict (the shares' stages: report())
             from .observe import Observer
 
             self._observer = Observer(window=window, log_every=log_every, slow_factor=slow_factor,
