@@ -5,15 +5,16 @@
 // batches: a worker makes the rank's batches b whose place in the cycle,
 // b % stride, is in [offset, offset + share), in order. Worker j of N equal
 // workers has stride N, offset j, share 1; unequal ones (the trainer's own
-// CPUs beside its Ray workers) take shares in proportion to their CPUs. Its plan is the rank's plan
-// restricted to those batches, which is again spans of the epoch's global
-// order (planner.h): one slice per chosen batch, adjacent slices merged, so
-// it costs O(batches) and the run, the reader and the decoders see an
-// ordinary plan. A sample's bytes depend only on the sample and the epoch
-// (its augmentation seed is MixSeed(seed, epoch, global sample)), so a
-// worker's batch k equals the rank's batch j + k * N byte for byte.
-// Only a rank's last batch may be short or empty (planner.h, ShareOfRank),
-// so a worker's batches are full but for its last, as the run assumes.
+// CPUs beside its Ray workers) take shares in proportion to their CPUs.
+// A worker's plan is the rank's plan restricted to those batches, which is
+// again spans of the epoch's global order (planner.h): one slice per chosen
+// batch, adjacent slices merged, so it costs O(batches) and the run, the
+// reader and the decoders see an ordinary plan. A sample's bytes depend only
+// on the sample and the epoch (its augmentation seed is MixSeed(seed, epoch,
+// global sample)), so a worker's batches equal the rank's batches it makes,
+// byte for byte. Only a rank's last batch may be short or empty (planner.h,
+// ShareOfRank), so a worker's batches are full but for its last, as the run
+// assumes.
 // Thread-safety: a free function on values.
 #pragma once
 

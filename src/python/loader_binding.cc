@@ -30,6 +30,8 @@ namespace {
 using ImageSpecState = std::tuple<int, int, ResizeMode, bool, bool, std::array<float, 2>, std::array<float, 2>,
                                   Resample, int, PixelType, bool, std::array<float, 3>, std::array<float, 3>,
                                   ImageDecode>;
+// A FieldSpec's pickled state: field, kind, image, dtype's name, max_bytes.
+using FieldSpecState = std::tuple<std::string, FieldKind, ImageSpec, std::string, size_t>;
 
 // One batch as (index, [(name, numpy view)], keys, urls); the views share the batch.
 nb::object BatchToPython(std::shared_ptr<Batch> batch) {
@@ -219,7 +221,7 @@ void RegisterLoader(nb::module_& m) {
            [](const FieldSpec& f) {
              return std::make_tuple(f.field, f.kind, f.image, std::string(DTypeName(f.dtype)), f.max_bytes);
            })
-      .def("__setstate__", [](FieldSpec& f, const std::tuple<std::string, FieldKind, ImageSpec, std::string, size_t>& t) {
+      .def("__setstate__", [](FieldSpec& f, const FieldSpecState& t) {
         new (&f) FieldSpec();
         std::string dtype;
         std::tie(f.field, f.kind, f.image, dtype, f.max_bytes) = t;
