@@ -248,9 +248,8 @@ bool EpochRun::PlanAfter(const Leg& leg, Ahead* ahead) {
 }
 
 int64_t EpochRun::RampLocked() const {
-  if (!reads_ahead_) return std::numeric_limits<int64_t>::max() / 4;
-  const int64_t delivered = next_deliver_ - first_batch_;
-  return delivered == 0 ? 1 : std::min<int64_t>(2 * delivered, std::numeric_limits<int64_t>::max() / 4);
+  const int64_t unbounded = std::numeric_limits<int64_t>::max() / 4;
+  return reads_ahead_ && next_deliver_ == first_batch_ ? 1 : unbounded;
 }
 
 bool EpochRun::ScheduleLeg(const Leg& leg, int64_t first_batch, Ahead* ahead) {
