@@ -76,6 +76,18 @@ def _stream(loader, epochs=range(EPOCHS), after=None) -> list:
     return got
 
 
+def _state_after(loader, epoch: int, batches: int) -> dict:
+    """The loader's state after `batches` batches of `epoch`; the loader is closed."""
+    try:
+        loader.set_epoch(epoch)
+        it = iter(loader)
+        for _ in range(batches):
+            next(it)
+        return loader.state_dict()
+    finally:
+        loader.close()
+
+
 @pytest.fixture(scope="module")
 def local_stream(shards):
     loader = stoker.Loader(shards, **_options(shards))
@@ -233,15 +245,7 @@ def test_the_trainer_decodes_its_share_beside_its_workers(ray_cluster, shards, l
 def test_a_state_taken_with_the_trainers_share_resumes_on_other_shares(ray_cluster, shards, local_stream):
     """Taken after 5 batches with the trainer's share (cycle 4), restored by
     one worker alone and the trainer (cycle 3: 2 and 1): the rest, in order."""
-    first = _ray_loader(shards, 2, local=1)
-    try:
-        first.set_epoch(1)
-        it = iter(first)
-        for _ in range(5):
-            next(it)
-        state = first.state_dict()
-    finally:
-        first.close()
+    state = _state_after(_ray_loader(shards, 2, local=1), 1, 5)
     resumed = stoker.Loader(shards, workers=stoker.RayWorkers(count=1, num_cpus=1, local=2), **_options(shards))
     try:
         assert resumed.shares == {"cycle": 3, "trainer": 2, "worker 0": 1}
@@ -380,15 +384,7 @@ def test_a_worker_killed_in_mid_epoch_is_replaced_and_nothing_is_lost(ray_cluste
 def test_resumes_a_state_taken_in_mid_epoch(ray_cluster, shards, local_stream):
     """A state taken after 3 batches of epoch 0 by a loader of 2 workers, restored
     by one of 1 worker and by a local loader: both deliver the rest, in order."""
-    first = _ray_loader(shards, 2)
-    try:
-        first.set_epoch(0)
-        it = iter(first)
-        for _ in range(3):
-            next(it)
-        state = first.state_dict()
-    finally:
-        first.close()
+    state = _state_after(_ray_loader(shards, 2), 0, 3)
     assert state["stoker"]["epoch"] == 0 and state["stoker"]["next_batch"] == 3
     rest = local_stream[3:]
 
@@ -413,13 +409,7 @@ def test_a_state_saved_on_two_ranks_resumes_on_one_with_workers(ray_cluster, sha
     of 1 rank with the trainer's share and a worker delivers the rest of that
     epoch and the next, as a local loader of 1 rank resumed from the same
     state does; a state taken in mid-rest resumes (with a worker replaced)."""
-    saved = stoker.Loader(shards, rank=0, world_size=2, **_options(shards))
-    saved.set_epoch(1)
-    it = iter(saved)
-    for _ in range(2):
-        next(it)
-    state = saved.state_dict()
-    saved.close()
+    state = _state_after(stoker.Loader(shards, rank=0, world_size=2, **_options(shards)), 1, 2)
     assert state["stoker"]["world_size"] == 2
 
     local = stoker.Loader(shards, rank=0, world_size=1, **_options(shards))
