@@ -15,11 +15,13 @@ about 40 s on 2 cores, the torchrun test 12 s of it.
 """
 from __future__ import annotations
 
+import io
 import json
 import logging
 import os
 import subprocess
 import sys
+import tarfile
 import textwrap
 
 from types import SimpleNamespace
@@ -28,7 +30,7 @@ import numpy as np
 import pytest
 
 import stoker
-from conftest import stoker_env, write_vision_shards
+from conftest import jpeg_bytes, natural_image, npz_bytes, stoker_env, write_vision_shards
 
 BATCH = 8
 EPOCHS = 3
@@ -133,13 +135,98 @@ def test_shared_local_loaders_interleave_to_the_whole_stream(shards, local_strea
     assert merged == [b for _, b in local_stream]
 
 
-def test_strided_loader_refuses_bad_offsets_and_skip(shards):
+def test_strided_loader_refuses_bad_offsets(shards):
     with pytest.raises(ValueError, match="batch_offset 2 and batch_share 1 must lie in the cycle"):
         stoker.Loader(shards, _batch_stride=2, _batch_offset=2, **_options(shards))
-    with pytest.raises(ValueError, match="batch_share must be at least 1"):
-        stoker.Loader(shards, _batch_stride=2, _batch_share=0, **_options(shards))
-    with pytest.raises(ValueError, match="on_error=skip with batch_stride"):
+    with pytest.raises(ValueError, match="batch_share must be at least 0"):
+        stoker.Loader(shards, _batch_stride=2, _batch_share=-1, **_options(shards))
+    with pytest.raises(ValueError, match="on_error=skip with batch_stride > batch_share needs leave_failed_slots"):
         stoker.Loader(shards, _batch_stride=2, on_error="skip", **_options(shards))
+
+
+# -- on_error="skip" over shares: corrupt samples, refilled by the receiving loader --------
+
+
+@pytest.fixture(scope="module")
+def damaged(tmp_path_factory):
+    """60 samples in 3 shards, 4 of them bad: a cut JPEG, a broken NPY header
+    inside the NPZ, a sample without its cls, another cut JPEG."""
+    d = tmp_path_factory.mktemp("ray_damaged")
+    rng = np.random.default_rng(7)
+    samples = [{"__key__": f"d{i:04d}", "jpg": jpeg_bytes(natural_image(rng, 40, 32)),
+                "features.npz": npz_bytes({"emb": rng.standard_normal((4, 8)).astype(np.float16)}),
+                "cls": str(i % 10).encode()} for i in range(60)]
+    samples[5]["jpg"] = samples[5]["jpg"][:150] + b"\x00" * 40
+    npz = bytearray(samples[23]["features.npz"])
+    j = npz.find(b"'descr'")
+    npz[j:j + 7] = b"'dascr'"
+    samples[23]["features.npz"] = bytes(npz)
+    del samples[38]["cls"]
+    samples[47]["jpg"] = samples[47]["jpg"][:200]
+    for s in range(3):
+        with tarfile.open(d / f"shard-{s}.tar", "w", format=tarfile.USTAR_FORMAT) as tf:
+            for sample in samples[s * 20:(s + 1) * 20]:
+                for field, data in sample.items():
+                    if field != "__key__":
+                        info = tarfile.TarInfo(f"{sample['__key__']}.{field}")
+                        info.size = len(data)
+                        tf.addfile(info, io.BytesIO(data))
+    return sorted(str(p) for p in d.glob("shard-*.tar"))
+
+
+def _skip_options(shards, **kw) -> dict:
+    return dict(_options(shards), on_error="skip", **kw)
+
+
+def _with_skips(loader, epochs=range(2)) -> tuple:
+    """The stream of `epochs`, the skip counts after each epoch, and the skip log's keys."""
+    got, counts = [], []
+    for epoch in epochs:
+        loader.set_epoch(epoch)
+        got += [(epoch, _flat(b)) for b in loader]
+        counts.append(dict(loader.skips))
+    return got, counts
+
+
+@pytest.fixture(scope="module")
+def skip_stream(damaged):
+    loader = stoker.Loader(damaged, **_skip_options(damaged))
+    try:
+        got, counts = _with_skips(loader)
+    finally:
+        loader.close()
+    assert counts[-1]["skipped"] == 8 and counts[-1]["refilled"] >= 8  # 4 bad samples, met in each epoch
+    return got, counts
+
+
+def test_shares_leave_failed_slots_and_a_receiving_loader_refills_them(damaged, skip_stream):
+    """Without Ray: two loaders of alternate batches (_batch_stride=2) leave
+    the bad samples' slots and name them; a loader of none (_batch_share=0)
+    receives every batch in order and refills them: the local stream, the
+    local counts."""
+    parts = [stoker.Loader(damaged, _batch_stride=2, _batch_offset=j, _leave_failed_slots=True, output="numpy",
+                           **_skip_options(damaged)) for j in range(2)]
+    receiver = stoker.Loader(damaged, _batch_share=0, **_skip_options(damaged))
+    try:
+        assert len(receiver) == 0
+        got, counts, left = [], [], 0
+        for epoch in range(2):
+            receiver._native.set_epoch(epoch)
+            for p in parts:
+                p._native.set_epoch(epoch)
+            for b in range(8):
+                item = parts[b % 2]._native.next(0)
+                left += len(item[4])
+                assert all(isinstance(slot, int) and ".tar" in cause for slot, cause in item[4]), item[4]
+                got.append((epoch, _flat(receiver._to_dict(receiver._native.receive(b, *item[1:])))))
+            counts.append(dict(receiver.skips))
+        assert left == 8  # each bad sample's own slot, once an epoch
+        assert parts[0].skips == parts[1].skips == {"skipped": 0, "refilled": 0, "seen": 0}
+        assert (got, counts) == skip_stream
+    finally:
+        receiver.close()
+        for p in parts:
+            p.close()
 
 
 def test_without_ray_the_error_says_how_to_install_it():
@@ -446,6 +533,74 @@ def test_a_workers_error_is_raised_as_the_local_loaders(ray_cluster, shards, tmp
     with pytest.raises(type(local.value)) as remote:
         _ray_loader([missing], 1)
     assert missing in str(remote.value) and str(local.value) in str(remote.value)
+
+def test_skip_with_workers_is_the_local_skip_stream(ray_cluster, damaged, skip_stream, caplog):
+    """on_error="skip" with 2 workers and the trainer's share (cycles of 3):
+    the shares leave the bad samples' slots, the trainer refills them in the
+    rank's batch order. Over 2 epochs: the local loader's bytes, counts and
+    skip log."""
+    loader = stoker.Loader(damaged, workers=stoker.RayWorkers(count=2, num_cpus=0.5, local=0.5),
+                           **_skip_options(damaged))
+    try:
+        assert loader.shares == {"cycle": 3, "trainer": 1, "worker 0": 1, "worker 1": 1}
+        with caplog.at_level(logging.WARNING, logger="stoker"):
+            assert _with_skips(loader) == skip_stream
+        logged = [r.getMessage() for r in caplog.records if "skipped sample" in r.getMessage()]
+        assert len(logged) == 8 and all(".tar" in line for line in logged), logged
+        assert loader.report()["skips"] == skip_stream[1][-1]
+    finally:
+        loader.close()
+
+
+def test_skip_state_in_mid_epoch_is_the_local_loaders_and_resumes(ray_cluster, damaged, skip_stream):
+    """A state taken after 5 batches of epoch 1 with workers equals the local
+    loader's at that point (the refills' position, known-bad samples and
+    counts included); one worker resumes it with the rest of the stream."""
+    def after_epoch_0(loader):
+        loader.set_epoch(0)
+        for _ in loader:
+            pass
+        return loader
+
+    state = _state_after(after_epoch_0(stoker.Loader(
+        damaged, workers=stoker.RayWorkers(count=2, num_cpus=0.5, local=0), **_skip_options(damaged))), 1, 5)
+    assert state == _state_after(after_epoch_0(stoker.Loader(damaged, **_skip_options(damaged))), 1, 5)
+    assert state["stoker"]["skip"]["skipped"] > 4  # epoch 1 met a bad sample before batch 5
+    resumed = stoker.Loader(damaged, workers=stoker.RayWorkers(count=1, num_cpus=0.5, local=0),
+                            **_skip_options(damaged))
+    try:
+        resumed.load_state_dict(state)
+        got = [(1, _flat(b)) for b in resumed]
+        assert got == skip_stream[0][8 + 5:]
+        assert resumed.skips == skip_stream[1][-1]
+    finally:
+        resumed.close()
+
+
+@pytest.mark.parametrize("budget", [dict(max_skips=2), dict(max_skip_fraction=0.03, skip_probation=16)])
+def test_skip_budget_errors_are_the_local_loaders(ray_cluster, damaged, budget):
+    """Over budget, the batch that tips it raises the local loader's error
+    (same batch, same message) and so does each after it."""
+    def outcomes(loader) -> list:
+        out = []
+        try:
+            for epoch in range(2):
+                loader.set_epoch(epoch)
+                it = iter(loader)
+                for _ in range(len(loader)):
+                    try:
+                        out.append(_flat(next(it))["__key__"])
+                    except stoker.StokerError as e:
+                        out.append((type(e).__name__, str(e)))
+        finally:
+            loader.close()
+        return out
+
+    want = outcomes(stoker.Loader(damaged, **_skip_options(damaged, **budget)))
+    assert any(isinstance(o, tuple) and "budget exceeded" in o[1] for o in want), want
+    got = outcomes(stoker.Loader(damaged, workers=stoker.RayWorkers(count=1, num_cpus=0.5, local=0),
+                                 **_skip_options(damaged, **budget)))
+    assert got == want
 
 # A batch's digest, the same in the test and in each torchrun rank: every
 # array's name, dtype, shape and bytes, and the key lists.
