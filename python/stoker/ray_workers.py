@@ -20,7 +20,11 @@ counters ride along for ``report()``.
 
 The trainer keeps ``prefetch`` batch requests in flight per worker and takes
 the batches in order; it copies each worker's arrays out of the object store
-(its pages are read-only there) into a tensor of its own, once. The trainer's
+(its pages are read-only there) into a tensor of its own, once. With
+``device="cuda"`` or ``pin_memory=True`` that copy goes into the pooled
+(page-locked) buffers of the trainer's own engine, which copies the batch on
+to the device as the local loader does (pipeline/device_stage.h), the
+trainer's share's batches too. The trainer's
 own share comes from its in-process loader, as a local loader's batches do.
 A worker that dies (its actor killed, its process or node lost) is replaced
 by a new actor with the same share, restored through the loader's own state
@@ -338,7 +342,9 @@ class RayLoader:
     per share with its engine's stages. ``resize`` changes the workers between
     batches.
 
-    ``on_error="skip"``, ``device`` and ``pin_memory``: the trainer finishes
+    ``on_error="skip"``, ``device`` and ``pin_memory`` (as stoker.Loader's,
+    and ``device="cuda"`` without CUDA raises its error before any actor
+    starts): the trainer finishes
     every batch in its own engine (a loader that makes none itself,
     ``_batch_share=0``; ``Loader.receive`` in C++), in the rank's batch
     order: the shares leave a bad sample's slot as it is and name it, and
@@ -364,9 +370,6 @@ class RayLoader:
             raise TypeError(f"workers must be a stoker.RayWorkers, not {type(workers).__name__}")
         if output not in ("torch", "numpy"):
             raise ValueError(f"output must be 'torch' or 'numpy', not {output!r}")
-        if str(device) != "cpu" or pin_memory:
-            raise ValueError("workers= delivers host batches: device='cuda' and pin_memory are not built for it "
-                             "yet; copy with batch[k].to('cuda', non_blocking=True)")
         if not observe and (jsonl is not None or trace_spans):
             raise ValueError("jsonl and trace_spans need observe=True")
         device_tests = {k: options[k] for k in ("_late_copy_ms", "_gpu_standin_delay_us") if k in options}

@@ -199,14 +199,15 @@ def skip_stream(damaged):
     return got, counts
 
 
-def test_shares_leave_failed_slots_and_a_receiving_loader_refills_them(damaged, skip_stream):
+@pytest.mark.parametrize("device", ["cpu", "cpu-late"])
+def test_shares_leave_failed_slots_and_a_receiving_loader_refills_them(damaged, skip_stream, device):
     """Without Ray: two loaders of alternate batches (_batch_stride=2) leave
     the bad samples' slots and name them; a loader of none (_batch_share=0)
     receives every batch in order and refills them: the local stream, the
-    local counts."""
+    local counts; through its device stage too (refilled, then copied)."""
     parts = [stoker.Loader(damaged, _batch_stride=2, _batch_offset=j, _leave_failed_slots=True, output="numpy",
                            **_skip_options(damaged)) for j in range(2)]
-    receiver = stoker.Loader(damaged, _batch_share=0, **_skip_options(damaged))
+    receiver = stoker.Loader(damaged, _batch_share=0, device=device, _late_copy_ms=1, **_skip_options(damaged))
     try:
         assert len(receiver) == 0
         got, counts, left = [], [], 0
@@ -223,6 +224,9 @@ def test_shares_leave_failed_slots_and_a_receiving_loader_refills_them(damaged, 
         assert left == 8  # each bad sample's own slot, once an epoch
         assert parts[0].skips == parts[1].skips == {"skipped": 0, "refilled": 0, "seen": 0}
         assert (got, counts) == skip_stream
+        if device == "cpu-late":
+            h2d = receiver._native.stats()["h2d"]
+            assert h2d["copies"] == 16 and h2d["overwrites"] == 0, h2d
     finally:
         receiver.close()
         for p in parts:
@@ -601,6 +605,65 @@ def test_skip_budget_errors_are_the_local_loaders(ray_cluster, damaged, budget):
     got = outcomes(stoker.Loader(damaged, workers=stoker.RayWorkers(count=1, num_cpus=0.5, local=0),
                                  **_skip_options(damaged, **budget)))
     assert got == want
+
+# -- the device stage: every batch copied into the trainer's pool and on to the device ---------
+
+
+def test_device_stage_copies_every_batch_as_the_local_loaders(ray_cluster, shards, local_stream):
+    """device="cpu-late" (tests only: the device stage with a CPU copy engine
+    that completes each copy late and checks its bytes were not overwritten
+    meanwhile): each batch, the trainer's share's and the worker's, is copied
+    into the trainer's pool and on through the stage; the local loader's
+    stream, one copy per batch, none overwritten."""
+    loader = stoker.Loader(shards, workers=stoker.RayWorkers(count=1, num_cpus=0.5, local=0.5), device="cpu-late",
+                           _late_copy_ms=2, **_options(shards))
+    try:
+        assert _stream(loader, epochs=range(1)) == local_stream[:8]
+        h2d = loader.report()["h2d"]
+        assert h2d["copies"] == 8 and h2d["overwrites"] == 0, h2d
+    finally:
+        loader.close()
+
+
+@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="this machine has a CUDA device")
+def test_cuda_without_cuda_is_the_local_loaders_error(ray_cluster, shards, local_stream):
+    """device="cuda" where there is none: the local loader's error (the
+    trainer's engine is made before any actor); pin_memory=True: its
+    warning, and host batches unpinned, the local stream."""
+    with pytest.raises(stoker.StokerError) as local:
+        stoker.Loader(shards, device="cuda", **_options(shards))
+    with pytest.raises(stoker.StokerError) as remote:
+        stoker.Loader(shards, workers=stoker.RayWorkers(count=1, num_cpus=0.5, local=0), device="cuda",
+                      **_options(shards))
+    assert str(remote.value) == str(local.value) and "device='cuda' needs CUDA" in str(remote.value)
+    with pytest.warns(UserWarning, match="pin_memory=True has no effect here"):
+        loader = stoker.Loader(shards, workers=stoker.RayWorkers(count=1, num_cpus=0.5, local=0), pin_memory=True,
+                               **_options(shards))
+    try:
+        assert _stream(loader, epochs=range(1)) == local_stream[:8]
+        assert loader.report()["h2d"]["pinned_buffers"] == 0
+    finally:
+        loader.close()
+
+
+@pytest.mark.skipif(not __import__("torch").cuda.is_available(), reason="no CUDA device on this machine")
+def test_cuda_batches_from_workers_are_the_local_loaders(ray_cluster, shards, local_stream):
+    """device="cuda": CUDA tensors, each batch copied from the trainer's
+    pinned pool; their bytes are the local loader's."""
+    loader = stoker.Loader(shards, workers=stoker.RayWorkers(count=1, num_cpus=0.5, local=0.5), device="cuda",
+                           **_options(shards))
+    try:
+        loader.set_epoch(0)
+        got = []
+        for batch in loader:
+            assert batch["jpg"].is_cuda
+            got.append((0, _flat({k: (v.cpu() if hasattr(v, "cpu") else
+                                      {m: a.cpu() for m, a in v.items()} if isinstance(v, dict) else v)
+                                  for k, v in batch.items()})))
+        assert got == local_stream[:8]
+        assert loader.report()["h2d"]["copies"] == 8
+    finally:
+        loader.close()
 
 # A batch's digest, the same in the test and in each torchrun rank: every
 # array's name, dtype, shape and bytes, and the key lists.
