@@ -538,6 +538,31 @@ def test_a_workers_error_is_raised_as_the_local_loaders(ray_cluster, shards, tmp
         _ray_loader([missing], 1)
     assert missing in str(remote.value) and str(local.value) in str(remote.value)
 
+def test_a_received_batch_unlike_the_layout_is_refused_by_name(shards):
+    """receive() checks what it copies: the batch's index, each array's name
+    and size against the layout, the keys' count; the error names them."""
+    part = stoker.Loader(shards, _batch_stride=2, output="numpy", **_options(shards))
+    receiver = stoker.Loader(shards, _batch_share=0, **_options(shards))
+    try:
+        _, arrays, keys, urls, failures = part._native.next(0)
+        with pytest.raises(ValueError, match="received batch 8 is outside this epoch's 8 batches"):
+            receiver._native.receive(8, arrays, keys, urls, failures)
+        with pytest.raises(ValueError, match=f"has array 'jpg' of {arrays[0][1].nbytes // 2} bytes where this "
+                                             f"loader's has 'jpg' of {arrays[0][1].nbytes}"):
+            receiver._native.receive(0, [("jpg", arrays[0][1][:4])] + arrays[1:], keys, urls, failures)
+        with pytest.raises(ValueError, match=f"has {len(arrays) - 1} arrays, this loader's batches {len(arrays)}"):
+            receiver._native.receive(0, arrays[1:], keys, urls, failures)
+        with pytest.raises(ValueError, match="has 7 keys for 8 samples"):
+            receiver._native.receive(0, arrays, keys[1:], urls[1:], failures)
+        with pytest.raises(stoker.StokerError, match="a named cause"):  # on_error="raise": a failed slot is the error
+            receiver._native.receive(0, arrays, keys, urls, [(3, "a named cause")])
+        done = receiver._to_dict(receiver._native.receive(0, arrays, keys, urls, failures))
+        assert _flat(done) == _flat(part._to_dict((0, arrays, keys, urls, failures)))
+    finally:
+        receiver.close()
+        part.close()
+
+
 def test_skip_with_workers_is_the_local_skip_stream(ray_cluster, damaged, skip_stream, caplog):
     """on_error="skip" with 2 workers and the trainer's share (cycles of 3):
     the shares leave the bad samples' slots, the trainer refills them in the
