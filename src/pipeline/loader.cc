@@ -252,8 +252,8 @@ class LoaderImpl : public Loader {
       std::shared_ptr<DeviceCopy> copy = std::move(work->copy);
       const BufferPool::Lease& lease = *work->lease;
       GpuJobs* jobs = &work->gpu;
-      return data_.device->Deliver(std::make_shared<BatchImpl>(std::move(work), data_.layout), std::move(copy), lease,
-                                   jobs);
+      return data_.device->Deliver(std::make_shared<BatchImpl>(std::move(work), data_.layout, std::move(left)),
+                                   std::move(copy), lease, jobs);
     }
     return std::shared_ptr<Batch>(std::make_shared<BatchImpl>(std::move(work), data_.layout, std::move(left)));
   }
@@ -279,8 +279,7 @@ class LoaderImpl : public Loader {
     }
     auto work = std::make_unique<BatchWork>();
     work->index = in.index;
-    work->epoch = epoch_;
-    work->plan = &plan;
+    work->epoch = epoch_;  // no plan: no task reads this batch
     work->size = size;
     // The caller may hold every buffer of the pool (list(loader)): lend one past it rather than wait.
     if (pool_->free_count() == 0) pool_->GrantOverflow();
