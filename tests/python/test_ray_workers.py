@@ -178,12 +178,15 @@ def _skip_options(shards, **kw) -> dict:
     return dict(_options(shards), on_error="skip", **kw)
 
 
-def _with_skips(loader, epochs=range(2)) -> tuple:
-    """The stream of `epochs`, the skip counts after each epoch, and the skip log's keys."""
+def _with_skips(loader, epochs=range(2), after=None) -> tuple:
+    """The stream of `epochs` and the skip counts after each epoch; `after(epoch, i, loader)` runs after each batch."""
     got, counts = [], []
     for epoch in epochs:
         loader.set_epoch(epoch)
-        got += [(epoch, _flat(b)) for b in loader]
+        for i, b in enumerate(loader):
+            got.append((epoch, _flat(b)))
+            if after is not None:
+                after(epoch, i, loader)
         counts.append(dict(loader.skips))
     return got, counts
 
@@ -564,16 +567,22 @@ def test_a_received_batch_unlike_the_layout_is_refused_by_name(shards):
 
 
 def test_skip_with_workers_is_the_local_skip_stream(ray_cluster, damaged, skip_stream, caplog):
-    """on_error="skip" with 2 workers and the trainer's share (cycles of 3):
-    the shares leave the bad samples' slots, the trainer refills them in the
-    rank's batch order. Over 2 epochs: the local loader's bytes, counts and
-    skip log."""
+    """on_error="skip" with 2 workers and the trainer's share (cycles of 3),
+    1 worker from batch 6 of epoch 1 on: the shares leave the bad samples'
+    slots, the trainer refills them in the rank's batch order. Over 2
+    epochs: the local loader's bytes, counts and skip log."""
     loader = stoker.Loader(damaged, workers=stoker.RayWorkers(count=2, num_cpus=0.5, local=0.5),
                            **_skip_options(damaged))
+
+    def shrink(epoch, i, loader):
+        if (epoch, i) == (1, 5):
+            loader.resize(1)  # every share opened again for its new places; the refills go on
+
     try:
         assert loader.shares == {"cycle": 3, "trainer": 1, "worker 0": 1, "worker 1": 1}
         with caplog.at_level(logging.WARNING, logger="stoker"):
-            assert _with_skips(loader) == skip_stream
+            assert _with_skips(loader, after=shrink) == skip_stream
+        assert loader.shares == {"cycle": 2, "trainer": 1, "worker 0": 1}
         logged = [r.getMessage() for r in caplog.records if "skipped sample" in r.getMessage()]
         assert len(logged) == 8 and all(".tar" in line for line in logged), logged
         assert loader.report()["skips"] == skip_stream[1][-1]
@@ -604,6 +613,26 @@ def test_skip_state_in_mid_epoch_is_the_local_loaders_and_resumes(ray_cluster, d
         assert resumed.skips == skip_stream[1][-1]
     finally:
         resumed.close()
+
+
+def test_skip_state_of_two_ranks_resumes_on_one_with_workers(ray_cluster, damaged):
+    """Elastic resume with on_error="skip": rank 0 of 2 saved after 2 batches
+    of epoch 1; with a worker and the trainer's share, 1 rank continues as
+    the local loader of 1 rank does (the rest of the epoch is the refills'
+    reserve; the old ranks' skip state does not carry across)."""
+    state = _state_after(stoker.Loader(damaged, rank=0, world_size=2, **_skip_options(damaged)), 1, 2)
+    local = stoker.Loader(damaged, rank=0, world_size=1, **_skip_options(damaged))
+    local.load_state_dict(state)
+    want = _with_skips(local, epochs=range(1, 2))
+    local.close()
+    assert want[1][-1]["skipped"] > 0  # the rest met a bad sample
+    loader = stoker.Loader(damaged, rank=0, world_size=1, workers=stoker.RayWorkers(1, num_cpus=0.5, local=0.5),
+                           **_skip_options(damaged))
+    try:
+        loader.load_state_dict(state)
+        assert _with_skips(loader, epochs=range(1, 2)) == want
+    finally:
+        loader.close()
 
 
 @pytest.mark.parametrize("budget", [dict(max_skips=2), dict(max_skip_fraction=0.03, skip_probation=16)])
