@@ -996,6 +996,12 @@ class RayLoader:
             pass
 
 
+def _stoker_snapshot(native):
+    from ._stoker import stage_snapshot
+
+    return stage_snapshot(native)
+
+
 class _Opening:
     """An actor's open() reference and what to do with its reply."""
 
@@ -1036,6 +1042,12 @@ class _RayEpochIterator:
             t0 = obs.request()
             batch = loader._take(b)
             obs.delivered(t0)
+            receiver = loader._receiver
+            if receiver is not None and receiver._device != "cpu":  # device copies the step waited for
+                exposed = _stoker_snapshot(receiver._native).h2d_exposed_s
+                if exposed > receiver._h2d_exposed:
+                    obs.add_h2d(exposed - receiver._h2d_exposed)
+                    receiver._h2d_exposed = exposed
         # The trainer's wait, for self-sizing; each share's first batch of an
         # epoch (its engine starting) is not what the workers' count changes.
         if b >= loader._cycle:
