@@ -20,12 +20,12 @@ counters ride along for ``report()``.
 
 The trainer keeps ``prefetch`` batch requests in flight per worker and takes
 the batches in order; it copies each worker's arrays out of the object store
-(its pages are read-only there) into a tensor of its own, once. With
-``device="cuda"`` or ``pin_memory=True`` that copy goes into the pooled
-(page-locked) buffers of the trainer's own engine, which copies the batch on
-to the device as the local loader does (pipeline/device_stage.h), the
-trainer's share's batches too. The trainer's
+(its pages are read-only there) into a tensor of its own, once. The trainer's
 own share comes from its in-process loader, as a local loader's batches do.
+With ``device="cuda"`` or ``pin_memory=True`` every batch, the trainer's
+share's too, is copied into the pooled (page-locked) buffers of the
+trainer's own engine instead, which copies it on to the device as the local
+loader does (pipeline/device_stage.h).
 A worker that dies (its actor killed, its process or node lost) is replaced
 by a new actor with the same share, restored through the loader's own state
 to the batch it owed; its batches are made again and the log names the
@@ -53,6 +53,8 @@ from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from types import SimpleNamespace
 from typing import Any, Mapping, Sequence
+
+from . import _stoker
 
 _log = logging.getLogger("stoker")
 
@@ -342,19 +344,18 @@ class RayLoader:
     per share with its engine's stages. ``resize`` changes the workers between
     batches.
 
-    ``on_error="skip"``, ``device`` and ``pin_memory`` (as stoker.Loader's,
-    and ``device="cuda"`` without CUDA raises its error before any actor
-    starts): the trainer finishes
-    every batch in its own engine (a loader that makes none itself,
-    ``_batch_share=0``; ``Loader.receive`` in C++), in the rank's batch
-    order: the shares leave a bad sample's slot as it is and name it, and
-    the trainer copies each batch into its pool (page-locked with
-    ``pin_memory``), refills those slots from the rank's partition under
-    the budget, as the local loader does at delivery (pipeline/skip_refill.h:
-    a worker sees only its batches, so its refills would not be the rank's),
-    and copies the batch on to the device. The refills' position, known-bad
-    samples and counts are in ``state_dict``; ``skips`` and ``report()``
-    count them."""
+    ``on_error="skip"``, ``device`` and ``pin_memory`` behave as
+    stoker.Loader's (``device="cuda"`` without CUDA raises its error before
+    any actor starts). With any of them the trainer finishes every batch in
+    its own engine (a loader that makes none itself, ``_batch_share=0``;
+    ``Loader::Receive`` in C++), in the rank's batch order: the shares leave
+    a bad sample's slot as it is and name it, and the trainer copies each
+    batch into its pool (page-locked with ``pin_memory``), refills those
+    slots from the rank's partition under the budget, as the local loader
+    does at delivery (pipeline/skip_refill.h: a worker sees only its
+    batches, so its refills would not be the rank's), and copies the batch
+    on to the device. The refills' position, known-bad samples and counts
+    are in ``state_dict``; ``skips`` and ``report()`` count them."""
 
     def __init__(self, sources: str | Sequence[str], fields: Mapping[str, Any], *, batch_size: int,
                  workers: RayWorkers, output: str = "torch", observe: bool = True, device: str = "cpu",
@@ -363,7 +364,6 @@ class RayLoader:
                  slow_factor: float = 5.0, slow_floor_s: float = 0.05, jsonl=None, trace_spans: int = 0,
                  **options: Any) -> None:
         ray = _import_ray()
-        from . import _stoker
         from .loader import _distributed_rank_world
 
         if not isinstance(workers, RayWorkers):
@@ -996,12 +996,6 @@ class RayLoader:
             pass
 
 
-def _stoker_snapshot(native):
-    from ._stoker import stage_snapshot
-
-    return stage_snapshot(native)
-
-
 class _Opening:
     """An actor's open() reference and what to do with its reply."""
 
@@ -1044,7 +1038,7 @@ class _RayEpochIterator:
             obs.delivered(t0)
             receiver = loader._receiver
             if receiver is not None and receiver._device != "cpu":  # device copies the step waited for
-                exposed = _stoker_snapshot(receiver._native).h2d_exposed_s
+                exposed = _stoker.stage_snapshot(receiver._native).h2d_exposed_s
                 if exposed > receiver._h2d_exposed:
                     obs.add_h2d(exposed - receiver._h2d_exposed)
                     receiver._h2d_exposed = exposed

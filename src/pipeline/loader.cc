@@ -691,7 +691,8 @@ Result<std::unique_ptr<Loader>> Loader::Create(LoaderOptions options) {
   }
   if (options.on_error == OnError::kSkip && options.batch_share > 0 && options.batch_share < options.batch_stride &&
       !options.leave_failed_slots) {
-    // A refill comes from the rank's partition in the rank's batch order (skip_refill.h): a worker sees only its batches.
+    // A refill comes from the rank's partition in the rank's batch order (skip_refill.h): a worker sees
+    // only its batches.
     return InvalidArgument("on_error=skip with batch_stride > batch_share needs leave_failed_slots: a worker's "
                            "refills would come from its own batches, not the rank's; the loader that receives "
                            "every batch refills them");
