@@ -219,7 +219,8 @@ struct LoaderOptions {
   // is and named (Batch::failures). The refills come from the rank's whole
   // partition in batch order (pipeline/skip_refill.h), so the one loader that
   // receives every batch makes them (Receive). Required for on_error=kSkip
-  // when 0 < batch_share < batch_stride: a worker's own refills would not be the rank's.
+  // when 0 < batch_share < batch_stride: a worker's own refills would not be
+  // the rank's.
   bool leave_failed_slots = false;
 };
 
@@ -233,7 +234,7 @@ struct ArrayView {
 };
 
 // A slot whose sample failed, left for the rank's refills (on_error=kSkip
-// in a loader that makes part of the rank's batches, batch_share < batch_stride).
+// with leave_failed_slots).
 struct SlotFailure {
   int slot = 0;
   std::string cause;  // the error: shard, member, byte offset, cause
