@@ -6,12 +6,16 @@ object store). The reference is stoker.Loader in this process: with the same
 seed, the Ray loader's stream must be the local loader's byte for byte, with
 a worker killed or its node removed in mid-epoch, and resumed from a state taken
 in mid-epoch; under torchrun (2 ranks, gloo) each rank's stream is its local one.
+Over shards with corrupt samples, on_error="skip" gives the local skip
+loader's stream, counts, state and budget errors (the trainer's engine refills
+the slots the workers leave), and device="cpu-late" (the device stage on a CPU
+copy engine) copies every batch through the trainer's pool.
 No mocks: the actors run the engine, Ray moves the batches.
 
 The strided plan itself (a worker makes every N-th batch of the rank) is
 also checked without Ray, through local loaders with _batch_stride.
 The cluster is module-scoped (about 5 s to start); the whole file runs in
-about 40 s on 2 cores, the torchrun test 12 s of it.
+about 45 s on 2 cores, the torchrun test 8-12 s of it.
 """
 from __future__ import annotations
 
