@@ -956,6 +956,8 @@ class RayLoader:
         self._next = native["next_batch"]
         self._resuming = True
         self._epoch_chosen = False
+        if self._receiver is not None:  # its refills' state and counts now: the next epoch may begin from them
+            self._receiver._native.restore(json.dumps(dict(self._state_at(self._next), next_batch=0)))
 
     def close(self) -> None:
         """Ends the workers' actors (their batches in flight are dropped);

@@ -615,6 +615,11 @@ def test_skip_state_in_mid_epoch_is_the_local_loaders_and_resumes(ray_cluster, d
         got = [(1, _flat(b)) for b in resumed]
         assert got == skip_stream[0][8 + 5:]
         assert resumed.skips == skip_stream[1][-1]
+        # A state at epoch 0's end: the next iteration begins epoch 1 with that state's counts.
+        local = stoker.Loader(damaged, **_skip_options(damaged))
+        resumed.load_state_dict(_state_after(local, 0, 8))
+        assert [(1, _flat(b)) for b in resumed] == skip_stream[0][8:]
+        assert resumed.skips == skip_stream[1][-1]
     finally:
         resumed.close()
 
