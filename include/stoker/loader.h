@@ -210,10 +210,18 @@ struct LoaderOptions {
   // batch_stride batches the loader delivers only the rank's batches whose
   // place b % batch_stride is in [batch_offset, batch_offset + batch_share),
   // in order, and reads nothing else; they equal the rank's batches byte for
-  // byte (pipeline/batch_stride.h). 1, 0 and 1: every batch.
+  // byte (pipeline/batch_stride.h). 1, 0 and 1: every batch. batch_share 0:
+  // none; such a loader finishes the batches the others made (Receive).
   int batch_stride = 1;
   int batch_offset = 0;
   int batch_share = 1;
+  // on_error=kSkip in one of those workers: a bad sample's slot is left as it
+  // is and named (Batch::failures). The refills come from the rank's whole
+  // partition in batch order (pipeline/skip_refill.h), so the one loader that
+  // receives every batch makes them (Receive). Required for on_error=kSkip
+  // when 0 < batch_share < batch_stride: a worker's own refills would not be
+  // the rank's.
+  bool leave_failed_slots = false;
 };
 
 struct ArrayView {
@@ -223,6 +231,13 @@ struct ArrayView {
   uint8_t* data = nullptr;         // inside the batch's pooled buffer
   size_t nbytes = 0;
   int device = -1;                 // CUDA ordinal data lives on; -1: host memory
+};
+
+// A slot whose sample failed, left for the rank's refills (on_error=kSkip
+// with leave_failed_slots).
+struct SlotFailure {
+  int slot = 0;
+  std::string cause;  // the error: shard, member, byte offset, cause
 };
 
 class Batch {
@@ -243,6 +258,21 @@ class Batch {
   // device buffer wait for the work `stream` queued until the batch is
   // released. Host batches: nothing to do.
   virtual Status NeededOn(uintptr_t stream) { return Status::Ok(); }
+  // The slots left unfilled for Loader::Receive (see SlotFailure), lowest first; empty otherwise.
+  virtual const std::vector<SlotFailure>& failures() const {
+    static const std::vector<SlotFailure> none;
+    return none;
+  }
+};
+
+// One of the rank's batches made by another loader of its shares
+// (batch_stride), as received: its arrays in the layout's order, each
+// sample's key and url, and the slots it left for the refills.
+struct ReceivedBatch {
+  int64_t index = 0;  // the rank's batch number in the current epoch
+  std::vector<ArrayView> arrays;
+  std::vector<std::string> keys, urls;
+  std::vector<SlotFailure> failures;
 };
 
 // What the planner decided for this rank and epoch, so no drop or pad is silent.
@@ -310,6 +340,14 @@ class Loader {
   // appears once; the Python package logs them).
   virtual SkipCounts Skips() const = 0;
   virtual std::vector<SkipRecord> TakeSkipLog() = 0;
+  // A batch of this rank made by another of its shares, finished here as
+  // this loader finishes its own: copied into a buffer of its pool
+  // (page-locked with pin_memory), its failed slots refilled from the
+  // rank's partition under the budget (on_error=kSkip; every batch of the
+  // epoch must come through here once, in order, for the refills and the
+  // counts to be the local loader's), and copied to the device. The arrays
+  // must be the layout's, by name and size.
+  virtual Result<std::shared_ptr<Batch>> Receive(ReceivedBatch batch) = 0;
   // Shards whose descriptors are cached open now (at most max_open_files).
   virtual size_t OpenShardFiles() const = 0;
 

@@ -447,6 +447,12 @@ class LoaderOptions:
     def batch_share(self, arg: int, /) -> None: ...
 
     @property
+    def leave_failed_slots(self) -> bool: ...
+
+    @leave_failed_slots.setter
+    def leave_failed_slots(self, arg: bool, /) -> None: ...
+
+    @property
     def autotune(self) -> bool: ...
 
     @autotune.setter
@@ -481,7 +487,12 @@ class NativeLoader:
 
     def next(self, stream: int = 0) -> object:
         """
-        The next batch as (index, [(name, array)], keys, urls), None at the epoch's end; with device='cuda', `stream` (a cudaStream_t as an integer) is made to wait for its copy. keys are webdataset's __key__ (tar: the member path without its extension; image folder: the path under the root; Parquet: the key_column value, else 'file:row'); urls the shard or file each came from.
+        The next batch as (index, [(name, array)], keys, urls, [(slot, cause)]), None at the epoch's end; the last list: slots left for the rank's refills (on_error='skip' with batch_stride). With device='cuda', `stream` (a cudaStream_t as an integer) is made to wait for its copy. keys are webdataset's __key__ (tar: the member path without its extension; image folder: the path under the root; Parquet: the key_column value, else 'file:row'); urls the shard or file each came from.
+        """
+
+    def receive(self, index: int, arrays: Sequence[tuple[str, Annotated[NDArray, dict(order='C', device='cpu', writable=False)]]], keys: Sequence[str], urls: Sequence[str], failures: Sequence[tuple[int, str]], stream: int = 0) -> object:
+        """
+        The rank's batch `index` of this epoch made by another share (its next() item's arrays, keys, urls and failed slots), finished here: copied into this loader's pool, its failed slots refilled (on_error='skip'), copied to the device; returned as next() returns a batch.
         """
 
     @property

@@ -323,6 +323,8 @@ class Loader:
         _batch_stride: int = 1,
         _batch_offset: int = 0,
         _batch_share: int = 1,
+        # on_error="skip" in one of them: bad samples' slots left for the trainer's refills.
+        _leave_failed_slots: bool = False,
         workers: Any = None,
     ) -> None:
         if workers is not None:  # only a subclass gets here (__new__ hands stoker.Loader's to RayLoader)
@@ -392,6 +394,7 @@ class Loader:
         opt.batch_stride = int(_batch_stride)
         opt.batch_offset = int(_batch_offset)
         opt.batch_share = int(_batch_share)
+        opt.leave_failed_slots = bool(_leave_failed_slots)
         if device.startswith("cuda") and any(s.kind in (_stoker.FieldKind.text, _stoker.FieldKind.json)
                                              for s in fields.values()):
             raise ValueError("text and json fields are Python strings and objects: not with device='cuda'")
@@ -519,7 +522,7 @@ class Loader:
         return batches > 0 and json.loads(self._native.state())["next_batch"] >= batches
 
     def _to_dict(self, item) -> dict:
-        _, arrays, keys, urls = item
+        _, arrays, keys, urls = item[:4]  # (index, arrays, keys, urls, failed slots)
         convert = self._convert
         batch: dict[str, Any] = {}
         if self._str_fields:

@@ -22,12 +22,23 @@ The trainer keeps ``prefetch`` batch requests in flight per worker and takes
 the batches in order; it copies each worker's arrays out of the object store
 (its pages are read-only there) into a tensor of its own, once. The trainer's
 own share comes from its in-process loader, as a local loader's batches do.
+With ``device="cuda"`` or ``pin_memory=True`` every batch, the trainer's
+share's too, is copied into the pooled (page-locked) buffers of the
+trainer's own engine instead, which copies it on to the device as the local
+loader does (pipeline/device_stage.h).
 A worker that dies (its actor killed, its process or node lost) is replaced
 by a new actor with the same share, restored through the loader's own state
 to the batch it owed; its batches are made again and the log names the
 worker and how long the step waited. ``state_dict`` is the local loader's
 format (the rank's epoch and next batch), so a state saved here resumes a
 local loader and the other way round.
+
+With ``on_error="skip"`` the refills must be the rank's (its whole partition
+read again from its start, in the rank's batch order: pipeline/skip_refill.h),
+which no share sees: each share leaves a bad sample's slot as it is and names
+it, and the trainer's own engine, a loader that makes no batch
+(``_batch_share=0``), receives every batch in order (``Loader::Receive``),
+copies it into its pool, refills the slots and keeps the budget, in C++.
 
 Why a loader of its own kind (``RayLoader``) behind ``stoker.Loader(...,
 workers=...)``: every call it answers (iteration, epochs, state) is a few
@@ -43,6 +54,8 @@ from concurrent.futures import ThreadPoolExecutor
 from types import SimpleNamespace
 from typing import Any, Mapping, Sequence
 
+from . import _stoker
+
 _log = logging.getLogger("stoker")
 
 _INSTALL = "stoker.RayWorkers needs Ray: pip install 'stoker[ray]'"
@@ -50,7 +63,7 @@ _INSTALL = "stoker.RayWorkers needs Ray: pip install 'stoker[ray]'"
 # Loader keywords that belong to the trainer's side (the observer, the
 # output library, the device) or are set per worker here.
 _TRAINER_ONLY = ("_late_copy_ms", "_gpu_standin_delay_us", "_batch_stride", "_batch_offset", "_batch_share",
-                 "workers")
+                 "_leave_failed_slots", "workers")
 
 
 def _import_ray():
@@ -174,15 +187,17 @@ class _Worker:
     stoker.Loader making the rank's batches of its places in each cycle."""
 
     def open(self, sources, fields: dict, options: dict, cycle: int, offset: int, share: int,
-             num_cpus: float | None) -> dict:
+             num_cpus: float | None, raw: bool = False) -> dict:
         """num_cpus: the actor's CPUs; None: the trainer's own share (output
-        and defaults as the trainer's own loader's)."""
+        and defaults as the trainer's own loader's). raw: next() gives the
+        engine's batch as it is, for the trainer's receiving loader to finish."""
         import math
         import os
 
         from .loader import Loader
 
-        self._opened = (sources, fields, options, num_cpus)
+        self._opened = (sources, fields, options, num_cpus, raw)
+        self._raw = raw
         if num_cpus is not None:
             import ray
 
@@ -197,8 +212,9 @@ class _Worker:
             node = "trainer"
         self._cycle, self._offset, self._share = cycle, offset, share
         self._remote = num_cpus is not None
-        self._loader = Loader(sources, fields, observe=False, _batch_stride=cycle,
-                              _batch_offset=offset, _batch_share=share, **options)
+        self._loader = Loader(sources, fields, observe=False, _batch_stride=cycle, _batch_offset=offset,
+                              _batch_share=share, _leave_failed_slots=raw and options.get("on_error") == "skip",
+                              **options)
         self._iter = None
         plan = self._loader.plan
         return {"batches": plan.batches, "rank_samples": plan.rank_samples,
@@ -227,10 +243,18 @@ class _Worker:
         """The next of this share's batches. From an actor: (numpy arrays,
         views of the engine's pooled buffer copied once into the object store
         as they are returned, with the ``__key__``/``__url__`` lists; the
-        engine's counters). In the trainer: the batch, as its loader's."""
+        engine's counters). In the trainer: the batch, as its loader's.
+        Raw (the trainer finishes each batch): the engine's item instead,
+        (index, [(name, array)], keys, urls, [(slot, cause)]), whose last
+        list names the slots on_error="skip" left for the trainer to refill."""
         if self._iter is None:
             raise RuntimeError("stoker: this Ray worker's epoch did not start (see the error of its start)")
-        batch = next(self._iter)
+        if self._raw:
+            batch = self._loader._native.next(0)
+            if batch is None:
+                raise RuntimeError("stoker: a Ray worker was asked for a batch past its share of the epoch")
+        else:
+            batch = next(self._iter)
         return (batch, _engine_stats(self._loader)) if self._remote else batch
 
     def stats(self) -> dict:
@@ -239,9 +263,9 @@ class _Worker:
     def reshare(self, cycle: int, offset: int, share: int) -> dict:
         """A new deal (workers joined or left): the loader opened again for
         these places of a cycle; start() follows."""
-        sources, fields, options, num_cpus = self._opened
+        sources, fields, options, num_cpus, raw = self._opened
         self.close()
-        return self.open(sources, fields, options, cycle, offset, share, num_cpus)
+        return self.open(sources, fields, options, cycle, offset, share, num_cpus, raw)
 
     def ping(self) -> int:
         """Answers once the actor is placed and running."""
@@ -318,8 +342,20 @@ class RayLoader:
     the local loader's, byte for byte. ``report()`` has the trainer's side
     (t_wait, the verdict), the move through the object store, and one line
     per share with its engine's stages. ``resize`` changes the workers between
-    batches. Not yet: the device stage (``device="cuda"`` / ``pin_memory``:
-    copy with ``.to()``) and ``on_error="skip"``."""
+    batches.
+
+    ``on_error="skip"``, ``device`` and ``pin_memory`` behave as
+    stoker.Loader's (``device="cuda"`` without CUDA raises its error before
+    any actor starts). With any of them the trainer finishes every batch in
+    its own engine (a loader that makes none itself, ``_batch_share=0``;
+    ``Loader::Receive`` in C++), in the rank's batch order: the shares leave
+    a bad sample's slot as it is and name it, and the trainer copies each
+    batch into its pool (page-locked with ``pin_memory``), refills those
+    slots from the rank's partition under the budget, as the local loader
+    does at delivery (pipeline/skip_refill.h: a worker sees only its
+    batches, so its refills would not be the rank's), and copies the batch
+    on to the device. The refills' position, known-bad samples and counts
+    are in ``state_dict``; ``skips`` and ``report()`` count them."""
 
     def __init__(self, sources: str | Sequence[str], fields: Mapping[str, Any], *, batch_size: int,
                  workers: RayWorkers, output: str = "torch", observe: bool = True, device: str = "cpu",
@@ -328,21 +364,15 @@ class RayLoader:
                  slow_factor: float = 5.0, slow_floor_s: float = 0.05, jsonl=None, trace_spans: int = 0,
                  **options: Any) -> None:
         ray = _import_ray()
-        from . import _stoker
         from .loader import _distributed_rank_world
 
         if not isinstance(workers, RayWorkers):
             raise TypeError(f"workers must be a stoker.RayWorkers, not {type(workers).__name__}")
         if output not in ("torch", "numpy"):
             raise ValueError(f"output must be 'torch' or 'numpy', not {output!r}")
-        if str(device) != "cpu" or pin_memory:
-            raise ValueError("workers= delivers host batches: device='cuda' and pin_memory are not built for it "
-                             "yet; copy with batch[k].to('cuda', non_blocking=True)")
-        if on_error != "raise":
-            raise ValueError("workers= supports on_error='raise' only for now: a refill must come from the rank's "
-                             "partition, which a worker does not hold")
         if not observe and (jsonl is not None or trace_spans):
             raise ValueError("jsonl and trace_spans need observe=True")
+        device_tests = {k: options[k] for k in ("_late_copy_ms", "_gpu_standin_delay_us") if k in options}
         for key in _TRAINER_ONLY:
             options.pop(key, None)
         if rank is None or world_size is None:  # resolved here: a worker's process has no torchrun environment
@@ -354,6 +384,15 @@ class RayLoader:
         self._open_args = (sources, dict(fields),  # specs pickle by value
                            dict(options, batch_size=batch_size, rank=rank, world_size=world_size,
                                 on_error=on_error))
+        self._slots = []
+        self._receiver = None
+        if on_error == "skip" or str(device) != "cpu" or pin_memory:
+            # The trainer's engine finishes every batch (the class docstring):
+            # made first, so that device="cuda" without CUDA fails before any actor.
+            from .loader import Loader
+
+            self._receiver = Loader(sources, dict(fields), observe=False, output=output, device=device,
+                                    pin_memory=pin_memory, _batch_share=0, **device_tests, **self._open_args[2])
         self._torch = None
         if output == "torch":
             import torch
@@ -427,7 +466,7 @@ class RayLoader:
         sources, fields, options = self._open_args
         slot.local = _Worker()
         info = slot.local.open(sources, fields, dict(options, output=output), self._cycle, slot.offset,
-                               slot.share, None)
+                               slot.share, None, self._receiver is not None)
         slot.where = f"this process, pid {info['pid']}"
         slot.node, slot.cores_from = "trainer", info["cores_from"]
         return info
@@ -443,7 +482,7 @@ class RayLoader:
         slot.pending.clear()
         sources, fields, options = self._open_args
         ref = slot.actor.open.remote(sources, fields, options, self._cycle, slot.offset, slot.share,
-                                     w.num_cpus)
+                                     w.num_cpus, self._receiver is not None)
 
         def where(info: dict) -> dict:
             slot.where = f"node {info['node'][:8]}, pid {info['pid']}"
@@ -636,7 +675,7 @@ class RayLoader:
             batch = slot.local.next()
             slot.wait_s += time.perf_counter() - began
             slot.batches += 1
-            return batch
+            return batch if self._receiver is None else self._finish(b, batch)
         ray = self._ray
         began = time.perf_counter()
         replaced = 0
@@ -666,6 +705,9 @@ class RayLoader:
         else:
             slot.wait_s += now - began
         slot.move_s += moved_at - made_at
+        if self._receiver is not None:
+            slot.bytes += sum(a.nbytes for _, a in batch[1])
+            return self._finish(b, batch, slot)
         return self._deliver(batch, slot)
 
     def _fetch_ahead(self, b: int) -> None:
@@ -746,9 +788,39 @@ class RayLoader:
         self._resuming = False
         self._generation += 1
         self._iterating = False  # until every share has begun
+        self._start_receiver()
         self._begin(self._next)
         self._iterating = True
         return _RayEpochIterator(self, self._generation)
+
+    def _finish(self, b: int, item: tuple, slot: _Slot | None = None) -> dict:
+        """The rank's batch b, a share's engine item (its arrays read-only
+        in the object store, or views of the trainer's share's buffer),
+        finished by the receiving engine: copied into its pool, its failed
+        slots refilled (on_error="skip"), copied to the device."""
+        began = time.perf_counter()
+        receiver = self._receiver
+        _, arrays, keys, urls, failures = item
+        stream = 0 if receiver._stream is None else receiver._stream()
+        try:
+            done = receiver._native.receive(b, arrays, keys, urls, failures, stream)
+        finally:  # also when the budget raises: the skips that tripped it are logged
+            if receiver._skip:
+                receiver._log_skips()
+        if slot is not None:
+            slot.copy_s += time.perf_counter() - began
+        return receiver._to_dict(done)
+
+    def _start_receiver(self) -> None:
+        """The receiving engine begins the epoch with this iteration: at its
+        start, or where a restored state left it (its refills' position)."""
+        receiver = self._receiver
+        if receiver is None:
+            return
+        if self._next == 0 and not self._stages:
+            receiver._native.set_epoch(self._epoch)
+        else:  # it makes no batch: its own next batch is 0
+            receiver._native.restore(json.dumps(dict(self._state_at(self._next), next_batch=0)))
 
     def _deliver(self, batch: dict, slot: _Slot) -> dict:
         """The object store's read-only arrays copied into arrays (tensors) of our own."""
@@ -804,6 +876,10 @@ class RayLoader:
         if self._observer is None:
             raise RuntimeError("this loader was created with observe=False")
         report = self._observer.report()
+        report["skips"] = self.skips
+        if self._receiver is not None and (self._receiver._device != "cpu"
+                                           or self._receiver._native.options.pin_memory):
+            report["h2d"] = self._receiver._native.stats()["h2d"]  # the receiving engine's copies
         remote = self._remote_slots()
         moved = sum(s.batches for s in remote)
         nbytes, move_s, copy_s = (sum(getattr(s, a) for s in remote) for a in ("bytes", "move_s", "copy_s"))
@@ -834,10 +910,24 @@ class RayLoader:
             raise RuntimeError("this loader was created with observe=False")
         self._observer.save_trace(path)
 
+    @property
+    def skips(self) -> dict:
+        """on_error="skip": {"skipped", "refilled", "seen"} over the loader's life, as stoker.Loader's."""
+        if self._receiver is None:
+            return {"skipped": 0, "refilled": 0, "seen": 0}
+        return self._receiver.skips
+
     # -- resumption ---------------------------------------------------------------
     def state_dict(self) -> dict:
         """The rank's position, in stoker.Loader's format (a local loader resumes it too)."""
-        return {"stoker": self._state_at(self._next)}
+        state = self._state_at(self._next)
+        receiver = self._receiver
+        if receiver is not None and receiver._skip and not self._resuming:  # the refills' position, counts
+            skip = json.loads(receiver._native.state())["skip"]
+            if self._next == 0:  # the epoch has not begun: its refills start from the partition's start
+                skip.update(reserve_cursor=0, known_bad=[])
+            state["skip"] = skip
+        return {"stoker": state}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Continue with exactly the batches not yet delivered, in order (the
@@ -866,6 +956,8 @@ class RayLoader:
         self._next = native["next_batch"]
         self._resuming = True
         self._epoch_chosen = False
+        if self._receiver is not None:  # its refills' state and counts now: the next epoch may begin from them
+            self._receiver._native.restore(json.dumps(dict(self._state_at(self._next), next_batch=0)))
 
     def close(self) -> None:
         """Ends the workers' actors (their batches in flight are dropped);
@@ -874,6 +966,9 @@ class RayLoader:
         observer, self._observer = getattr(self, "_observer", None), None
         if observer is not None:
             observer.close()
+        receiver, self._receiver = getattr(self, "_receiver", None), None
+        if receiver is not None:
+            receiver.close()
         for slot in getattr(self, "_slots", []):
             if slot.local is not None:
                 slot.local.close()
@@ -943,6 +1038,12 @@ class _RayEpochIterator:
             t0 = obs.request()
             batch = loader._take(b)
             obs.delivered(t0)
+            receiver = loader._receiver
+            if receiver is not None and receiver._device != "cpu":  # device copies the step waited for
+                exposed = _stoker.stage_snapshot(receiver._native).h2d_exposed_s
+                if exposed > receiver._h2d_exposed:
+                    obs.add_h2d(exposed - receiver._h2d_exposed)
+                    receiver._h2d_exposed = exposed
         # The trainer's wait, for self-sizing; each share's first batch of an
         # epoch (its engine starting) is not what the workers' count changes.
         if b >= loader._cycle:

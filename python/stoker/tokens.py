@@ -198,7 +198,7 @@ class TokenLoader(Loader):
         return value.clone() if name == "loss_mask" and self._torch is not None else value
 
     def _to_dict(self, item) -> dict:
-        _, arrays, *_ = item  # (index, arrays, keys, urls)
+        _, arrays, *_ = item  # (index, arrays, keys, urls, failed slots)
         convert = self._convert
         window = None
         index = None

@@ -7,7 +7,7 @@ namespace stoker {
 
 Status CheckBatchShare(int stride, int offset, int share) {
   if (stride < 1) return InvalidArgument("batch_stride must be at least 1, not " + std::to_string(stride));
-  if (share < 1) return InvalidArgument("batch_share must be at least 1, not " + std::to_string(share));
+  if (share < 0) return InvalidArgument("batch_share must be at least 0, not " + std::to_string(share));
   if (offset < 0 || offset + share > stride) {
     return InvalidArgument("batch_offset " + std::to_string(offset) + " and batch_share " + std::to_string(share) +
                            " must lie in the cycle of batch_stride " + std::to_string(stride) + " batches");
@@ -19,6 +19,13 @@ Result<EpochPlan> StrideBatches(EpochPlan plan, int batch_size, int stride, int 
   STOKER_RETURN_IF_ERROR(CheckBatchShare(stride, offset, share));
   if (share == stride) return plan;
   if (plan.strided) return InvalidArgument("batch_stride > 1 is for shard loaders, not token runs");
+  if (share == 0) {  // none of the batches: a loader that finishes the others' (Loader::Receive)
+    plan.spans.clear();
+    plan.span_start.clear();
+    plan.info.batches = 0;
+    plan.info.rank_samples = 0;
+    return plan;
+  }
   if (batch_size < 1) return InvalidArgument("batch_size must be at least 1");
   const int64_t bs = batch_size, total = plan.info.rank_samples;
   std::vector<OrderSpan> spans;

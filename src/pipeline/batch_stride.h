@@ -25,8 +25,8 @@ namespace stoker {
 // `plan` (a rank's shard plan, fresh or elastic) restricted to its batches b
 // with offset <= b % stride < offset + share; info.batches and
 // info.rank_samples count what is left, the rest of info is the rank's.
-// stride 1, offset 0, share 1: the plan as it is. Refused: stride < 1,
-// share < 1, offset + share > stride, token runs (strided plans).
+// stride 1, offset 0, share 1: the plan as it is; share 0: no batch. Refused:
+// stride < 1, share < 0, offset + share > stride, token runs (strided plans).
 Result<EpochPlan> StrideBatches(EpochPlan plan, int batch_size, int stride, int offset, int share = 1);
 
 // Checks stride, offset and share as StrideBatches does, with a message that names the options.

@@ -28,6 +28,7 @@ class DeviceBatch : public Batch {
   const std::vector<ArrayView>& arrays() const override { return arrays_; }
   const std::vector<std::string>& keys() const override { return host_->keys(); }
   const std::vector<std::string>& urls() const override { return host_->urls(); }
+  const std::vector<SlotFailure>& failures() const override { return host_->failures(); }
   Status NeededOn(uintptr_t stream) override { return copy_->NeededOn(stream); }
 
  private:

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <future>
 #include <optional>
 #include <thread>
@@ -119,7 +120,9 @@ std::vector<std::string> ParquetColumns(const LoaderOptions& options) {
 
 class BatchImpl : public Batch {
  public:
-  BatchImpl(std::unique_ptr<BatchWork> work, const BatchLayout& layout) : work_(std::move(work)) {
+  // `failures`: slots left unfilled for the rank's refills (Batch::failures).
+  BatchImpl(std::unique_ptr<BatchWork> work, const BatchLayout& layout, std::vector<SlotFailure> failures = {})
+      : work_(std::move(work)), failures_(std::move(failures)) {
     for (const ArraySlot& a : layout.arrays) {
       ArrayView v;
       v.name = a.name;
@@ -136,11 +139,21 @@ class BatchImpl : public Batch {
   const std::vector<ArrayView>& arrays() const override { return arrays_; }
   const std::vector<std::string>& keys() const override { return work_->keys; }
   const std::vector<std::string>& urls() const override { return work_->urls; }
+  const std::vector<SlotFailure>& failures() const override { return failures_; }
 
  private:
   std::unique_ptr<BatchWork> work_;
   std::vector<ArrayView> arrays_;
+  std::vector<SlotFailure> failures_;
 };
+
+// The failed slots of a batch whose first pass is complete, lowest first.
+std::vector<SlotFailure> LeftSlots(BatchWork& work) {
+  std::vector<SlotFailure> out;
+  for (auto& [slot, cause] : work.failures) out.push_back({slot, cause.ToString()});
+  std::sort(out.begin(), out.end(), [](const SlotFailure& a, const SlotFailure& b) { return a.slot < b.slot; });
+  return out;
+}
 
 class LoaderImpl : public Loader {
  public:
@@ -226,7 +239,10 @@ class LoaderImpl : public Loader {
     if (!ready.ok()) return ready.status();
     ++next_batch_;
     if (tuner_) Tune();
-    if (data_.options.on_error == OnError::kSkip) {
+    std::vector<SlotFailure> left;
+    if (data_.options.on_error == OnError::kSkip && data_.options.leave_failed_slots) {
+      left = LeftSlots(*work);  // the rank's refills are made where its every batch is received
+    } else if (data_.options.on_error == OnError::kSkip) {
       DropRefilledJobs(*work);  // before Resolve takes the failures
       STOKER_RETURN_IF_ERROR(refill_.Resolve(*work, *plan_));  // refills failed slots, keeps the budget
     } else if (work->error_slot >= 0) {
@@ -236,8 +252,68 @@ class LoaderImpl : public Loader {
       std::shared_ptr<DeviceCopy> copy = std::move(work->copy);
       const BufferPool::Lease& lease = *work->lease;
       GpuJobs* jobs = &work->gpu;
-      return data_.device->Deliver(std::make_shared<BatchImpl>(std::move(work), data_.layout), std::move(copy), lease,
-                                   jobs);
+      return data_.device->Deliver(std::make_shared<BatchImpl>(std::move(work), data_.layout, std::move(left)),
+                                   std::move(copy), lease, jobs);
+    }
+    return std::shared_ptr<Batch>(std::make_shared<BatchImpl>(std::move(work), data_.layout, std::move(left)));
+  }
+
+  Result<std::shared_ptr<Batch>> Receive(ReceivedBatch in) override {
+    if (data_.tokens) return FailedPrecondition("Receive is for shard loaders, not token loaders");
+    if (!rank_plan_) {  // this epoch's, uncut by batch_stride (the refills' reserve)
+      STOKER_ASSIGN_OR_RETURN(EpochPlan plan, PlanEpoch(counts_, data_.options, epoch_));
+      rank_plan_ = std::make_shared<const EpochPlan>(std::move(plan));
+    }
+    const EpochPlan& plan = *rank_plan_;
+    const int64_t bs = data_.options.batch_size;
+    if (in.index < 0 || in.index >= plan.info.batches) {
+      return InvalidArgument("received batch " + std::to_string(in.index) + " is outside this epoch's " +
+                             std::to_string(plan.info.batches) + " batches");
+    }
+    const int size = static_cast<int>(std::clamp<int64_t>(plan.info.rank_samples - in.index * bs, 0, bs));
+    const BatchLayout& layout = data_.layout;
+    if (in.arrays.size() != layout.arrays.size()) {
+      return InvalidArgument("received batch " + std::to_string(in.index) + " has " +
+                             std::to_string(in.arrays.size()) + " arrays, this loader's batches " +
+                             std::to_string(layout.arrays.size()));
+    }
+    auto work = std::make_unique<BatchWork>();
+    work->index = in.index;
+    work->epoch = epoch_;  // no plan: no task reads this batch
+    work->size = size;
+    // The caller may hold every buffer of the pool (list(loader)): lend one past it rather than wait.
+    if (pool_->free_count() == 0) pool_->GrantOverflow();
+    work->lease = pool_->Acquire();
+    pool_->RevokeOverflow();
+    if (!work->lease) return Cancelled("the loader is stopping");
+    for (size_t i = 0; i < layout.arrays.size(); ++i) {
+      const ArraySlot& slot = layout.arrays[i];
+      const ArrayView& a = in.arrays[i];
+      const size_t want = slot.sample_bytes * static_cast<size_t>(size);
+      if (a.name != slot.name || a.nbytes != want || (want > 0 && !a.data)) {
+        return InvalidArgument("received batch " + std::to_string(in.index) + " has array '" + a.name + "' of " +
+                               std::to_string(a.nbytes) + " bytes where this loader's has '" + slot.name +
+                               "' of " + std::to_string(want));
+      }
+      if (want > 0) std::memcpy(work->lease->data() + slot.offset, a.data, want);
+    }
+    if (data_.options.include_keys &&
+        (in.keys.size() != static_cast<size_t>(size) || in.urls.size() != static_cast<size_t>(size))) {
+      return InvalidArgument("received batch " + std::to_string(in.index) + " has " +
+                             std::to_string(in.keys.size()) + " keys for " + std::to_string(size) + " samples");
+    }
+    work->keys = std::move(in.keys);
+    work->urls = std::move(in.urls);
+    if (data_.options.on_error == OnError::kSkip) {
+      const SkipRefiller::Target target{in.index, size, work->lease->data(), &work->keys, &work->urls};
+      STOKER_RETURN_IF_ERROR(refill_.Resolve(target, std::move(in.failures), plan));
+    } else if (!in.failures.empty()) {
+      return DataLoss(in.failures.front().cause);
+    }
+    if (data_.device && data_.device->copies()) {  // copied now: the batch is complete only now
+      const BufferPool::Lease& lease = *work->lease;
+      GpuJobs* jobs = &work->gpu;
+      return data_.device->Deliver(std::make_shared<BatchImpl>(std::move(work), data_.layout), nullptr, lease, jobs);
     }
     return std::shared_ptr<Batch>(std::make_shared<BatchImpl>(std::move(work), data_.layout));
   }
@@ -377,6 +453,7 @@ class LoaderImpl : public Loader {
     if (!stages.empty()) {
       STOKER_ASSIGN_OR_RETURN(EpochPlan remaining,
                               PlanRemaining(counts_, data_.options, static_cast<uint64_t>(epoch), stages));
+      rank_plan_ = std::make_shared<const EpochPlan>(remaining);
       STOKER_ASSIGN_OR_RETURN(remaining, OwnBatches(std::move(remaining)));
       plan_ = std::make_shared<const EpochPlan>(std::move(remaining));
       elastic_ = std::move(stages);
@@ -465,6 +542,7 @@ class LoaderImpl : public Loader {
   // A shard loader's new epoch with its plan (planned here, or by the run ahead).
   void Adopt(uint64_t epoch, std::shared_ptr<const EpochPlan> plan) {
     plan_ = std::move(plan);
+    rank_plan_.reset();  // planned when a batch is received
     elastic_.clear();
     epoch_ = epoch;
     refill_.StartEpoch(epoch);
@@ -566,6 +644,8 @@ class LoaderImpl : public Loader {
   std::unique_ptr<Recorder> recorder_;  // outlives run_, whose threads record into it
   std::vector<uint32_t> counts_;
   std::shared_ptr<const EpochPlan> plan_;  // shared with the run, which may have planned it
+  // The rank's plan of this epoch uncut by batch_stride, for Receive; null until needed.
+  std::shared_ptr<const EpochPlan> rank_plan_;
   uint64_t epoch_ = 0;
   int64_t next_batch_ = 0;
   int64_t token_consumed_ = 0;  // token runs: the plan starts at this global sample
@@ -609,10 +689,13 @@ Result<std::unique_ptr<Loader>> Loader::Create(LoaderOptions options) {
   if (options.batch_stride > 1 && !options.tokens.paths.empty()) {
     return InvalidArgument("batch_stride > 1 is for shard loaders, not token loaders");
   }
-  if (options.batch_stride > 1 && options.on_error == OnError::kSkip) {
-    // A refill comes from the rank's partition (skip_refill.h): a worker holds only its batches' part.
-    return InvalidArgument("on_error=skip with batch_stride > 1 is not supported yet: a refill would come from "
-                           "this worker's batches, not the rank's");
+  if (options.on_error == OnError::kSkip && options.batch_share > 0 && options.batch_share < options.batch_stride &&
+      !options.leave_failed_slots) {
+    // A refill comes from the rank's partition in the rank's batch order (skip_refill.h): a worker sees
+    // only its batches.
+    return InvalidArgument("on_error=skip with batch_stride > batch_share needs leave_failed_slots: a worker's "
+                           "refills would come from its own batches, not the rank's; the loader that receives "
+                           "every batch refills them");
   }
   if (!options.storage) options.storage = DefaultIoOptions();  // the environment now, not at import
   const IoOptions io = *options.storage;

@@ -28,40 +28,52 @@ void SkipRefiller::StartEpoch(uint64_t epoch) {
 }
 
 Status SkipRefiller::Resolve(BatchWork& work, const EpochPlan& plan) {
-  counts_.seen += work.size;
-  if (work.failures.empty()) return CheckBudget();
+  std::vector<SlotFailure> failures;
+  for (auto& [slot, cause] : work.failures) failures.push_back({slot, cause.ToString()});
+  work.failures.clear();
+  STOKER_RETURN_IF_ERROR(Resolve({work.index, work.size, work.lease->data(), &work.keys, &work.urls},
+                                 std::move(failures), plan));
+  work.error_slot = -1;
+  work.error = Status::Ok();
+  return Status::Ok();
+}
+
+Status SkipRefiller::Resolve(const Target& batch, std::vector<SlotFailure> failures, const EpochPlan& plan) {
+  counts_.seen += batch.size;
+  if (failures.empty()) return CheckBudget();
   const int64_t bs = data_->options.batch_size;
   // Slot order, not completion order: the refills must not depend on timing.
-  std::vector<std::pair<int, Status>> failures = std::move(work.failures);
-  std::sort(failures.begin(), failures.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::sort(failures.begin(), failures.end(), [](const auto& a, const auto& b) { return a.slot < b.slot; });
   const uint64_t partition = static_cast<uint64_t>(plan.info.rank_samples);
-  for (const auto& [slot, cause] : failures) {
-    NoteBad(work, slot, plan.At(work.index * bs + slot), cause);
+  for (const SlotFailure& failure : failures) {
+    if (failure.slot < 0 || failure.slot >= batch.size) {
+      return InvalidArgument("batch " + std::to_string(batch.index) + " of " + std::to_string(batch.size) +
+                             " samples has no slot " + std::to_string(failure.slot) + " to refill");
+    }
+    NoteBad(batch.index, failure.slot, plan.At(batch.index * bs + failure.slot), failure.cause);
     uint64_t tries = 0;
     while (true) {
       STOKER_RETURN_IF_ERROR(CheckBudget());
       if (++tries > partition) {
         return DataLoss("on_error='skip': no good sample left in this rank's partition of " +
-                        std::to_string(partition) + " samples to refill batch " + std::to_string(work.index) +
+                        std::to_string(partition) + " samples to refill batch " + std::to_string(batch.index) +
                         "; the last error: " + last_cause_);
       }
       const SampleRef cand = plan.At(static_cast<int64_t>(reserve_cursor_ % partition));
       ++reserve_cursor_;
       if (known_bad_.count(cand.global)) continue;
-      Status st = Fill(work, slot, cand);
+      Status st = Fill(batch, failure.slot, cand);
       if (st.ok()) {
         ++counts_.refilled;
         break;
       }
-      NoteBad(work, slot, cand, st);
+      NoteBad(batch.index, failure.slot, cand, st.ToString());
     }
   }
-  work.error_slot = -1;
-  work.error = Status::Ok();
   return CheckBudget();
 }
 
-Status SkipRefiller::Fill(BatchWork& work, int slot, const SampleRef& ref) {
+Status SkipRefiller::Fill(const Target& batch, int slot, const SampleRef& ref) {
   STOKER_ASSIGN_OR_RETURN(std::shared_ptr<const ShardIndex> held, data_->indexes->Get(ref.shard));
   const ShardIndex& shard_index = *held;
   SampleView entry = shard_index.samples[ref.sample];
@@ -81,28 +93,28 @@ Status SkipRefiller::Fill(BatchWork& work, int slot, const SampleRef& ref) {
   }
   if (!st.ok()) return st.WithContext("sample '" + std::string(entry.key) + "'");
   if (!decoder_) decoder_ = std::make_unique<SampleDecoder>(&data_->layout);
-  uint8_t* base = work.lease->data();
+  uint8_t* base = batch.base;
   STOKER_RETURN_IF_ERROR(
       decoder_->Decode(shard, entry, bytes, base, slot, MixSeed(data_->options.seed, epoch_, ref.global)));
   const BatchLayout& layout = data_->layout;
   const ArraySlot& index = layout.arrays[layout.index_array];
   const int64_t global = static_cast<int64_t>(ref.global);
   std::memcpy(base + index.offset + index.sample_bytes * static_cast<size_t>(slot), &global, sizeof(global));
-  if (!work.keys.empty()) {
-    STOKER_ASSIGN_OR_RETURN(work.keys[static_cast<size_t>(slot)], UserKey(data_->options, shard, entry, bytes));
-    work.urls[static_cast<size_t>(slot)] = shard;
+  if (batch.keys && !batch.keys->empty()) {
+    STOKER_ASSIGN_OR_RETURN((*batch.keys)[static_cast<size_t>(slot)], UserKey(data_->options, shard, entry, bytes));
+    (*batch.urls)[static_cast<size_t>(slot)] = shard;
   }
   return Status::Ok();
 }
 
-void SkipRefiller::NoteBad(const BatchWork& work, int slot, const SampleRef& ref, const Status& cause) {
+void SkipRefiller::NoteBad(int64_t batch, int slot, const SampleRef& ref, const std::string& cause) {
   if (!known_bad_.insert(ref.global).second) return;  // met before this epoch: counted and logged then
   ++counts_.skipped;
   ++counts_.seen;
-  last_cause_ = cause.ToString();
+  last_cause_ = cause;
   SkipRecord r;
   r.epoch = epoch_;
-  r.batch = work.index;
+  r.batch = batch;
   r.slot = slot;
   r.sample = ref.global;
   // Its index served the failed read or decode a moment ago: held, or loaded again.

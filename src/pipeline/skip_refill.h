@@ -46,6 +46,19 @@ class SkipRefiller {
   // batch must not be delivered.
   Status Resolve(BatchWork& work, const EpochPlan& plan);
 
+  // Where a refill writes: a batch buffer laid out as the dataset's layout,
+  // and the batch's keys and urls (empty: not kept).
+  struct Target {
+    int64_t index = 0;  // the rank's batch
+    int size = 0;
+    uint8_t* base = nullptr;
+    std::vector<std::string>* keys = nullptr;
+    std::vector<std::string>* urls = nullptr;
+  };
+  // As above for a batch another loader made and left its failed slots in
+  // (Loader::Receive); `plan` is the rank's whole plan of the epoch.
+  Status Resolve(const Target& batch, std::vector<SlotFailure> failures, const EpochPlan& plan);
+
   SkipCounts counts() const { return counts_; }
   std::vector<SkipRecord> TakeLog();
 
@@ -54,9 +67,9 @@ class SkipRefiller {
 
  private:
   // Reads and decodes `ref` into `slot` of the batch (keys, __index__ too).
-  Status Fill(BatchWork& work, int slot, const SampleRef& ref);
+  Status Fill(const Target& batch, int slot, const SampleRef& ref);
   // Counts a bad sample (once per epoch) and logs it.
-  void NoteBad(const BatchWork& work, int slot, const SampleRef& ref, const Status& cause);
+  void NoteBad(int64_t batch, int slot, const SampleRef& ref, const std::string& cause);
   Status CheckBudget() const;
 
   const Dataset* data_;

@@ -33,16 +33,53 @@ using ImageSpecState = std::tuple<int, int, ResizeMode, bool, bool, std::array<f
 // A FieldSpec's pickled state: field, kind, image, dtype's name, max_bytes.
 using FieldSpecState = std::tuple<std::string, FieldKind, ImageSpec, std::string, size_t>;
 
-// One batch as (index, [(name, numpy view)], keys, urls); the views share the batch.
+// One batch as (index, [(name, numpy view)], keys, urls, [(slot, cause)]);
+// the views share the batch; the last list names the slots left for the
+// rank's refills (Batch::failures), usually none.
 nb::object BatchToPython(std::shared_ptr<Batch> batch) {
   nb::list arrays;
   for (const stoker::ArrayView& view : batch->arrays()) {
     arrays.append(nb::make_tuple(view.name, ArrayView(view, batch)));
   }
-  nb::list keys, urls;
+  nb::list keys, urls, failures;
   for (const std::string& k : batch->keys()) keys.append(k);
   for (const std::string& u : batch->urls()) urls.append(u);
-  return nb::make_tuple(batch->index(), arrays, keys, urls);
+  for (const SlotFailure& f : batch->failures()) failures.append(nb::make_tuple(f.slot, f.cause));
+  return nb::make_tuple(batch->index(), arrays, keys, urls, failures);
+}
+
+using HostArray = nb::ndarray<nb::ro, nb::c_contig, nb::device::cpu>;
+
+// A batch another share made, as Loader::Receive takes it (the arrays are
+// only read, while the call holds them).
+ReceivedBatch Received(int64_t index, const std::vector<std::pair<std::string, HostArray>>& arrays,
+                       std::vector<std::string> keys, std::vector<std::string> urls,
+                       const std::vector<std::pair<int, std::string>>& failures) {
+  ReceivedBatch in;
+  in.index = index;
+  for (const auto& [name, a] : arrays) {
+    stoker::ArrayView v;
+    v.name = name;
+    v.data = const_cast<uint8_t*>(static_cast<const uint8_t*>(a.data()));
+    v.nbytes = a.nbytes();
+    in.arrays.push_back(std::move(v));
+  }
+  in.keys = std::move(keys);
+  in.urls = std::move(urls);
+  for (const auto& [slot, cause] : failures) in.failures.push_back({slot, cause});
+  return in;
+}
+
+// A delivered batch for Python: `stream` (device batches) waits for its copy first.
+nb::object Delivered(Result<std::shared_ptr<Batch>> batch, uintptr_t stream) {
+  std::shared_ptr<Batch> b = ValueOrRaise(std::move(batch));
+  if (!b) return nb::none();
+  Status needed = [&] {
+    nb::gil_scoped_release release;
+    return b->NeededOn(stream);
+  }();
+  OkOrRaise(needed);
+  return BatchToPython(std::move(b));
 }
 
 nb::dict StageToPython(const StageSnapshot& s) {
@@ -270,6 +307,7 @@ void RegisterLoader(nb::module_& m) {
       .def_rw("batch_stride", &LoaderOptions::batch_stride)
       .def_rw("batch_offset", &LoaderOptions::batch_offset)
       .def_rw("batch_share", &LoaderOptions::batch_share)
+      .def_rw("leave_failed_slots", &LoaderOptions::leave_failed_slots)
       .def_rw("autotune", &LoaderOptions::autotune);
 
   nb::class_<PlanInfo>(m, "PlanInfo")
@@ -322,22 +360,31 @@ void RegisterLoader(nb::module_& m) {
                  if (PyErr_CheckSignals() != 0) throw nb::python_error();
                  continue;
                }
-               std::shared_ptr<Batch> b = ValueOrRaise(std::move(batch));
-               if (!b) return nb::none();
-               // device batches: `stream` waits for the batch's copy (no host sync).
-               Status needed = [&] {
-                 nb::gil_scoped_release release;
-                 return b->NeededOn(stream);
-               }();
-               OkOrRaise(needed);
-               return BatchToPython(std::move(b));
+               return Delivered(std::move(batch), stream);  // device batches: `stream` waits for the copy
              }
           },
           "stream"_a = 0,
-          "The next batch as (index, [(name, array)], keys, urls), None at the epoch's end; with "
+          "The next batch as (index, [(name, array)], keys, urls, [(slot, cause)]), None at the epoch's "
+          "end; the last list: slots left for the rank's refills (on_error='skip' with batch_stride). With "
           "device='cuda', `stream` (a cudaStream_t as an integer) is made to wait for its copy. keys are "
           "webdataset's __key__ (tar: the member path without its extension; image folder: the path under "
           "the root; Parquet: the key_column value, else 'file:row'); urls the shard or file each came from.")
+      .def(
+          "receive",
+          [](Loader& l, int64_t index, const std::vector<std::pair<std::string, HostArray>>& arrays,
+             std::vector<std::string> keys, std::vector<std::string> urls,
+             const std::vector<std::pair<int, std::string>>& failures, uintptr_t stream) -> nb::object {
+            ReceivedBatch in = Received(index, arrays, std::move(keys), std::move(urls), failures);
+            Result<std::shared_ptr<Batch>> batch = [&] {
+              nb::gil_scoped_release release;
+              return l.Receive(std::move(in));
+            }();
+            return Delivered(std::move(batch), stream);
+          },
+          "index"_a, "arrays"_a, "keys"_a, "urls"_a, "failures"_a, "stream"_a = 0,
+          "The rank's batch `index` of this epoch made by another share (its next() item's arrays, keys, "
+          "urls and failed slots), finished here: copied into this loader's pool, its failed slots refilled "
+          "(on_error='skip'), copied to the device; returned as next() returns a batch.")
       .def_prop_ro("plan", [](const Loader& l) { return l.plan(); })
       .def_prop_ro("options", [](const Loader& l) { return l.options(); })  // auto (-1) settings resolved
       .def("stats", [](const Loader& l) { return StatsToPython(l.Stats()); })

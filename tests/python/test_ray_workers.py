@@ -6,20 +6,26 @@ object store). The reference is stoker.Loader in this process: with the same
 seed, the Ray loader's stream must be the local loader's byte for byte, with
 a worker killed or its node removed in mid-epoch, and resumed from a state taken
 in mid-epoch; under torchrun (2 ranks, gloo) each rank's stream is its local one.
+Over shards with corrupt samples, on_error="skip" gives the local skip
+loader's stream, counts, state and budget errors (the trainer's engine refills
+the slots the workers leave), and device="cpu-late" (the device stage on a CPU
+copy engine) copies every batch through the trainer's pool.
 No mocks: the actors run the engine, Ray moves the batches.
 
 The strided plan itself (a worker makes every N-th batch of the rank) is
 also checked without Ray, through local loaders with _batch_stride.
 The cluster is module-scoped (about 5 s to start); the whole file runs in
-about 40 s on 2 cores, the torchrun test 12 s of it.
+about 45 s on 2 cores, the torchrun test 8-12 s of it.
 """
 from __future__ import annotations
 
+import io
 import json
 import logging
 import os
 import subprocess
 import sys
+import tarfile
 import textwrap
 
 from types import SimpleNamespace
@@ -28,7 +34,7 @@ import numpy as np
 import pytest
 
 import stoker
-from conftest import stoker_env, write_vision_shards
+from conftest import jpeg_bytes, natural_image, npz_bytes, stoker_env, write_vision_shards
 
 BATCH = 8
 EPOCHS = 3
@@ -133,13 +139,105 @@ def test_shared_local_loaders_interleave_to_the_whole_stream(shards, local_strea
     assert merged == [b for _, b in local_stream]
 
 
-def test_strided_loader_refuses_bad_offsets_and_skip(shards):
+def test_strided_loader_refuses_bad_offsets(shards):
     with pytest.raises(ValueError, match="batch_offset 2 and batch_share 1 must lie in the cycle"):
         stoker.Loader(shards, _batch_stride=2, _batch_offset=2, **_options(shards))
-    with pytest.raises(ValueError, match="batch_share must be at least 1"):
-        stoker.Loader(shards, _batch_stride=2, _batch_share=0, **_options(shards))
-    with pytest.raises(ValueError, match="on_error=skip with batch_stride"):
+    with pytest.raises(ValueError, match="batch_share must be at least 0"):
+        stoker.Loader(shards, _batch_stride=2, _batch_share=-1, **_options(shards))
+    with pytest.raises(ValueError, match="on_error=skip with batch_stride > batch_share needs leave_failed_slots"):
         stoker.Loader(shards, _batch_stride=2, on_error="skip", **_options(shards))
+
+
+# -- on_error="skip" over shares: corrupt samples, refilled by the receiving loader --------
+
+
+@pytest.fixture(scope="module")
+def damaged(tmp_path_factory):
+    """60 samples in 3 shards, 4 of them bad: a cut JPEG, a broken NPY header
+    inside the NPZ, a sample without its cls, another cut JPEG."""
+    d = tmp_path_factory.mktemp("ray_damaged")
+    rng = np.random.default_rng(7)
+    samples = [{"__key__": f"d{i:04d}", "jpg": jpeg_bytes(natural_image(rng, 40, 32)),
+                "features.npz": npz_bytes({"emb": rng.standard_normal((4, 8)).astype(np.float16)}),
+                "cls": str(i % 10).encode()} for i in range(60)]
+    samples[5]["jpg"] = samples[5]["jpg"][:150] + b"\x00" * 40
+    npz = bytearray(samples[23]["features.npz"])
+    j = npz.find(b"'descr'")
+    npz[j:j + 7] = b"'dascr'"
+    samples[23]["features.npz"] = bytes(npz)
+    del samples[38]["cls"]
+    samples[47]["jpg"] = samples[47]["jpg"][:200]
+    for s in range(3):
+        with tarfile.open(d / f"shard-{s}.tar", "w", format=tarfile.USTAR_FORMAT) as tf:
+            for sample in samples[s * 20:(s + 1) * 20]:
+                for field, data in sample.items():
+                    if field != "__key__":
+                        info = tarfile.TarInfo(f"{sample['__key__']}.{field}")
+                        info.size = len(data)
+                        tf.addfile(info, io.BytesIO(data))
+    return sorted(str(p) for p in d.glob("shard-*.tar"))
+
+
+def _skip_options(shards, **kw) -> dict:
+    return dict(_options(shards), on_error="skip", **kw)
+
+
+def _with_skips(loader, epochs=range(2), after=None) -> tuple:
+    """The stream of `epochs` and the skip counts after each epoch; `after(epoch, i, loader)` runs after each batch."""
+    got, counts = [], []
+    for epoch in epochs:
+        loader.set_epoch(epoch)
+        for i, b in enumerate(loader):
+            got.append((epoch, _flat(b)))
+            if after is not None:
+                after(epoch, i, loader)
+        counts.append(dict(loader.skips))
+    return got, counts
+
+
+@pytest.fixture(scope="module")
+def skip_stream(damaged):
+    loader = stoker.Loader(damaged, **_skip_options(damaged))
+    try:
+        got, counts = _with_skips(loader)
+    finally:
+        loader.close()
+    assert counts[-1]["skipped"] == 8 and counts[-1]["refilled"] >= 8  # 4 bad samples, met in each epoch
+    return got, counts
+
+
+@pytest.mark.parametrize("device", ["cpu", "cpu-late"])
+def test_shares_leave_failed_slots_and_a_receiving_loader_refills_them(damaged, skip_stream, device):
+    """Without Ray: two loaders of alternate batches (_batch_stride=2) leave
+    the bad samples' slots and name them; a loader of none (_batch_share=0)
+    receives every batch in order and refills them: the local stream, the
+    local counts; through its device stage too (refilled, then copied)."""
+    parts = [stoker.Loader(damaged, _batch_stride=2, _batch_offset=j, _leave_failed_slots=True, output="numpy",
+                           **_skip_options(damaged)) for j in range(2)]
+    receiver = stoker.Loader(damaged, _batch_share=0, device=device, _late_copy_ms=1, **_skip_options(damaged))
+    try:
+        assert len(receiver) == 0
+        got, counts, left = [], [], 0
+        for epoch in range(2):
+            receiver._native.set_epoch(epoch)
+            for p in parts:
+                p._native.set_epoch(epoch)
+            for b in range(8):
+                item = parts[b % 2]._native.next(0)
+                left += len(item[4])
+                assert all(isinstance(slot, int) and ".tar" in cause for slot, cause in item[4]), item[4]
+                got.append((epoch, _flat(receiver._to_dict(receiver._native.receive(b, *item[1:])))))
+            counts.append(dict(receiver.skips))
+        assert left == 8  # each bad sample's own slot, once an epoch
+        assert parts[0].skips == parts[1].skips == {"skipped": 0, "refilled": 0, "seen": 0}
+        assert (got, counts) == skip_stream
+        if device == "cpu-late":
+            h2d = receiver._native.stats()["h2d"]
+            assert h2d["copies"] == 16 and h2d["overwrites"] == 0, h2d
+    finally:
+        receiver.close()
+        for p in parts:
+            p.close()
 
 
 def test_without_ray_the_error_says_how_to_install_it():
@@ -446,6 +544,189 @@ def test_a_workers_error_is_raised_as_the_local_loaders(ray_cluster, shards, tmp
     with pytest.raises(type(local.value)) as remote:
         _ray_loader([missing], 1)
     assert missing in str(remote.value) and str(local.value) in str(remote.value)
+
+def test_a_received_batch_unlike_the_layout_is_refused_by_name(shards):
+    """receive() checks what it copies: the batch's index, each array's name
+    and size against the layout, the keys' count; the error names them."""
+    part = stoker.Loader(shards, _batch_stride=2, output="numpy", **_options(shards))
+    receiver = stoker.Loader(shards, _batch_share=0, **_options(shards))
+    try:
+        _, arrays, keys, urls, failures = part._native.next(0)
+        with pytest.raises(ValueError, match="received batch 8 is outside this epoch's 8 batches"):
+            receiver._native.receive(8, arrays, keys, urls, failures)
+        with pytest.raises(ValueError, match=f"has array 'jpg' of {arrays[0][1].nbytes // 2} bytes where this "
+                                             f"loader's has 'jpg' of {arrays[0][1].nbytes}"):
+            receiver._native.receive(0, [("jpg", arrays[0][1][:4])] + arrays[1:], keys, urls, failures)
+        with pytest.raises(ValueError, match=f"has {len(arrays) - 1} arrays, this loader's batches {len(arrays)}"):
+            receiver._native.receive(0, arrays[1:], keys, urls, failures)
+        with pytest.raises(ValueError, match="has 7 keys for 8 samples"):
+            receiver._native.receive(0, arrays, keys[1:], urls[1:], failures)
+        with pytest.raises(stoker.StokerError, match="a named cause"):  # on_error="raise": a failed slot is the error
+            receiver._native.receive(0, arrays, keys, urls, [(3, "a named cause")])
+        done = receiver._to_dict(receiver._native.receive(0, arrays, keys, urls, failures))
+        assert _flat(done) == _flat(part._to_dict((0, arrays, keys, urls, failures)))
+    finally:
+        receiver.close()
+        part.close()
+
+
+def test_skip_with_workers_is_the_local_skip_stream(ray_cluster, damaged, skip_stream, caplog):
+    """on_error="skip" with 2 workers and the trainer's share (cycles of 3),
+    1 worker from batch 6 of epoch 1 on: the shares leave the bad samples'
+    slots, the trainer refills them in the rank's batch order. Over 2
+    epochs: the local loader's bytes, counts and skip log."""
+    loader = stoker.Loader(damaged, workers=stoker.RayWorkers(count=2, num_cpus=0.5, local=0.5),
+                           **_skip_options(damaged))
+
+    def shrink(epoch, i, loader):
+        if (epoch, i) == (1, 5):
+            loader.resize(1)  # every share opened again for its new places; the refills go on
+
+    try:
+        assert loader.shares == {"cycle": 3, "trainer": 1, "worker 0": 1, "worker 1": 1}
+        with caplog.at_level(logging.WARNING, logger="stoker"):
+            assert _with_skips(loader, after=shrink) == skip_stream
+        assert loader.shares == {"cycle": 2, "trainer": 1, "worker 0": 1}
+        logged = [r.getMessage() for r in caplog.records if "skipped sample" in r.getMessage()]
+        assert len(logged) == 8 and all(".tar" in line for line in logged), logged
+        assert loader.report()["skips"] == skip_stream[1][-1]
+    finally:
+        loader.close()
+
+
+def test_skip_state_in_mid_epoch_is_the_local_loaders_and_resumes(ray_cluster, damaged, skip_stream):
+    """A state taken after 5 batches of epoch 1 with workers equals the local
+    loader's at that point (the refills' position, known-bad samples and
+    counts included); one worker resumes it with the rest of the stream."""
+    def after_epoch_0(loader):
+        loader.set_epoch(0)
+        for _ in loader:
+            pass
+        return loader
+
+    state = _state_after(after_epoch_0(stoker.Loader(
+        damaged, workers=stoker.RayWorkers(count=2, num_cpus=0.5, local=0), **_skip_options(damaged))), 1, 5)
+    assert state == _state_after(after_epoch_0(stoker.Loader(damaged, **_skip_options(damaged))), 1, 5)
+    assert state["stoker"]["skip"]["skipped"] > 4  # epoch 1 met a bad sample before batch 5
+    resumed = stoker.Loader(damaged, workers=stoker.RayWorkers(count=1, num_cpus=0.5, local=0),
+                            **_skip_options(damaged))
+    try:
+        resumed.load_state_dict(state)
+        got = [(1, _flat(b)) for b in resumed]
+        assert got == skip_stream[0][8 + 5:]
+        assert resumed.skips == skip_stream[1][-1]
+        # A state at epoch 0's end: the next iteration begins epoch 1 with that state's counts.
+        local = stoker.Loader(damaged, **_skip_options(damaged))
+        resumed.load_state_dict(_state_after(local, 0, 8))
+        assert [(1, _flat(b)) for b in resumed] == skip_stream[0][8:]
+        assert resumed.skips == skip_stream[1][-1]
+    finally:
+        resumed.close()
+
+
+def test_skip_state_of_two_ranks_resumes_on_one_with_workers(ray_cluster, damaged):
+    """Elastic resume with on_error="skip": rank 0 of 2 saved after 2 batches
+    of epoch 1; with a worker and the trainer's share, 1 rank continues as
+    the local loader of 1 rank does (the rest of the epoch is the refills'
+    reserve; the old ranks' skip state does not carry across)."""
+    state = _state_after(stoker.Loader(damaged, rank=0, world_size=2, **_skip_options(damaged)), 1, 2)
+    local = stoker.Loader(damaged, rank=0, world_size=1, **_skip_options(damaged))
+    local.load_state_dict(state)
+    want = _with_skips(local, epochs=range(1, 2))
+    local.close()
+    assert want[1][-1]["skipped"] > 0  # the rest met a bad sample
+    loader = stoker.Loader(damaged, rank=0, world_size=1, workers=stoker.RayWorkers(1, num_cpus=0.5, local=0.5),
+                           **_skip_options(damaged))
+    try:
+        loader.load_state_dict(state)
+        assert _with_skips(loader, epochs=range(1, 2)) == want
+    finally:
+        loader.close()
+
+
+@pytest.mark.parametrize("budget", [dict(max_skips=2), dict(max_skip_fraction=0.03, skip_probation=16)])
+def test_skip_budget_errors_are_the_local_loaders(ray_cluster, damaged, budget):
+    """Over budget, the batch that tips it raises the local loader's error
+    (same batch, same message) and so does each after it."""
+    def outcomes(loader) -> list:
+        out = []
+        try:
+            for epoch in range(2):
+                loader.set_epoch(epoch)
+                it = iter(loader)
+                for _ in range(len(loader)):
+                    try:
+                        out.append(_flat(next(it))["__key__"])
+                    except stoker.StokerError as e:
+                        out.append((type(e).__name__, str(e)))
+        finally:
+            loader.close()
+        return out
+
+    want = outcomes(stoker.Loader(damaged, **_skip_options(damaged, **budget)))
+    assert any(isinstance(o, tuple) and "budget exceeded" in o[1] for o in want), want
+    got = outcomes(stoker.Loader(damaged, workers=stoker.RayWorkers(count=1, num_cpus=0.5, local=0),
+                                 **_skip_options(damaged, **budget)))
+    assert got == want
+
+# -- the device stage: every batch copied into the trainer's pool and on to the device ---------
+
+
+def test_device_stage_copies_every_batch_as_the_local_loaders(ray_cluster, shards, local_stream):
+    """device="cpu-late" (tests only: the device stage with a CPU copy engine
+    that completes each copy late and checks its bytes were not overwritten
+    meanwhile): each batch, the trainer's share's and the worker's, is copied
+    into the trainer's pool and on through the stage; the local loader's
+    stream, one copy per batch, none overwritten."""
+    loader = stoker.Loader(shards, workers=stoker.RayWorkers(count=1, num_cpus=0.5, local=0.5), device="cpu-late",
+                           _late_copy_ms=2, **_options(shards))
+    try:
+        assert _stream(loader, epochs=range(1)) == local_stream[:8]
+        h2d = loader.report()["h2d"]
+        assert h2d["copies"] == 8 and h2d["overwrites"] == 0, h2d
+    finally:
+        loader.close()
+
+
+@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="this machine has a CUDA device")
+def test_cuda_without_cuda_is_the_local_loaders_error(ray_cluster, shards, local_stream):
+    """device="cuda" where there is none: the local loader's error (the
+    trainer's engine is made before any actor); pin_memory=True: its
+    warning, and host batches unpinned, the local stream."""
+    with pytest.raises(stoker.StokerError) as local:
+        stoker.Loader(shards, device="cuda", **_options(shards))
+    with pytest.raises(stoker.StokerError) as remote:
+        stoker.Loader(shards, workers=stoker.RayWorkers(count=1, num_cpus=0.5, local=0), device="cuda",
+                      **_options(shards))
+    assert str(remote.value) == str(local.value) and "device='cuda' needs CUDA" in str(remote.value)
+    with pytest.warns(UserWarning, match="pin_memory=True has no effect here"):
+        loader = stoker.Loader(shards, workers=stoker.RayWorkers(count=1, num_cpus=0.5, local=0), pin_memory=True,
+                               **_options(shards))
+    try:
+        assert _stream(loader, epochs=range(1)) == local_stream[:8]
+        assert loader.report()["h2d"]["pinned_buffers"] == 0
+    finally:
+        loader.close()
+
+
+@pytest.mark.skipif(not __import__("torch").cuda.is_available(), reason="no CUDA device on this machine")
+def test_cuda_batches_from_workers_are_the_local_loaders(ray_cluster, shards, local_stream):
+    """device="cuda": CUDA tensors, each batch copied from the trainer's
+    pinned pool; their bytes are the local loader's."""
+    loader = stoker.Loader(shards, workers=stoker.RayWorkers(count=1, num_cpus=0.5, local=0.5), device="cuda",
+                           **_options(shards))
+    try:
+        loader.set_epoch(0)
+        got = []
+        for batch in loader:
+            assert batch["jpg"].is_cuda
+            got.append((0, _flat({k: (v.cpu() if hasattr(v, "cpu") else
+                                      {m: a.cpu() for m, a in v.items()} if isinstance(v, dict) else v)
+                                  for k, v in batch.items()})))
+        assert got == local_stream[:8]
+        assert loader.report()["h2d"]["copies"] == 8
+    finally:
+        loader.close()
 
 # A batch's digest, the same in the test and in each torchrun rank: every
 # array's name, dtype, shape and bytes, and the key lists.

@@ -144,11 +144,17 @@ TEST(BatchStrideTest, StrideOneIsThePlanAndBadArgumentsAreRefused) {
   EXPECT_EQ(same->info.batches, whole->info.batches);
   EXPECT_EQ(same->spans.size(), whole->spans.size());
   for (auto [stride, offset, share] :
-       {std::tuple{0, 0, 1}, {2, 2, 1}, {2, -1, 1}, {1, 1, 1}, {3, 1, 3}, {3, 0, 0}}) {
+       {std::tuple{0, 0, 1}, {2, 2, 1}, {2, -1, 1}, {1, 1, 1}, {3, 1, 3}, {3, 0, -1}}) {
     Result<EpochPlan> bad = StrideBatches(*whole, 8, stride, offset, share);
     ASSERT_FALSE(bad.ok()) << stride << " " << offset << " " << share;
     EXPECT_NE(bad.status().message().find("batch_"), std::string::npos) << bad.status().message();
   }
+  // Share 0: none of the batches (a loader that receives the others').
+  Result<EpochPlan> none = StrideBatches(*whole, 8, 1, 0, 0);
+  ASSERT_TRUE(none.ok());
+  EXPECT_EQ(none->info.batches, 0);
+  EXPECT_EQ(none->info.rank_samples, 0);
+  EXPECT_TRUE(none->spans.empty());
   Result<EpochPlan> tokens = PlanTokenRun(1000, 0, Opts(PartitionPolicy::kDropRemainder, true, 1, 0, 8));
   ASSERT_TRUE(tokens.ok());
   Result<EpochPlan> refused = StrideBatches(*tokens, 8, 2, 0);

@@ -61,6 +61,39 @@ LoaderOptions Options(const std::string& shards, const std::string& device, int 
 
 using test_data::Drain;
 
+// The rank's batches made by two loaders of alternate batches (batch_stride
+// 2, as Ray workers; host batches) and finished by `receiver`, a loader of
+// none of them (Loader::Receive), as bytes in delivery order.
+std::vector<std::string> DrainReceived(LoaderOptions shares, Loader& receiver) {
+  shares.device = "cpu";
+  shares.batch_stride = 2;
+  shares.leave_failed_slots = shares.on_error == OnError::kSkip;
+  std::vector<std::unique_ptr<Loader>> parts;
+  int64_t batches = 0;
+  for (int j : {0, 1}) {
+    shares.batch_offset = j;
+    auto part = Loader::Create(shares);
+    EXPECT_TRUE(part.ok()) << part.status().ToString();
+    if (!part.ok()) return {};
+    batches += (*part)->plan().batches;
+    parts.push_back(std::move(*part));
+  }
+  std::vector<std::string> out;
+  for (int64_t b = 0; b < batches; ++b) {
+    auto made = parts[b % 2]->Next();
+    EXPECT_TRUE(made.ok() && *made) << made.status().ToString();
+    if (!made.ok() || !*made) break;
+    auto batch = receiver.Receive({b, (*made)->arrays(), (*made)->keys(), (*made)->urls(), (*made)->failures()});
+    EXPECT_TRUE(batch.ok()) << batch.status().ToString();
+    if (!batch.ok()) break;
+    EXPECT_TRUE((*batch)->NeededOn(0).ok());
+    std::string bytes;
+    for (const ArrayView& a : (*batch)->arrays()) bytes.append(reinterpret_cast<const char*>(a.data), a.nbytes);
+    out.push_back(std::move(bytes));
+  }
+  return out;
+}
+
 TEST(DeviceLoaderTest, LateCopiesDeliverTheHostStreamAndNeverRewriteASlotInFlight) {
   const std::string shards = MakeShards();
   auto cpu = Loader::Create(Options(shards, "cpu"));
@@ -107,6 +140,27 @@ TEST(DeviceLoaderTest, SkippedSlotsAreRefilledBeforeTheCopy) {
   EXPECT_TRUE(Drain(**dev) == expected);
   EXPECT_EQ((*dev)->Stats().h2d_overwrites, 0u);
   EXPECT_EQ((*dev)->Skips().skipped, 3);
+}
+
+// Received batches (Ray workers') take the receiver's device stage: refilled
+// in the rank's order, then copied, never a slot rewritten in flight.
+TEST(DeviceLoaderTest, ReceivedBatchesAreRefilledThenCopiedAsTheLocalLoaders) {
+  const std::string shards = MakeShards({5, 30, 77});
+  LoaderOptions o = Options(shards, "cpu");
+  o.on_error = OnError::kSkip;
+  auto cpu = Loader::Create(o);
+  ASSERT_TRUE(cpu.ok());
+  std::vector<std::string> expected = Drain(**cpu);
+  LoaderOptions none = o;
+  none.device = "cpu-late";
+  none.batch_share = 0;
+  auto receiver = Loader::Create(none);
+  ASSERT_TRUE(receiver.ok()) << receiver.status().ToString();
+  EXPECT_TRUE(DrainReceived(o, **receiver) == expected);
+  RecorderSnapshot s = (*receiver)->Stats();
+  EXPECT_EQ(s.h2d_overwrites, 0u);
+  EXPECT_EQ(s.h2d_copies, expected.size());
+  EXPECT_EQ((*receiver)->Skips().skipped, 3);
 }
 
 TEST(DeviceLoaderTest, HeldBatchesKeepTheirBytesAndBoundDeviceBuffersByHostLeases) {
@@ -225,6 +279,18 @@ TEST(DeviceLoaderTest, CudaEngineOnTheStandInRuntimePinsAndDeliversTheHostBytes)
   dev->reset();
   EXPECT_EQ(registered(), 0) << "pool buffers not unregistered when freed";
   EXPECT_EQ(live(), 0) << "device buffers leaked";
+  // Batches made by other loaders (Ray workers), received: the same path, from page-locked buffers.
+  LoaderOptions none = Options(shards, "cuda", 2);
+  none.batch_share = 0;
+  auto receiver = Loader::Create(none);
+  ASSERT_TRUE(receiver.ok()) << receiver.status().ToString();
+  EXPECT_TRUE(DrainReceived(Options(shards, "cpu"), **receiver) == expected);
+  EXPECT_EQ((*receiver)->Stats().h2d_copies, expected.size());
+  EXPECT_EQ(pageable(), 0);
+  EXPECT_GE(registered(), 1);
+  receiver->reset();
+  EXPECT_EQ(registered(), 0);
+  EXPECT_EQ(live(), 0);
   // pin_memory alone: page-locked host batches.
   LoaderOptions o = Options(shards, "cpu");
   o.pin_memory = true;

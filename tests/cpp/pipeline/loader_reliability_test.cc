@@ -114,6 +114,69 @@ TEST(LoaderReliabilityTest, StateMidEpochRestoresTheRefillCursor) {
   }
 }
 
+// Loaders that make alternate batches (batch_stride 2, as Ray workers) leave
+// the bad samples' slots and name them; a loader of none of the batches
+// (batch_share 0) receives every batch in order and refills them: the local
+// loader's stream, counts and skip log, over two epochs.
+TEST(LoaderReliabilityTest, SharesLeaveFailedSlotsAndTheReceiverRefillsThem) {
+  const std::string shards = MakeShards({3, 22, 41, 59});
+  auto local = Loader::Create(Options(shards, 2, 2, 2));
+  ASSERT_TRUE(local.ok());
+  std::vector<int64_t> want;
+  for (uint64_t epoch : {0, 1}) {
+    ASSERT_TRUE((*local)->SetEpoch(epoch).ok());
+    std::vector<int64_t> got = Drain(**local);
+    want.insert(want.end(), got.begin(), got.end());
+  }
+
+  LoaderOptions strided = Options(shards, 2, 2, 2);
+  strided.batch_stride = 2;
+  Result<std::unique_ptr<Loader>> refused = Loader::Create(strided);
+  ASSERT_FALSE(refused.ok());  // its own refills would come from its batches, not the rank's
+  EXPECT_NE(refused.status().message().find("leave_failed_slots"), std::string::npos);
+  strided.leave_failed_slots = true;
+  std::vector<std::unique_ptr<Loader>> parts;
+  for (int j : {0, 1}) {
+    strided.batch_offset = j;
+    auto part = Loader::Create(strided);
+    ASSERT_TRUE(part.ok()) << part.status().ToString();
+    parts.push_back(std::move(*part));
+  }
+  LoaderOptions none = Options(shards, 1, 1, 1);
+  none.batch_share = 0;
+  auto receiver = Loader::Create(none);
+  ASSERT_TRUE(receiver.ok()) << receiver.status().ToString();
+  EXPECT_EQ((*receiver)->plan().batches, 0);
+
+  std::vector<int64_t> got;
+  size_t left = 0;
+  for (uint64_t epoch : {0, 1}) {
+    ASSERT_TRUE((*receiver)->SetEpoch(epoch).ok());
+    for (auto& part : parts) ASSERT_TRUE(part->SetEpoch(epoch).ok());
+    for (int64_t b = 0; b < 15; ++b) {
+      auto made = parts[b % 2]->Next();
+      ASSERT_TRUE(made.ok() && *made) << made.status().ToString();
+      ReceivedBatch in{b, (*made)->arrays(), (*made)->keys(), (*made)->urls(), (*made)->failures()};
+      left += in.failures.size();
+      auto done = (*receiver)->Receive(std::move(in));
+      ASSERT_TRUE(done.ok()) << done.status().ToString();
+      const ArrayView& cls = (*done)->arrays()[0];
+      for (int i = 0; i < (*done)->size(); ++i) {
+        int64_t v;
+        std::memcpy(&v, cls.data + 8 * i, 8);
+        got.push_back(v);
+      }
+    }
+  }
+  EXPECT_EQ(got, want);
+  EXPECT_EQ(left, 8u);  // each bad sample's own slot, once an epoch
+  EXPECT_EQ((*receiver)->Skips().skipped, (*local)->Skips().skipped);
+  EXPECT_EQ((*receiver)->Skips().refilled, (*local)->Skips().refilled);
+  EXPECT_EQ((*receiver)->Skips().seen, (*local)->Skips().seen);
+  EXPECT_EQ((*receiver)->TakeSkipLog().size(), (*local)->TakeSkipLog().size());
+  for (auto& part : parts) EXPECT_EQ(part->Skips().skipped, 0);
+}
+
 TEST(LoaderReliabilityTest, StopAndDestroyMidEpochRepeatedly) {
   const std::string shards = MakeShards({});
   for (int i = 0; i < 20; ++i) {
