@@ -77,7 +77,7 @@ Result<LibjpegInfo> ReadLibjpegInfo(LibJpeg& lj, std::span<const uint8_t> jpeg) 
 }
 
 Status DecodeRgbLibjpeg(LibJpeg& lj, std::span<const uint8_t> jpeg, int denom, int sw, int sh,
-                        std::vector<uint8_t>& cmyk, uint8_t* dst) {
+                        ScratchBytes& cmyk, uint8_t* dst) {
   if (!lj.ok) return Internal("jpeg_create_decompress failed");
   if (jpeg.empty()) return DataLoss("JPEG is empty");
   AbortOnExit reset{&lj.cinfo};

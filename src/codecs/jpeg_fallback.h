@@ -20,6 +20,7 @@
 #include <span>
 #include <vector>
 
+#include "codecs/decode_scratch.h"
 #include "stoker/status.h"
 
 namespace stoker {
@@ -41,6 +42,6 @@ Result<LibjpegInfo> ReadLibjpegInfo(LibJpeg& lj, std::span<const uint8_t> jpeg);
 // pixels (the scaled size, as TJSCALED computes it). `cmyk` is scratch for
 // CMYK/YCCK files, grown as needed and kept.
 Status DecodeRgbLibjpeg(LibJpeg& lj, std::span<const uint8_t> jpeg, int denom, int sw, int sh,
-                        std::vector<uint8_t>& cmyk, uint8_t* dst);
+                        ScratchBytes& cmyk, uint8_t* dst);
 
 }  // namespace stoker

@@ -59,7 +59,7 @@ void RgbRegionStep(j_decompress_ptr c, void* arg) {
 }  // namespace
 
 Status DecodeRgbRegion(LibJpeg& lj, std::span<const uint8_t> jpeg, int denom, int x0, int x1, int y0, int y1,
-                       std::vector<uint8_t>& buf, RgbRegion* region) {
+                       ScratchBytes& buf, RgbRegion* region) {
   if (!lj.ok) return Internal("jpeg_create_decompress failed");
   if (jpeg.empty()) return DataLoss("JPEG is empty");
   AbortOnExit reset{&lj.cinfo};
@@ -69,7 +69,7 @@ Status DecodeRgbRegion(LibJpeg& lj, std::span<const uint8_t> jpeg, int denom, in
   const size_t full_w = (lj.cinfo.image_width + denom - 1) / denom;
   const size_t rows = static_cast<size_t>(std::max(0, y1 - y0));
   const size_t capacity = full_w * 3 * rows;
-  if (buf.size() < capacity + 16) buf.resize(capacity + 16);
+  Grow(buf, capacity + 16);
   const size_t n = jpeg.size();
   RgbRegionJob job{};
   job.denom = denom;

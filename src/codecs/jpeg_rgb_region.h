@@ -22,6 +22,7 @@
 #include <span>
 #include <vector>
 
+#include "codecs/decode_scratch.h"
 #include "stoker/status.h"
 
 namespace stoker {
@@ -37,6 +38,6 @@ struct RgbRegion {
 // Decodes at least scaled pixels [x0, x1) x [y0, y1) at DCT scale 1/denom
 // into `buf` (grown as needed, kept; 16 bytes of slack after the pixels).
 Status DecodeRgbRegion(LibJpeg& lj, std::span<const uint8_t> jpeg, int denom, int x0, int x1, int y0, int y1,
-                       std::vector<uint8_t>& buf, RgbRegion* region);
+                       ScratchBytes& buf, RgbRegion* region);
 
 }  // namespace stoker

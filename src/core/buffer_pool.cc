@@ -7,21 +7,16 @@
 #include <cstdlib>
 #include <new>
 
+#include "core/huge_pages.h"
+
 namespace stoker {
 
 namespace {
 constexpr size_t kAlignment = 4096;  // page-aligned: ready for pinning and O_DIRECT
-// Buffers of at least this size are mapped on a 2 MiB boundary and asked to be
-// backed by transparent huge pages (MADV_HUGEPAGE; honoured where THP is
-// "madvise" or "always"). Why: every loader's first batches are written into
-// fresh buffers, and a 9.6 MB batch (64 x 224x224x3) touched 4 KiB at a time
-// takes 2,352 page faults, 5-14 ms on the 2-core VM the benchmarks run on,
-// against 1.4-1.7 ms in 2 MiB pages (measured side by side, mmap + one write
-// per page). That cost lands on the decoders of the first batch, i.e. on the
-// time to first batch. Pooled buffers are reused afterwards, so it is paid
-// once per buffer either way.
-constexpr size_t kHugePage = size_t{2} << 20;
-
+// Buffers of at least one huge page are mapped on a 2 MiB boundary and asked
+// to be backed by transparent huge pages (core/huge_pages.h says why).
+// Pooled buffers are reused afterwards, so the first-touch cost is paid once
+// per buffer either way.
 size_t MappedBytes(size_t buffer_bytes) {
   const size_t bytes = (buffer_bytes + kAlignment - 1) / kAlignment * kAlignment;
   return bytes == 0 ? kAlignment : bytes;
@@ -47,17 +42,7 @@ uint8_t* BufferPool::Allocate() {
     if (p == nullptr) throw std::bad_alloc();
     return static_cast<uint8_t*>(p);
   }
-  // One huge page more than needed, then the unaligned head and the tail
-  // beyond it unmapped: a mapping that starts on a 2 MiB boundary.
-  void* raw = mmap(nullptr, bytes + kHugePage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (raw == MAP_FAILED) throw std::bad_alloc();
-  const uintptr_t begin = reinterpret_cast<uintptr_t>(raw);
-  const uintptr_t start = (begin + kHugePage - 1) & ~(kHugePage - 1);
-  if (start > begin) munmap(raw, start - begin);
-  const uintptr_t end = begin + bytes + kHugePage;
-  if (end > start + bytes) munmap(reinterpret_cast<void*>(start + bytes), end - (start + bytes));
-  (void)madvise(reinterpret_cast<void*>(start), bytes, MADV_HUGEPAGE);  // a hint: 4 KiB pages where refused
-  return reinterpret_cast<uint8_t*>(start);
+  return static_cast<uint8_t*>(MapHugePageAligned(bytes));
 }
 
 void BufferPool::Free(uint8_t* data) {  // REQUIRES mu_ (or the destructor)

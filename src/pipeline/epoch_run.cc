@@ -586,7 +586,7 @@ bool EpochRun::ReadParquetRows(const ReadTask& task, uint32_t thread) {
     if (failed[k]) continue;
     const SampleEntry& entry = run->entries[k];
     std::span<uint8_t> part(run->bytes.data() + entry.begin, entry.end - entry.begin);
-    decodes.push_back(DecodeTask{ReadTask{task.batch, task.slot + k, plan.At(first + k), 1}, run, part, &entry});
+    decodes.push_back(DecodeTask{ReadTask{task.batch, task.slot + k, plan.At(first + k), 1}, run, part, &entry, nullptr});
   }
   run.reset();
   return Dispatch(task.batch, decodes, nullptr, thread);
