@@ -16,8 +16,11 @@
 // the batch's lease (a batch counts its lease as one more thing pending).
 // Readers pread a run's whole byte range (a lone array sample's data straight
 // into its slots: direct_arrays.h); decoders write each field into the
-// sample's slot and count the batch down; the last one marks it ready. NextReady() hands batches out strictly in plan order, so the
-// sample order never depends on thread timing.
+// sample's slot and count the batch down; the last one marks it ready.
+// Decoders take the queued sample due first in plan order (DecodeDue), so a
+// read that ended late does not leave the batch due next behind later ones.
+// NextReady() hands batches out strictly in plan order, so the sample order
+// never depends on thread timing.
 //
 // Epoch boundaries: once the scheduler has queued the last batch of its epoch
 // e (or, over remote shards, once the read-ahead window reaches past e's end
@@ -69,6 +72,7 @@
 #include <vector>
 
 #include "core/bounded_queue.h"
+#include "core/ordered_queue.h"
 #include "core/buffer_pool.h"
 #include "core/cpu_share.h"
 #include "core/page_allocator.h"
@@ -173,6 +177,18 @@ struct DecodeTask {
   const SampleEntry* entry = nullptr;
   // The shard's index, held while the sample's view of it is in use.
   std::shared_ptr<const ShardIndex> index;
+};
+
+// Decode order: the plan's (epoch, batch, slot), so the batch due next is
+// decoded first whatever order its reads ended in (core/ordered_queue.h).
+struct DecodeDue {
+  bool operator()(const DecodeTask& a, const DecodeTask& b) const {
+    const BatchWork& x = *a.read.batch;
+    const BatchWork& y = *b.read.batch;
+    if (x.epoch != y.epoch) return x.epoch < y.epoch;
+    if (x.index != y.index) return x.index < y.index;
+    return a.read.slot < b.read.slot;
+  }
 };
 
 // Everything one epoch's threads share with the loader; read-only for them.
@@ -365,7 +381,7 @@ class EpochRun {
 
   // Declared after the state they use; the destructor joins them explicitly.
   BoundedQueue<ReadTask> read_queue_;
-  BoundedQueue<DecodeTask> decode_queue_;
+  OrderedQueue<DecodeTask, DecodeDue> decode_queue_;
   std::thread scheduler_;
   std::vector<std::thread> readers_;   // grown by Apply (consumer thread), joined by the destructor
   std::vector<std::thread> decoders_;
