@@ -113,8 +113,14 @@ class TreeSampler:
     before), mem.max_procs. Each peak is that figure's own maximum over the samples.
     """
 
-    def __init__(self, interval: float = 0.05) -> None:
+    def __init__(self, interval: float = 0.05, deferred: bool = False) -> None:
         self.interval = interval
+        # deferred: the thread starts at begin(), not at the block's start (the base is taken
+        # at the start either way): vision.run_epoch begins it at the first batch, since its
+        # reads of /proc (smaps of every process: CPU, the GIL, each process's mm lock) landed
+        # on the loader being measured and lengthened its time to first batch (S: 93-128 ms
+        # with the sampler against 71-87 without, alternated in one process)
+        self.deferred = deferred
         for k in MEMORY_KINDS:
             setattr(self, "base_" + k, 0)
             setattr(self, "peak_" + k, 0)
@@ -145,9 +151,15 @@ class TreeSampler:
         for k in MEMORY_KINDS:
             setattr(self, "base_" + k, t[k])
             setattr(self, "peak_" + k, t[k])
-        self._thread = threading.Thread(target=self._run, name="tree-sampler", daemon=True)
-        self._thread.start()
+        if not self.deferred:
+            self.begin()
         return self
+
+    def begin(self) -> None:
+        """Starts sampling (once)."""
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="tree-sampler", daemon=True)
+            self._thread.start()
 
     def __exit__(self, *exc) -> None:
         self._stop.set()
@@ -163,6 +175,9 @@ class NoSampler(TreeSampler):
 
     def __enter__(self) -> "NoSampler":
         return self
+
+    def begin(self) -> None:
+        pass
 
     def as_dict(self) -> dict:
         return {"max_procs": 0, "mem_samples": 0}

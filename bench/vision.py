@@ -429,7 +429,7 @@ def run_epoch(make, image_key, memory: bool = True, interval: float = 0.05) -> d
     decode_threads given) takes for a training step's, and with a loop that waits nearly
     all the time it gives that step a core: decode_threads 2 -> 1 on 2 cores."""
     gc.collect()
-    with (common.TreeSampler(interval) if memory else common.NoSampler()) as mem:
+    with (common.TreeSampler(interval, deferred=True) if memory else common.NoSampler()) as mem:
         c0 = common.cpu_seconds()
         b0 = common.system_busy_seconds()
         t0 = time.perf_counter()
@@ -443,6 +443,7 @@ def run_epoch(make, image_key, memory: bool = True, interval: float = 0.05) -> d
             if t_first is None:
                 t_first = time.perf_counter()
                 n_first = n
+                mem.begin()  # after the first batch: its time is the loader's alone
             del batch, images
         t_last = time.perf_counter()
         del it  # DataLoader: workers are joined (reaped) here; stoker: threads stopped

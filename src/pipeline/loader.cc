@@ -95,15 +95,22 @@ bool HasLocality(const LoaderOptions& o) { return !o.shuffle || o.shuffle_buffer
 // This rank's first sample of epoch 0 (the first shard's first where the
 // rank has none): the sample that teaches the layout then costs no other
 // shard's index or bytes, which over remote shards are round trips before
-// the first batch.
-Result<SampleRef> ProbeSample(const std::vector<ShardSummary>& shards, const LoaderOptions& options) {
+// the first batch. The plan it took is epoch 0's, kept for the loader.
+struct Probe {
+  SampleRef ref;
+  std::optional<EpochPlan> epoch0;  // absent where planning failed: the loader's own planning says why
+};
+Result<Probe> ProbeSample(const std::vector<ShardSummary>& shards, const LoaderOptions& options) {
   std::vector<uint32_t> counts;
   for (const ShardSummary& s : shards) counts.push_back(s.samples);
   const auto first = std::find_if(counts.begin(), counts.end(), [](uint32_t n) { return n > 0; });
   if (first == counts.end()) return InvalidArgument("the shards hold no samples");
+  Probe probe{SampleRef{static_cast<uint32_t>(first - counts.begin()), 0, 0}, std::nullopt};
   Result<EpochPlan> plan = PlanEpoch(counts, options, 0);
-  if (plan.ok() && plan->info.rank_samples > 0) return plan->At(0);
-  return SampleRef{static_cast<uint32_t>(first - counts.begin()), 0, 0};
+  if (!plan.ok()) return probe;
+  if (plan->info.rank_samples > 0) probe.ref = plan->At(0);
+  probe.epoch0 = std::move(plan.value());
+  return probe;
 }
 
 // A Parquet row's fields are the columns of the same names (formats/parquet_file.h).
@@ -172,13 +179,19 @@ class LoaderImpl : public Loader {
   }
   ~LoaderImpl() override { run_.reset(); }
 
-  Status Init() {
+  // epoch0: this rank's plan of epoch 0 where the caller made it already (ProbeSample).
+  Status Init(std::optional<EpochPlan> epoch0) {
     token_consumed_ = data_.options.tokens.consumed_samples;
     if (data_.indexes) {  // not for tokens
       for (const ShardSummary& shard : data_.indexes->summaries()) counts_.push_back(shard.samples);
       fingerprint_ = DatasetFingerprint(data_);
     }
-    STOKER_RETURN_IF_ERROR(Plan(0));
+    if (epoch0 && !data_.tokens) {
+      STOKER_ASSIGN_OR_RETURN(EpochPlan own, OwnBatches(std::move(*epoch0)));
+      Adopt(0, std::make_shared<const EpochPlan>(std::move(own)));
+    } else {
+      STOKER_RETURN_IF_ERROR(Plan(0));
+    }
     // The first batch at once: epoch 0's reads begin now, with the index
     // loaded and the threads started, while the caller sets itself up; a
     // SetEpoch(0) before the first Next keeps this run. A token loader starts
@@ -669,12 +682,12 @@ class LoaderImpl : public Loader {
 
 // The pool holds the largest prefetch the controller may set; the run's
 // prefetch gate keeps the batches made ahead at the setting in effect.
-Result<std::unique_ptr<Loader>> Finish(Dataset data, TuneConfig tune) {
+Result<std::unique_ptr<Loader>> Finish(Dataset data, TuneConfig tune, std::optional<EpochPlan> epoch0 = std::nullopt) {
   data.tuned = tune.start;
   data.tune_max = tune.max;
   auto pool = BatchPool(data, tune.max[Knob::kPrefetch]);
   auto loader = std::make_unique<LoaderImpl>(std::move(data), std::move(pool), std::move(tune));
-  STOKER_RETURN_IF_ERROR(loader->Init());
+  STOKER_RETURN_IF_ERROR(loader->Init(std::move(epoch0)));
   return std::unique_ptr<Loader>(std::move(loader));
 }
 
@@ -775,7 +788,8 @@ Result<std::unique_ptr<Loader>> Loader::Create(LoaderOptions options) {
     data.order += "; index tables loaded as the reads reach their shards";
   }
   // The first sample teaches the shapes of array fields.
-  STOKER_ASSIGN_OR_RETURN(const SampleRef probe_ref, ProbeSample(summaries, options));
+  STOKER_ASSIGN_OR_RETURN(Probe probed, ProbeSample(summaries, options));
+  const SampleRef probe_ref = probed.ref;
   // Its shard's open (a HEAD when remote) goes out beside its index's load.
   std::future<Result<std::unique_ptr<RandomAccessReader>>> opening =
       std::async(std::launch::async, [&] { return OpenReader(summaries[probe_ref.shard].path, io); });
@@ -815,7 +829,7 @@ Result<std::unique_ptr<Loader>> Loader::Create(LoaderOptions options) {
   TuneConfig tune =
       MakeTuneConfig(user, options, data.layout, summaries, remote, /*tokens=*/false, cores, data.row_group_bytes);
   data.options = std::move(options);
-  return Finish(std::move(data), std::move(tune));
+  return Finish(std::move(data), std::move(tune), std::move(probed.epoch0));
 }
 
 }  // namespace stoker
