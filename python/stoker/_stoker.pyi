@@ -479,6 +479,12 @@ class PlanInfo:
 
     def __repr__(self) -> str: ...
 
+class PendingDelivery:
+    def deliver(self, stream: int = 0) -> object:
+        """
+        The batch as NativeLoader.next() returns it; `stream` waits for its copy first.
+        """
+
 class NativeLoader:
     @staticmethod
     def create(options: LoaderOptions) -> NativeLoader: ...
@@ -493,6 +499,11 @@ class NativeLoader:
     def receive(self, index: int, arrays: Sequence[tuple[str, Annotated[NDArray, dict(order='C', device='cpu', writable=False)]]], keys: Sequence[str], urls: Sequence[str], failures: Sequence[tuple[int, str]], stream: int = 0) -> object:
         """
         The rank's batch `index` of this epoch made by another share (its next() item's arrays, keys, urls and failed slots), finished here: copied into this loader's pool, its failed slots refilled (on_error='skip'), copied to the device; returned as next() returns a batch.
+        """
+
+    def receive_ahead(self, index: int, arrays: Sequence[tuple[str, Annotated[NDArray, dict(order='C', device='cpu', writable=False)]]], keys: Sequence[str], urls: Sequence[str], failures: Sequence[tuple[int, str]]) -> PendingDelivery:
+        """
+        receive() without the consumer's wait: the batch with its device copy issued, for deliver(stream) when its step takes it.
         """
 
     @property

@@ -355,7 +355,11 @@ class RayLoader:
     does at delivery (pipeline/skip_refill.h: a worker sees only its
     batches, so its refills would not be the rank's), and copies the batch
     on to the device. The refills' position, known-bad samples and counts
-    are in ``state_dict``; ``skips`` and ``report()`` count them."""
+    are in ``state_dict``; ``skips`` and ``report()`` count them. With a
+    device and no skip, the next batch is received (and its copy to the
+    device issued) while the step runs, as the local loader's copy is; with
+    skip, a batch is received when it is taken, since the refills' state a
+    ``state_dict`` saves is that of the batches delivered."""
 
     def __init__(self, sources: str | Sequence[str], fields: Mapping[str, Any], *, batch_size: int,
                  workers: RayWorkers, output: str = "torch", observe: bool = True, device: str = "cpu",
@@ -412,6 +416,12 @@ class RayLoader:
         self._observer = None
         # Two batches move at once from the workers' nodes (_fetch_ahead).
         self._fetcher = ThreadPoolExecutor(max_workers=2, thread_name_prefix="stoker-ray-fetch")
+        # With device copies (and no skip: see the class docstring), batch b + 1 is
+        # taken on this one thread while the step on batch b runs (_take_due).
+        self._ahead = None  # (b, its future)
+        self._receiving = None
+        if self._receiver is not None and self._receiver._device != "cpu" and on_error != "skip":
+            self._receiving = ThreadPoolExecutor(max_workers=1, thread_name_prefix="stoker-ray-receive")
         try:
             infos = self._get([self._spawn(slot) for slot in self._remote_slots()])
             if local_share:
@@ -514,6 +524,7 @@ class RayLoader:
             self._resize_to(count, None, why)
 
     def _resize_to(self, count: int, spare, why: str) -> None:
+        self._drop_ahead()  # the shares are dealt again from self._next
         began = time.perf_counter()
         ray = self._ray
         remote = self._remote_slots()
@@ -667,15 +678,47 @@ class RayLoader:
             self._request(slot)
         return batches
 
-    def _take(self, b: int):
-        """The rank's batch b, from its share; a dead worker is replaced."""
+    def _take_due(self, b: int):
+        """The rank's batch b, taken ahead where it was (self._receiving); then
+        the next one's taking begins, so its copy to the device is issued
+        while the step on this one runs."""
+        ahead, self._ahead = self._ahead, None
+        if ahead is not None and ahead[0] == b:
+            pending = ahead[1].result()  # its error, if it failed, is this batch's
+            receiver = self._receiver
+            batch = receiver._to_dict(pending.deliver(0 if receiver._stream is None else receiver._stream()))
+        else:
+            self._settle(ahead)
+            batch = self._take(b)
+        if self._receiving is not None and b + 1 < self._batches:
+            self._ahead = (b + 1, self._receiving.submit(self._take, b + 1, True))
+        return batch
+
+    @staticmethod
+    def _settle(ahead) -> None:
+        """Waits for a taking ahead to end (its batch and error unwanted)."""
+        if ahead is not None:
+            try:
+                ahead[1].result()
+            except BaseException:  # noqa: BLE001 - the batch is not delivered: neither is its error
+                pass
+
+    def _drop_ahead(self) -> None:
+        """Before the shares are begun again or the epoch changes: the batch
+        taken ahead is dropped (its places are asked for again)."""
+        ahead, self._ahead = getattr(self, "_ahead", None), None
+        self._settle(ahead)
+
+    def _take(self, b: int, ahead: bool = False):
+        """The rank's batch b, from its share; a dead worker is replaced.
+        `ahead`: received, not delivered (a native PendingDelivery)."""
         slot = self._owner[b % self._cycle]
         if slot.local is not None:
             began = time.perf_counter()
             batch = slot.local.next()
             slot.wait_s += time.perf_counter() - began
             slot.batches += 1
-            return batch if self._receiver is None else self._finish(b, batch)
+            return batch if self._receiver is None else self._finish(b, batch, None, ahead)
         ray = self._ray
         began = time.perf_counter()
         replaced = 0
@@ -707,7 +750,7 @@ class RayLoader:
         slot.move_s += moved_at - made_at
         if self._receiver is not None:
             slot.bytes += sum(a.nbytes for _, a in batch[1])
-            return self._finish(b, batch, slot)
+            return self._finish(b, batch, slot, ahead)
         return self._deliver(batch, slot)
 
     def _fetch_ahead(self, b: int) -> None:
@@ -748,6 +791,7 @@ class RayLoader:
     # -- epochs and length ------------------------------------------------------
     def set_epoch(self, epoch: int) -> None:
         """As stoker.Loader.set_epoch."""
+        self._drop_ahead()
         self._epoch_chosen = True
         if self._resuming and int(epoch) == self._epoch:
             return
@@ -778,6 +822,7 @@ class RayLoader:
         used-up epoch without set_epoch begins the next)."""
         if not self._slots:
             raise RuntimeError("this loader was closed")
+        self._drop_ahead()  # the shares begin again at self._next
         if not self._epoch_chosen and self._batches > 0 and self._next >= self._batches:
             self._epoch += 1
             self._next = 0
@@ -793,14 +838,20 @@ class RayLoader:
         self._iterating = True
         return _RayEpochIterator(self, self._generation)
 
-    def _finish(self, b: int, item: tuple, slot: _Slot | None = None) -> dict:
+    def _finish(self, b: int, item: tuple, slot: _Slot | None = None, ahead: bool = False):
         """The rank's batch b, a share's engine item (its arrays read-only
         in the object store, or views of the trainer's share's buffer),
         finished by the receiving engine: copied into its pool, its failed
-        slots refilled (on_error="skip"), copied to the device."""
+        slots refilled (on_error="skip"), copied to the device. `ahead`
+        (no skip): the copy issued, the consumer's wait left to deliver()."""
         began = time.perf_counter()
         receiver = self._receiver
         _, arrays, keys, urls, failures = item
+        if ahead:
+            pending = receiver._native.receive_ahead(b, arrays, keys, urls, failures)
+            if slot is not None:
+                slot.copy_s += time.perf_counter() - began
+            return pending
         stream = 0 if receiver._stream is None else receiver._stream()
         try:
             done = receiver._native.receive(b, arrays, keys, urls, failures, stream)
@@ -920,6 +971,7 @@ class RayLoader:
     # -- resumption ---------------------------------------------------------------
     def state_dict(self) -> dict:
         """The rank's position, in stoker.Loader's format (a local loader resumes it too)."""
+        self._settle(self._ahead)  # kept: the iteration goes on with it
         state = self._state_at(self._next)
         receiver = self._receiver
         if receiver is not None and receiver._skip and not self._resuming:  # the refills' position, counts
@@ -932,6 +984,7 @@ class RayLoader:
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Continue with exactly the batches not yet delivered, in order (the
         workers check the state against their loaders when the iteration begins)."""
+        self._drop_ahead()
         native = dict(state["stoker"])
         for key in ("epoch", "next_batch"):
             if not isinstance(native.get(key), int):
@@ -963,6 +1016,10 @@ class RayLoader:
         """Ends the workers' actors (their batches in flight are dropped);
         writes the observer's final summary."""
         ray = getattr(self, "_ray", None)
+        self._drop_ahead()
+        receiving, self._receiving = getattr(self, "_receiving", None), None
+        if receiving is not None:
+            receiving.shutdown(wait=True)
         observer, self._observer = getattr(self, "_observer", None), None
         if observer is not None:
             observer.close()
@@ -1033,10 +1090,10 @@ class _RayEpochIterator:
         obs = loader._observer
         began = time.perf_counter()
         if obs is None:
-            batch = loader._take(b)
+            batch = loader._take_due(b)
         else:
             t0 = obs.request()
-            batch = loader._take(b)
+            batch = loader._take_due(b)
             obs.delivered(t0)
             receiver = loader._receiver
             if receiver is not None and receiver._device != "cpu":  # device copies the step waited for

@@ -82,6 +82,13 @@ nb::object Delivered(Result<std::shared_ptr<Batch>> batch, uintptr_t stream) {
   return BatchToPython(std::move(b));
 }
 
+// A batch received ahead of its step (RayWorkers with a device): its copy to
+// the device issued, the consumer's stream not yet made to wait; deliver()
+// does that when the step takes it, as next() does for a local batch.
+struct PendingDelivery {
+  std::shared_ptr<Batch> batch;
+};
+
 nb::dict StageToPython(const StageSnapshot& s) {
   nb::dict d;
   d["items"] = s.items;
@@ -326,6 +333,14 @@ void RegisterLoader(nb::module_& m) {
                ", num_shards=" + std::to_string(p.num_shards) + ")";
       });
 
+  nb::class_<PendingDelivery>(m, "PendingDelivery")
+      .def(
+          "deliver",
+          [](PendingDelivery& p, uintptr_t stream) {
+            if (!p.batch) throw nb::value_error("this batch was delivered already");
+            return Delivered(std::move(p.batch), stream);
+          },
+          "stream"_a = 0, "The batch as NativeLoader.next() returns it; `stream` waits for its copy first.");
   nb::class_<Loader>(m, "NativeLoader")
       .def_static(
           "create",
@@ -385,6 +400,21 @@ void RegisterLoader(nb::module_& m) {
           "The rank's batch `index` of this epoch made by another share (its next() item's arrays, keys, "
           "urls and failed slots), finished here: copied into this loader's pool, its failed slots refilled "
           "(on_error='skip'), copied to the device; returned as next() returns a batch.")
+      .def(
+          "receive_ahead",
+          [](Loader& l, int64_t index, const std::vector<std::pair<std::string, HostArray>>& arrays,
+             std::vector<std::string> keys, std::vector<std::string> urls,
+             const std::vector<std::pair<int, std::string>>& failures) {
+            ReceivedBatch in = Received(index, arrays, std::move(keys), std::move(urls), failures);
+            Result<std::shared_ptr<Batch>> batch = [&] {
+              nb::gil_scoped_release release;
+              return l.Receive(std::move(in));
+            }();
+            return PendingDelivery{ValueOrRaise(std::move(batch))};
+          },
+          "index"_a, "arrays"_a, "keys"_a, "urls"_a, "failures"_a,
+          "receive() without the consumer's wait: the batch with its device copy issued, for deliver(stream) "
+          "when its step takes it.")
       .def_prop_ro("plan", [](const Loader& l) { return l.plan(); })
       .def_prop_ro("options", [](const Loader& l) { return l.options(); })  // auto (-1) settings resolved
       .def("stats", [](const Loader& l) { return StatsToPython(l.Stats()); })

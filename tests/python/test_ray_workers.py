@@ -27,6 +27,7 @@ import subprocess
 import sys
 import tarfile
 import textwrap
+import time
 
 from types import SimpleNamespace
 
@@ -827,3 +828,29 @@ def test_a_worker_node_removed_in_mid_epoch_is_survived(ray_cluster, shards, loc
         ray_cluster.nodes = [n for n in ray_cluster.nodes if n.node_id not in removed]
         for _ in removed:
             ray_cluster.nodes.append(c.add_node(num_cpus=1, **ray_cluster.node_options))
+
+
+def test_with_a_device_the_next_batch_is_received_while_the_step_runs(ray_cluster, shards, local_stream):
+    """device="cpu-late" with copies that complete 20 ms after they are
+    issued, and steps of 60 ms: batch b + 1 is received, and its copy
+    issued, while the step on batch b runs, so the copies the steps wait for
+    are the first batch's, not each one's (received when taken, all 8 were
+    waited for: 0.141 s of 0.141). A state_dict in mid-epoch keeps the batch
+    taken ahead; the stream is the local loader's."""
+    loader = stoker.Loader(shards, workers=stoker.RayWorkers(count=1, num_cpus=0.5, local=0.5), device="cpu-late",
+                           _late_copy_ms=20, **_options(shards))
+    try:
+        states = []
+
+        def step(epoch, i, loader):
+            time.sleep(0.06)
+            if i == 3:
+                states.append(loader.state_dict())
+
+        assert _stream(loader, epochs=range(1), after=step) == local_stream[:8]
+        h2d = loader.report()["h2d"]
+        assert h2d["copies"] == 8 and h2d["overwrites"] == 0, h2d
+        assert h2d["exposed_s"] < 0.5 * h2d["copy_s"], h2d  # about one copy of 8 waited for
+        assert states[0]["stoker"]["next_batch"] == 4
+    finally:
+        loader.close()
