@@ -98,6 +98,9 @@ enum class OnError : uint8_t {
   kSkip,   // the sample is dropped, logged and counted; its slot is refilled (see README "Long runs")
 };
 
+// Stream mode's shuffle buffer when shuffling and none is given (webdataset users' usual).
+inline constexpr int kDefaultStreamShuffleBuffer = 1000;
+
 struct LoaderOptions {
   TokenOptions tokens;             // paths set: a token loader; sources/fields unused
   // Shards: paths, brace ranges "a-{000..031}.tar", globs "dir/*.tar", or a
@@ -130,6 +133,17 @@ struct LoaderOptions {
   // index_cache_bytes, else as many shards as half of it holds (two windows'
   // tables at a window's edge), at least kMinShuffleWindow; unresolved means 0.
   int shuffle_window = -1;
+
+  // Stream mode (README, "Stream mode"), for tar shards with no index and no
+  // manifest: each rank reads its shards front to back once, as webdataset
+  // does, and nothing is counted before the first batch. Shards are permuted
+  // per pass (shuffle), samples pass a shuffle buffer of shuffle_buffer
+  // samples (0: kDefaultStreamShuffleBuffer; no shuffle: stream order).
+  // Needs samples_per_epoch (webdataset's with_epoch): every rank delivers
+  // samples_per_epoch / (world_size * batch_size) batches per epoch, cut from
+  // its one endless stream.
+  bool stream = false;
+  int64_t samples_per_epoch = 0;
 
   int rank = 0;
   int world_size = 1;

@@ -2,6 +2,7 @@
 // Loader::TakeTuneLog). The controller itself is src/pipeline/autotune.h.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,11 @@ struct LoaderSettings {
   // The shard index tables (pipeline/shard_index_cache.h): bytes held now,
   // their bound (0: none, every table stays), loads so far (again after
   // being dropped, too) and the shards.
+  // "indexed" (plans from the shards' counts) or "stream" (LoaderOptions::stream,
+  // with its epoch length and shuffle buffer: 1 is stream order).
+  std::string mode = "indexed";
+  int64_t stream_samples_per_epoch = 0;
+  int stream_shuffle_buffer = 0;
   std::string order;  // the epoch order in words, and why where the loader chose it
   uint64_t index_held_bytes = 0;
   uint64_t index_max_bytes = 0;

@@ -177,6 +177,13 @@ class Loader:
     consecutive samples of a shard cut afresh each epoch, so a batch of 64 is
     about 5 ranged GETs instead of 64 (README, "Shuffle quality").
     ``shuffle_block=N`` sets the block; ``shuffle_buffer=N`` streams instead.
+    ``stream=True`` reads tar shards with no index and no manifest front to
+    back, as webdataset does: nothing is counted before the first batch.
+    It needs ``samples_per_epoch`` (webdataset's ``with_epoch``): every rank
+    delivers ``samples_per_epoch // (world_size * batch_size)`` batches per
+    epoch, cut from its one stream; shards are permuted each pass with
+    ``shuffle`` and samples drawn from a buffer of ``shuffle_buffer`` (default
+    1,000) samples (README, "Stream mode").
     ``shuffle_window=K`` bounds the shards read at a time: the shards are
     permuted, taken K at a time, and the samples (or blocks) of each K shards
     permuted among themselves, so a rank reads about K shards at once and the
@@ -276,6 +283,8 @@ class Loader:
         shuffle_buffer: int = 0,
         shuffle_block: int | None = None,
         shuffle_window: int | None = None,
+        stream: bool = False,
+        samples_per_epoch: int | None = None,
         drop_last: bool | None = None,
         partition: str = "drop",
         rank: int | None = None,
@@ -365,6 +374,8 @@ class Loader:
         opt.shuffle_buffer = shuffle_buffer
         opt.shuffle_block = -1 if shuffle_block is None else int(shuffle_block)
         opt.shuffle_window = -1 if shuffle_window is None else int(shuffle_window)
+        opt.stream = bool(stream)
+        opt.samples_per_epoch = int(samples_per_epoch or 0)
         opt.drop_last = drop_last
         opt.partition = _PARTITION[partition]
         opt.rank = rank

@@ -21,19 +21,6 @@ using nlohmann::json;
 
 constexpr int kIndexVersion = 1;
 
-// Splits "a/b/x.seg.png" into key "a/b/x" and field "seg.png". A basename with
-// no dot, or starting with one, belongs to no sample (webdataset skips them
-// too: READMEs, ".DS_Store").
-bool SplitKey(std::string_view name, std::string_view* key, std::string_view* field) {
-  size_t slash = name.rfind('/');
-  size_t base = slash == std::string_view::npos ? 0 : slash + 1;
-  size_t dot = name.find('.', base);
-  if (dot == std::string_view::npos || dot == base) return false;
-  *key = name.substr(0, dot);
-  *field = name.substr(dot + 1);
-  return true;
-}
-
 std::string At(const std::string& shard, const TarMember& m) {
   return shard + ": member '" + m.name + "' at offset " + std::to_string(m.header_offset) + ": ";
 }
@@ -319,6 +306,16 @@ MemberView SampleTable::MemberAt(uint32_t i, std::string_view key, uint64_t begi
   v.name_base = key;
   v.name_join = (m.flags & kJoinDot) ? '.' : '_';
   return v;
+}
+
+bool SplitKey(std::string_view name, std::string_view* key, std::string_view* field) {
+  size_t slash = name.rfind('/');
+  size_t base = slash == std::string_view::npos ? 0 : slash + 1;
+  size_t dot = name.find('.', base);
+  if (dot == std::string_view::npos || dot == base) return false;
+  *key = name.substr(0, dot);
+  *field = name.substr(dot + 1);
+  return true;
 }
 
 Result<std::vector<SampleEntry>> GroupSamples(const std::vector<TarMember>& members, KeyRule rule,

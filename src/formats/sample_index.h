@@ -287,6 +287,11 @@ struct ShardIndex {
   bool scanned = false;
 };
 
+// Splits "a/b/x.seg.png" into key "a/b/x" and field "seg.png" (webdataset's
+// rule). A basename with no dot, or starting with one, belongs to no sample
+// (webdataset skips them too: READMEs, ".DS_Store"): false.
+bool SplitKey(std::string_view name, std::string_view* key, std::string_view* field);
+
 Result<std::vector<SampleEntry>> GroupSamples(const std::vector<TarMember>& members, KeyRule rule,
                                               const std::string& shard_path);
 

@@ -174,16 +174,22 @@ Result<std::vector<TarMember>> ScanTar(const File& file, uint64_t file_size) {
   return ScanTar(PosixReader(&file, file_size), file_size);
 }
 
-Result<std::vector<TarMember>> ScanTar(const RandomAccessReader& file, uint64_t file_size) {
-  std::vector<TarMember> members;
-  WindowReader reader(file, file_size);
+namespace {
+
+// One step of the header walk: from the header at *off, past any extension
+// headers and non-regular members, to the next regular-file member, leaving
+// *off at the header after it. Nullopt at the end of the archive (*off is
+// then file_size). `Window` has Get(offset, len) -> Result<const uint8_t*>.
+template <typename Window>
+Result<std::optional<TarMember>> NextMember(Window& reader, const RandomAccessReader& file, uint64_t file_size,
+                                            uint64_t* cursor) {
   // Extension headers apply to the next real header; ext_offset is where the
   // first of them began, so a member's range covers its whole header chain.
   std::optional<std::string> long_name;
   std::optional<uint64_t> pax_size;
   constexpr uint64_t kNoExt = UINT64_MAX;
   uint64_t ext_offset = kNoExt;
-  uint64_t off = 0;
+  uint64_t off = *cursor;
   auto at = [&](uint64_t o) { return file.Name() + ": header at offset " + std::to_string(o) + ": "; };
 
   while (off < file_size) {
@@ -203,7 +209,8 @@ Result<std::vector<TarMember>> ScanTar(const RandomAccessReader& file, uint64_t 
           return DataLoss(at(off) + "a lone zero block is followed by more data (damaged or concatenated archive)");
         }
       }
-      return members;
+      *cursor = file_size;
+      return std::optional<TarMember>();
     }
     if (!ChecksumOk(h)) return DataLoss(at(off) + "bad header checksum (not a tar file, or corrupt)");
     std::optional<uint64_t> field_size = ParseNumber(h + 124, 12);
@@ -267,14 +274,102 @@ Result<std::vector<TarMember>> ScanTar(const RandomAccessReader& file, uint64_t 
                       ": archive truncated inside the padding after its data (file ends at offset " +
                       std::to_string(file_size) + ", expected " + std::to_string(next) + ")");
     }
-    if (type == '0' || type == '\0' || type == '7') {
-      members.push_back({std::move(name), header_off, data_off, size});
-    }
     off = next;
+    if (type == '0' || type == '\0' || type == '7') {
+      *cursor = off;
+      return std::optional<TarMember>(TarMember{std::move(name), header_off, data_off, size});
+    }
   }
-  // Clean end of file on a block boundary with no end-of-archive blocks.
-  if (long_name || pax_size) return DataLoss(at(off) + "archive ends after an extension header");
-  return members;
+  // Clean end of file on a block boundary with no end-of-archive blocks;
+  // not after an extension header, whose member was cut off.
+  if (long_name || pax_size || ext_offset != kNoExt) {
+    return DataLoss(at(ext_offset == kNoExt ? off : ext_offset) +
+                    "archive ends after an extension header (truncated before its member)");
+  }
+  *cursor = file_size;
+  return std::optional<TarMember>();
+}
+
+}  // namespace
+
+Result<std::vector<TarMember>> ScanTar(const RandomAccessReader& file, uint64_t file_size) {
+  std::vector<TarMember> members;
+  WindowReader reader(file, file_size);
+  uint64_t off = 0;
+  while (true) {
+    STOKER_ASSIGN_OR_RETURN(std::optional<TarMember> m, NextMember(reader, file, file_size, &off));
+    if (!m) return members;
+    members.push_back(std::move(*m));
+  }
+}
+
+// A forward window over the archive that reads every byte once, in large
+// reads: the member data is wanted too, so there is nothing to skip.
+class TarStream::Window {
+ public:
+  Window(const RandomAccessReader& file, uint64_t file_size, size_t window)
+      : file_(file), file_size_(file_size), buf_(window) {}
+
+  Result<const uint8_t*> Get(uint64_t offset, size_t len) {
+    if (offset < start_ || offset + len > start_ + filled_) STOKER_RETURN_IF_ERROR(Fill(offset, len));
+    return buf_.data() + (offset - start_);
+  }
+
+  Status Append(uint64_t from, uint64_t to, std::vector<uint8_t>* out) {
+    // What the window holds of the range, then the rest: a large remainder
+    // straight into out (one read), a small one through the window.
+    if (from >= start_ && from < start_ + filled_) {
+      const uint64_t upto = std::min<uint64_t>(to, start_ + filled_);
+      out->insert(out->end(), buf_.data() + (from - start_), buf_.data() + (upto - start_));
+      from = upto;
+    }
+    if (from >= to) return Status::Ok();
+    if (to - from >= buf_.size() / 2) {
+      const size_t at = out->size();
+      out->resize(at + (to - from));
+      return file_.PRead(from, {out->data() + at, static_cast<size_t>(to - from)});
+    }
+    STOKER_ASSIGN_OR_RETURN(const uint8_t* p, Get(from, static_cast<size_t>(to - from)));
+    out->insert(out->end(), p, p + (to - from));
+    return Status::Ok();
+  }
+
+ private:
+  Status Fill(uint64_t offset, size_t len) {
+    if (len > buf_.size()) buf_.resize(len);
+    const uint64_t want = std::min<uint64_t>(buf_.size(), file_size_ > offset ? file_size_ - offset : 0);
+    size_t got = 0;  // a remote reader may return less than asked: fill the window
+    while (got < want) {
+      STOKER_ASSIGN_OR_RETURN(size_t n, file_.ReadAt(offset + got, {buf_.data() + got, static_cast<size_t>(want) - got}));
+      if (n == 0) break;
+      got += n;
+    }
+    start_ = offset;
+    filled_ = got;
+    if (got < len) {
+      return DataLoss(file_.Name() + ": archive truncated: needed " + std::to_string(len) + " bytes at offset " +
+                      std::to_string(offset) + ", file ends at offset " + std::to_string(offset + got));
+    }
+    return Status::Ok();
+  }
+
+  const RandomAccessReader& file_;
+  uint64_t file_size_;
+  std::vector<uint8_t> buf_;
+  uint64_t start_ = 0;
+  size_t filled_ = 0;
+};
+
+TarStream::TarStream(const RandomAccessReader& file, uint64_t file_size)
+    : file_(file),
+      file_size_(file_size),
+      window_(std::make_unique<Window>(file, file_size, std::max<size_t>(kStreamWindow, file.PreferredReadSize()))) {}
+TarStream::~TarStream() = default;
+
+Result<std::optional<TarMember>> TarStream::Next() { return NextMember(*window_, file_, file_size_, &off_); }
+
+Status TarStream::Append(uint64_t from, uint64_t to, std::vector<uint8_t>* out) {
+  return window_->Append(from, to, out);
 }
 
 // ---------------------------------------------------------------------------

@@ -10,6 +10,8 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -37,6 +39,32 @@ Result<std::vector<TarMember>> ScanTar(const File& file, uint64_t file_size);
 // Same, over any reader (messages name reader.Name()); reads
 // PreferredReadSize() bytes at a time, so a remote scan streams the shard.
 Result<std::vector<TarMember>> ScanTar(const RandomAccessReader& reader, uint64_t file_size);
+
+// Reads a tar front to back once, as a stream (webdataset's way): a forward
+// window of kStreamWindow bytes (or the reader's PreferredReadSize, if more)
+// that ScanTar's header walk runs over, so a remote shard is a few large
+// ranged GETs and its first member costs its first window only. Errors are
+// ScanTar's (file, member, offset). Single-threaded; the reader outlives it.
+class TarStream {
+ public:
+  static constexpr size_t kStreamWindow = 1 << 20;
+  TarStream(const RandomAccessReader& file, uint64_t file_size);
+  ~TarStream();
+  TarStream(const TarStream&) = delete;
+  TarStream& operator=(const TarStream&) = delete;
+  // The next regular-file member; nullopt at the end of the archive.
+  Result<std::optional<TarMember>> Next();
+  // Appends the archive's bytes [from, to) to out: from the window where it
+  // still holds them (the member just returned), else read again.
+  Status Append(uint64_t from, uint64_t to, std::vector<uint8_t>* out);
+
+ private:
+  class Window;
+  const RandomAccessReader& file_;
+  uint64_t file_size_;
+  uint64_t off_ = 0;
+  std::unique_ptr<Window> window_;
+};
 
 // Writes a tar that GNU tar, Python's tarfile and webdataset read: ustar
 // headers, a pax header for names over 100 bytes, two zero blocks at the end.

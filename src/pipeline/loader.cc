@@ -29,6 +29,7 @@
 #include "pipeline/read_runs.h"
 #include "pipeline/shard_indexes.h"
 #include "pipeline/skip_refill.h"
+#include "pipeline/stream_loader.h"
 #include "pipeline/token_source.h"
 #include "pipeline/tune_config.h"
 #include "observe/cpu_time.h"
@@ -697,6 +698,11 @@ Result<std::unique_ptr<Loader>> Loader::Create(LoaderOptions options) {
   if (options.batch_size < 1) return InvalidArgument("batch_size must be at least 1");
   if (options.prefetch_batches < 1 && options.prefetch_batches != -1) {
     return InvalidArgument("prefetch_batches must be at least 1 (or -1: auto)");
+  }
+  if (options.stream) return CreateStreamLoader(std::move(options));
+  if (options.samples_per_epoch != 0) {
+    return InvalidArgument("samples_per_epoch is the length of a stream's epoch: it needs stream=True (an indexed "
+                           "loader's epoch is the dataset)");
   }
   STOKER_RETURN_IF_ERROR(CheckBatchShare(options.batch_stride, options.batch_offset, options.batch_share));
   if (options.batch_stride > 1 && !options.tokens.paths.empty()) {

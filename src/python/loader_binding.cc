@@ -283,6 +283,8 @@ void RegisterLoader(nb::module_& m) {
       .def_rw("shuffle", &LoaderOptions::shuffle)
       .def_rw("seed", &LoaderOptions::seed)
       .def_rw("shuffle_buffer", &LoaderOptions::shuffle_buffer)
+      .def_rw("stream", &LoaderOptions::stream)
+      .def_rw("samples_per_epoch", &LoaderOptions::samples_per_epoch)
       .def_rw("shuffle_block", &LoaderOptions::shuffle_block)
       .def_rw("shuffle_window", &LoaderOptions::shuffle_window)
       .def_rw("rank", &LoaderOptions::rank)
@@ -466,6 +468,14 @@ void RegisterLoader(nb::module_& m) {
              d["cores"] = s.cores;
              d["cores_from"] = s.cores_from;
              if (!s.order.empty()) d["order"] = s.order;
+             d["mode"] = s.mode;
+             if (s.mode == "stream") {
+               nb::dict stream;  // stream=True: the epoch's length and the shuffle buffer (1: stream order)
+               stream["samples_per_epoch"] = s.stream_samples_per_epoch;
+               stream["shuffle_buffer"] = s.stream_shuffle_buffer;
+               stream["why"] = "stream=True: shards read front to back, no index or manifest";
+               d["stream"] = stream;
+             }
              if (!s.gpu_decoder.empty() || !s.gpu_share_why.empty()) {
                nb::dict gpu;  // decode="auto"/"gpu": the decoder, its share of each batch and why
                gpu["decoder"] = s.gpu_decoder;

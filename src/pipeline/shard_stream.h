@@ -1,0 +1,55 @@
+// pipeline/shard_stream.h — one tar shard's samples, read front to back once
+// (the stream mode's reader; webdataset's tarfile_samples): members come in
+// archive order through formats/tar.h's TarStream, and consecutive members
+// sharing a key (formats/sample_index.h's SplitKey, webdataset's rule) are one
+// sample. Each sample owns its bytes [begin, end) of the shard, so it can wait
+// in a shuffle buffer after the shard is closed; its SampleEntry's offsets are
+// the shard's, so the decoders and their messages (shard, member, offset) are
+// the indexed mode's.
+// A field twice in one sample is DataLoss naming the shard, member and offset.
+// Thread-safety: single-threaded.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "formats/sample_index.h"
+#include "formats/tar.h"
+#include "io/reader.h"
+#include "stoker/status.h"
+
+namespace stoker {
+
+struct StreamSample {
+  uint32_t shard = 0;          // in the loader's shard list
+  SampleEntry entry;           // offsets in the shard
+  std::vector<uint8_t> bytes;  // the shard's [entry.begin, entry.end)
+};
+
+class ShardStream {
+ public:
+  // Opens `path` (a local path or URL; io/reader.h): one HEAD when remote,
+  // no body read until the first Next.
+  static Result<std::unique_ptr<ShardStream>> Open(const std::string& path, uint32_t shard, const IoOptions& io);
+
+  // The next sample; nullopt once the shard is done.
+  Result<std::optional<StreamSample>> Next();
+
+ private:
+  ShardStream(std::unique_ptr<RandomAccessReader> reader, uint32_t shard);
+  // Adds member m to the open sample (its bytes from the sample's end so far).
+  Status Add(const TarMember& m, std::string_view field);
+
+  std::unique_ptr<RandomAccessReader> reader_;
+  TarStream tar_;
+  uint32_t shard_;
+  std::optional<StreamSample> open_;
+  // The member after the open sample's last: it begins the next sample.
+  std::optional<TarMember> ahead_;
+  bool done_ = false;
+};
+
+}  // namespace stoker

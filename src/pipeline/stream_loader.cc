@@ -1,0 +1,274 @@
+// pipeline/stream_loader.cc — see stream_loader.h.
+#include "pipeline/stream_loader.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+
+#include "core/buffer_pool.h"
+#include "core/cpu_share.h"
+#include "io/reader.h"
+#include "pipeline/epoch_order.h"
+#include "pipeline/stream_order.h"
+#include "pipeline/stream_run.h"
+#include "pipeline/tune_config.h"
+
+namespace stoker {
+
+namespace {
+
+class StreamBatchView : public Batch {
+ public:
+  StreamBatchView(std::unique_ptr<StreamBatch> work, int64_t index, const BatchLayout& layout)
+      : work_(std::move(work)), index_(index) {
+    const int size = layout.batch_size;
+    for (const ArraySlot& a : layout.arrays) {
+      ArrayView v;
+      v.name = a.name;
+      v.dtype = a.dtype;
+      v.shape.push_back(size);
+      v.shape.insert(v.shape.end(), a.sample_shape.begin(), a.sample_shape.end());
+      v.data = work_->lease->data() + a.offset;
+      v.nbytes = a.sample_bytes * static_cast<size_t>(size);
+      arrays_.push_back(std::move(v));
+    }
+  }
+  int64_t index() const override { return index_; }
+  int size() const override { return static_cast<int>(arrays_.empty() ? 0 : arrays_[0].shape[0]); }
+  const std::vector<ArrayView>& arrays() const override { return arrays_; }
+  const std::vector<std::string>& keys() const override { return work_->keys; }
+  const std::vector<std::string>& urls() const override { return work_->urls; }
+
+ private:
+  std::unique_ptr<StreamBatch> work_;
+  int64_t index_;
+  std::vector<ArrayView> arrays_;
+};
+
+class StreamLoader : public Loader {
+ public:
+  StreamLoader(StreamDataset data, int cores, std::string cores_from)
+      : data_(std::move(data)), cores_(cores), cores_from_(std::move(cores_from)) {
+    const LoaderOptions& o = data_.options;
+    batches_ = o.samples_per_epoch / (static_cast<int64_t>(o.world_size) * o.batch_size);
+    info_.dataset_samples = o.samples_per_epoch;
+    info_.batches = batches_;
+    info_.rank_samples = batches_ * o.batch_size;
+    info_.dropped_samples = o.samples_per_epoch - info_.rank_samples * o.world_size;
+    info_.num_shards = static_cast<int64_t>(data_.shards.size());
+    pool_ = BufferPool::Create(data_.layout.buffer_bytes, static_cast<size_t>(o.prefetch_batches) + 1);
+    Start();  // the first batch at once, as the indexed loader does
+  }
+  ~StreamLoader() override { run_.reset(); }
+
+  Status SetEpoch(uint64_t epoch) override {
+    epoch_ = epoch;
+    next_batch_ = 0;
+    // The run already goes on into this epoch's first batch (the one after
+    // the epoch just delivered): keep it, and what it made ahead.
+    if (run_ && run_->next_batch() == Along()) return Status::Ok();
+    run_.reset();
+    Start();
+    return Status::Ok();
+  }
+
+  Result<std::shared_ptr<Batch>> Next() override {
+    bool waiting = false;
+    return NextWithin(0, &waiting);
+  }
+
+  Result<std::shared_ptr<Batch>> NextWithin(int wait_ms, bool* waiting) override {
+    *waiting = false;
+    if (next_batch_ >= batches_) return std::shared_ptr<Batch>();
+    if (!run_) Start();
+    if (!waiting_since_) waiting_since_ = std::chrono::steady_clock::now();
+    Result<std::unique_ptr<StreamBatch>> ready = run_->NextReady(wait_ms, *waiting_since_);
+    if (ready.ok() && !*ready) {
+      *waiting = true;
+      return std::shared_ptr<Batch>();
+    }
+    waiting_since_.reset();
+    if (!ready.ok()) {
+      run_.reset();  // the stream ended in an error: a later Next starts over from here
+      return ready.status();
+    }
+    std::unique_ptr<StreamBatch> work = std::move(ready).value();
+    const int64_t index = next_batch_++;
+    if (work->error_slot >= 0) return work->error;
+    return std::shared_ptr<Batch>(std::make_shared<StreamBatchView>(std::move(work), index, data_.layout));
+  }
+
+  void Stop() override { run_.reset(); }
+  const PlanInfo& plan() const override { return info_; }
+  RecorderSnapshot Stats() const override { return RecorderSnapshot{}; }
+  std::string TraceJson() const override { return "{\"traceEvents\":[]}"; }
+  const LoaderOptions& options() const override { return data_.options; }
+
+  std::string State() const override {
+    const LoaderOptions& o = data_.options;
+    return nlohmann::json({{"mode", "stream"},
+                           {"epoch", epoch_},
+                           {"next_batch", next_batch_},
+                           {"seed", o.seed},
+                           {"rank", o.rank},
+                           {"world_size", o.world_size},
+                           {"batch_size", o.batch_size},
+                           {"samples_per_epoch", o.samples_per_epoch},
+                           {"shuffle_buffer", o.shuffle ? o.shuffle_buffer : 1},
+                           {"shards", data_.shards.size()}})
+        .dump();
+  }
+
+  Status Restore(const std::string& state) override {
+    const LoaderOptions& o = data_.options;
+    nlohmann::json j = nlohmann::json::parse(state, nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded() || !j.is_object()) return InvalidArgument("loader state is not a JSON object");
+    if (!j.contains("mode") || j["mode"] != "stream") {
+      return InvalidArgument("loader state was saved by an indexed loader; this one streams (stream=True)");
+    }
+    const std::pair<const char*, int64_t> must_match[] = {
+        {"seed", static_cast<int64_t>(o.seed)},
+        {"rank", o.rank},
+        {"world_size", o.world_size},
+        {"batch_size", o.batch_size},
+        {"samples_per_epoch", o.samples_per_epoch},
+        {"shuffle_buffer", o.shuffle ? o.shuffle_buffer : 1},
+        {"shards", static_cast<int64_t>(data_.shards.size())}};
+    for (const auto& [key, mine] : must_match) {
+      if (!j.contains(key) || !j[key].is_number_integer()) {
+        return InvalidArgument(std::string("loader state lacks integer '") + key + "'");
+      }
+      const int64_t theirs = j[key].get<int64_t>();
+      if (theirs != mine) {
+        return InvalidArgument(std::string("loader state was saved with ") + key + "=" + std::to_string(theirs) +
+                               ", this loader has " + std::to_string(mine) + ": the stream would differ");
+      }
+    }
+    for (const char* key : {"epoch", "next_batch"}) {
+      if (!j.contains(key) || !j[key].is_number_integer() || j[key].get<int64_t>() < 0) {
+        return InvalidArgument(std::string("loader state lacks a non-negative integer '") + key + "'");
+      }
+    }
+    const int64_t next = j["next_batch"].get<int64_t>();
+    if (next > batches_) return InvalidArgument("loader state next_batch is out of range");
+    run_.reset();
+    epoch_ = j["epoch"].get<uint64_t>();
+    next_batch_ = next;
+    Start();
+    return Status::Ok();
+  }
+
+  SkipCounts Skips() const override { return {}; }
+  std::vector<SkipRecord> TakeSkipLog() override { return {}; }
+  Result<std::shared_ptr<Batch>> Receive(ReceivedBatch) override {
+    return FailedPrecondition("Receive is for indexed loaders; stream mode makes every batch itself");
+  }
+  size_t OpenShardFiles() const override { return 0; }
+
+  LoaderSettings Settings() const override {
+    const LoaderOptions& o = data_.options;
+    LoaderSettings s;
+    s.autotune = false;
+    s.io_depth = 1;  // one sequential read per rank, as webdataset's
+    s.decode_threads = o.decode_threads;
+    s.prefetch_batches = o.prefetch_batches;
+    s.cores = cores_;
+    s.cores_from = cores_from_;
+    s.mode = "stream";
+    s.stream_samples_per_epoch = o.samples_per_epoch;
+    s.stream_shuffle_buffer = o.shuffle ? o.shuffle_buffer : 1;
+    s.order = std::string("stream: ") +
+              (o.shuffle ? "shards permuted each pass, then a shuffle buffer of " + std::to_string(o.shuffle_buffer) +
+                               " samples"
+                         : "shards in the order given, samples in shard order") +
+              "; rank " + std::to_string(o.rank) + " of " + std::to_string(o.world_size) +
+              " reads every " + std::to_string(o.world_size) + "th shard front to back; epochs of " +
+              std::to_string(o.samples_per_epoch) +
+              " samples (samples_per_epoch) cut from one stream (stream=True: no index, no manifest; nothing "
+              "is counted before the first batch)";
+    return s;
+  }
+  std::vector<TuneChange> TuneLog() const override { return {}; }
+  std::vector<TuneChange> TakeTuneLog() override { return {}; }
+
+ private:
+  // The next batch's number along the rank's stream.
+  int64_t Along() const { return static_cast<int64_t>(epoch_) * batches_ + next_batch_; }
+  void Start() {
+    waiting_since_.reset();
+    run_ = std::make_unique<StreamRun>(&data_, pool_, Along());
+  }
+
+  StreamDataset data_;
+  int cores_;
+  std::string cores_from_;
+  int64_t batches_ = 0;  // per epoch
+  PlanInfo info_;
+  std::shared_ptr<BufferPool> pool_;
+  uint64_t epoch_ = 0;
+  int64_t next_batch_ = 0;
+  std::optional<std::chrono::steady_clock::time_point> waiting_since_;
+  std::unique_ptr<StreamRun> run_;  // last member: torn down first
+};
+
+Status Refuse(const std::string& what) { return InvalidArgument("stream=True: " + what); }
+
+}  // namespace
+
+Result<std::unique_ptr<Loader>> CreateStreamLoader(LoaderOptions options) {
+  if (options.samples_per_epoch <= 0) {
+    return Refuse(
+        "needs samples_per_epoch (webdataset's with_epoch): a stream is not counted before it is read, and "
+        "every rank must deliver the same number of batches per epoch, which needs the epoch's length up front");
+  }
+  if (!options.tokens.paths.empty()) return Refuse("token datasets have their own order; leave stream off");
+  if (options.on_error != OnError::kRaise) return Refuse("on_error='skip' is not supported yet; use 'raise'");
+  if (options.partition != PartitionPolicy::kDropRemainder || !options.drop_last) {
+    return Refuse("every rank delivers samples_per_epoch // (world_size * batch_size) full batches: "
+                  "partition must be 'drop' and drop_last True");
+  }
+  if (options.device != "cpu") return Refuse("batches are host memory for now: device must be 'cpu'");
+  if (options.batch_stride != 1 || options.batch_offset != 0 || options.batch_share != 1) {
+    return Refuse("Ray workers share an indexed loader's batches, not a stream's");
+  }
+  if (options.key_rule != KeyRule::kWebDataset) return Refuse("key_rule must be 'webdataset'");
+  if (options.world_size < 1 || options.rank < 0 || options.rank >= options.world_size) {
+    return InvalidArgument("rank must be in [0, world_size)");
+  }
+  const int64_t batches =
+      options.samples_per_epoch / (static_cast<int64_t>(options.world_size) * options.batch_size);
+  if (batches < 1) {
+    return Refuse("samples_per_epoch " + std::to_string(options.samples_per_epoch) + " is less than one batch per rank (" +
+                  std::to_string(options.world_size) + " ranks x batch_size " + std::to_string(options.batch_size) + ")");
+  }
+  if (!options.storage) options.storage = DefaultIoOptions();
+  StreamDataset data;
+  STOKER_ASSIGN_OR_RETURN(data.shards, ExpandSources(options.sources, *options.storage));
+  if (data.shards.size() < static_cast<size_t>(options.world_size)) {
+    return Refuse(std::to_string(data.shards.size()) + " shards for " + std::to_string(options.world_size) +
+                  " ranks: each rank reads whole shards, so there must be at least as many shards as ranks");
+  }
+  for (const std::string& s : data.shards) {
+    if (s.ends_with(".parquet")) return Refuse("streams tar shards; " + s + " is a Parquet file");
+  }
+  const CpuShare cpu = CurrentCpuShare();
+  if (options.decode_threads <= 0) options.decode_threads = cpu.cores;
+  if (options.prefetch_batches < 1) options.prefetch_batches = kDefaultPrefetch;
+  if (options.shuffle && options.shuffle_buffer <= 0) options.shuffle_buffer = kDefaultStreamShuffleBuffer;
+  // The first sample of the rank's first shard teaches the shapes of array
+  // fields: it reads that shard's first window, which the run reads again (a
+  // local page cache or a second ranged GET, not another shard).
+  const uint32_t first = StreamPassShards(options.seed, 0, static_cast<uint32_t>(data.shards.size()), options.rank,
+                                          options.world_size, options.shuffle)
+                             .front();
+  STOKER_ASSIGN_OR_RETURN(std::unique_ptr<ShardStream> probe,
+                          ShardStream::Open(data.shards[first], first, *options.storage));
+  STOKER_ASSIGN_OR_RETURN(std::optional<StreamSample> sample, probe->Next());
+  if (!sample) return Refuse(data.shards[first] + " holds no samples (the rank's first shard)");
+  STOKER_ASSIGN_OR_RETURN(data.layout, MakeBatchLayout(options.fields, options.batch_size, sample->entry,
+                                                       sample->bytes, data.shards[first]));
+  data.options = std::move(options);
+  return std::unique_ptr<Loader>(std::make_unique<StreamLoader>(std::move(data), cpu.cores, cpu.ToString()));
+}
+
+}  // namespace stoker

@@ -1,0 +1,110 @@
+// pipeline/stream_run.h — the stream mode's threads (the indexed mode's is
+// epoch_run.h): a rank's one endless stream of samples cut into batches.
+//
+//   producer: shards of pass 0, 1, ... (stream_order.h), each front to back
+//   (shard_stream.h) ──▶ shuffle buffer (shuffle_buffer.h, drained at each
+//   pass's end) ──▶ slot of a pooled
+//   batch ──DecodeTask──▶ decode_queue ──▶ decoders (decode_threads) ──▶ NextReady()
+//
+// One producer reads, parses and shuffles, so the order of the samples is
+// fixed by the seed alone; decoders only fill slots, and NextReady hands
+// batches out in stream order whatever order they finished in. Sample i of
+// the rank's stream is slot i % batch_size of batch i / batch_size; batches
+// are numbered along the stream, across epochs (the loader cuts them).
+// A run that starts at batch b (a restore, another epoch) replays the stream
+// from its start: the samples before b * batch_size are read and shuffled but
+// not decoded (the buffer's state depends on them), so it costs reading them.
+// Memory: the pool's batches, the shuffle buffer's samples, the decode
+// queue's samples and the read window: none grows with the dataset.
+// A read or parse error ends the stream: the batch it would have filled
+// returns it (the batches before it are delivered).
+// Teardown (the destructor): cancel the queue and pool, join, reset the pool.
+// Thread-safety: NextReady from one consumer thread.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/bounded_queue.h"
+#include "core/buffer_pool.h"
+#include "pipeline/batch_layout.h"
+#include "pipeline/shard_stream.h"
+#include "stoker/loader.h"
+
+namespace stoker {
+
+// What a stream run reads: fixed for the loader's life.
+struct StreamDataset {
+  LoaderOptions options;  // resolved: decode_threads, prefetch_batches, shuffle_buffer set
+  std::vector<std::string> shards;
+  BatchLayout layout;
+};
+
+// A batch being filled: its slots count down as decoders finish them.
+struct StreamBatch {
+  int64_t number = 0;  // along the rank's stream
+  std::unique_ptr<BufferPool::Lease> lease;
+  std::vector<std::string> keys, urls;
+  std::atomic<int> pending{0};
+  std::mutex error_mu;
+  int error_slot = -1;  // guarded by error_mu: the lowest failed slot's error is the batch's
+  Status error;
+  bool done = false;    // guarded by StreamRun::mu_
+};
+
+class StreamRun {
+ public:
+  StreamRun(const StreamDataset* data, std::shared_ptr<BufferPool> pool, int64_t first_batch);
+  ~StreamRun();
+  StreamRun(const StreamRun&) = delete;
+  StreamRun& operator=(const StreamRun&) = delete;
+
+  // The next batch along the stream once all its slots are written. wait_ms >
+  // 0: null after that long without it (nothing consumed); timeout_ms (the
+  // options') counts from `since`.
+  Result<std::unique_ptr<StreamBatch>> NextReady(int wait_ms, std::chrono::steady_clock::time_point since);
+  // The number of the batch NextReady returns next.
+  int64_t next_batch() const { return next_deliver_; }
+
+ private:
+  struct DecodeTask {
+    StreamBatch* batch;
+    int slot;
+    uint64_t position;  // along the rank's stream
+    std::unique_ptr<StreamSample> sample;
+  };
+  void Produce();
+  // Places the stream's next sample: dropped before the first batch, else
+  // queued to decode into its slot. False once cancelled.
+  bool Emit(std::unique_ptr<StreamSample> sample);
+  void Fail(Status st);  // the stream ends here: the batch being filled returns st
+  void DecodeLoop();
+  void Finish(StreamBatch* batch, int slot, Status st);
+
+  const StreamDataset* data_;
+  std::shared_ptr<BufferPool> pool_;
+  const int64_t first_batch_;
+  uint64_t position_ = 0;          // producer only: the stream's next sample
+  StreamBatch* filling_ = nullptr;  // producer only: the batch position_ falls in, once begun
+
+  std::mutex mu_;
+  std::condition_variable ready_;
+  std::map<int64_t, std::unique_ptr<StreamBatch>> in_flight_;  // guarded by mu_
+  int64_t next_deliver_;                                      // guarded by mu_ (read by its thread)
+  bool cancelled_ = false;                                    // guarded by mu_
+  int64_t failed_at_ = -1;                                    // guarded by mu_: the batch the stream ended in
+  Status failure_;                                            // guarded by mu_
+
+  BoundedQueue<DecodeTask> decode_queue_;
+  std::thread producer_;
+  std::vector<std::thread> decoders_;
+};
+
+}  // namespace stoker

@@ -1,0 +1,211 @@
+"""Stream mode (stream=True): tar shards with no index and no manifest read
+front to back, as webdataset does. Checked against webdataset's own reader
+(keys, urls, raw member bytes) and stoker's indexed mode (decoded arrays),
+over local shards and over HTTP on loopback (nginx behind the fault proxy,
+which counts the requests)."""
+from __future__ import annotations
+
+import io
+import os
+import shutil
+import tarfile
+from contextlib import closing
+
+import numpy as np
+import pytest
+
+import stoker
+from stoker import _stoker
+
+from conftest import jpeg_bytes, natural_image
+from fault_proxy import FaultProxy
+from nginx_server import NGINX, NginxServer
+
+SHARDS, PER_SHARD = 6, 10
+TOTAL = SHARDS * PER_SHARD
+
+
+def fields():
+    return {"jpg": stoker.image(16, resize="center_crop", layout="HWC"), "vec.npy": stoker.npy(),
+            "cls": stoker.scalar("int64"), "txt": stoker.text(32)}
+
+
+def npy_bytes(a: np.ndarray) -> bytes:
+    buf = io.BytesIO()
+    np.save(buf, a)
+    return buf.getvalue()
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    """Shards written by webdataset's TarWriter; no sidecars, no manifest."""
+    import webdataset as wds
+
+    root = tmp_path_factory.mktemp("stream")
+    rng = np.random.default_rng(5)
+    n = 0
+    for s in range(SHARDS):
+        with wds.TarWriter(str(root / f"shard-{s:06d}.tar")) as sink:
+            for _ in range(PER_SHARD):
+                sink.write({"__key__": f"d{n % 3}/s{n:04d}", "jpg": jpeg_bytes(natural_image(rng, 40, 32)),
+                            "vec.npy": npy_bytes(rng.standard_normal(5).astype(np.float32)),
+                            "cls": str(n).encode(), "txt": f"sample {n}".encode()})
+                n += 1
+    assert not list(root.glob("*.idx")) and not (root / "stoker-manifest.json").exists()
+    return root
+
+
+def urls(root) -> list[str]:
+    return [str(root / f"shard-{s:06d}.tar") for s in range(SHARDS)]
+
+
+def rows(loader, epochs=(0,)):
+    """Every sample delivered, as (key, url, vec bytes, cls, txt, jpg bytes), epoch by epoch."""
+    out = []
+    for e in epochs:
+        loader.set_epoch(e)
+        for b in loader:
+            for i, key in enumerate(b["__key__"]):
+                out.append((key, b["__url__"][i], np.asarray(b["vec.npy"][i]).tobytes(), int(b["cls"][i]),
+                            b["txt"][i], np.asarray(b["jpg"][i]).tobytes()))
+    return out
+
+
+def make(root, **kw):
+    kw.setdefault("samples_per_epoch", TOTAL)
+    return stoker.Loader(urls(root), fields(), batch_size=kw.pop("batch_size", 4), output="numpy", stream=True, **kw)
+
+
+def test_unshuffled_stream_is_webdatasets_and_decodes_as_the_indexed_mode(data):
+    import webdataset as wds
+
+    with closing(make(data, shuffle=False)) as ld:
+        assert ld.settings["mode"] == "stream"
+        assert ld.settings["stream"]["samples_per_epoch"] == TOTAL and ld.settings["stream"]["shuffle_buffer"] == 1
+        assert ld.settings["order"].startswith("stream:")
+        assert len(ld) == TOTAL // 4
+        got = rows(ld)
+    want = [(s["__key__"], s["__url__"], np.load(io.BytesIO(s["vec.npy"])).tobytes(), int(s["cls"]),
+             s["txt"].decode()) for s in wds.WebDataset(urls(data), shardshuffle=False)]
+    assert [r[:5] for r in got] == want
+    # The same decoders as the indexed mode: the same arrays, image included.
+    with closing(stoker.Loader(urls(data), fields(), batch_size=4, output="numpy")) as indexed:
+        assert indexed.settings["mode"] == "indexed"
+        assert rows(indexed) == got
+
+
+def test_two_ranks_shuffled_deliver_equal_batches_and_every_sample_once_per_pass(data):
+    per_rank = []
+    for rank in range(2):
+        with closing(make(data, shuffle=True, seed=7, batch_size=5, rank=rank, world_size=2)) as ld:
+            assert len(ld) == TOTAL // 10
+            per_rank.append(rows(ld))
+    assert len(per_rank[0]) == len(per_rank[1]) == TOTAL // 2
+    keys = [r[0] for rank in per_rank for r in rank]
+    assert sorted(keys) == sorted(f"d{n % 3}/s{n:04d}" for n in range(TOTAL))
+    # Each rank reads whole shards: its samples come from 3 of the 6.
+    assert all(len({r[1] for r in rank}) == SHARDS // 2 for rank in per_rank)
+    assert not {r[1] for r in per_rank[0]} & {r[1] for r in per_rank[1]}
+    # Shuffled: not the shard order.
+    assert [r[0] for r in per_rank[0]] != sorted(r[0] for r in per_rank[0])
+
+
+def test_the_stream_is_the_same_with_any_decode_threads(data):
+    def run(threads):
+        with closing(make(data, shuffle=True, seed=3, shuffle_buffer=7, decode_threads=threads, samples_per_epoch=40)) as ld:
+            return rows(ld, epochs=(0, 1))
+
+    one = run(1)
+    assert one == run(2)
+    assert len(one) == 80
+
+
+def test_epochs_continue_one_stream(data):
+    import webdataset as wds
+
+    order = [s["__key__"] for s in wds.WebDataset(urls(data), shardshuffle=False)]
+    with closing(make(data, shuffle=False, samples_per_epoch=40)) as ld:
+        got = [r[0] for r in rows(ld, epochs=(0, 1))]
+    # Epoch 1 goes on where epoch 0 stopped, into the next pass.
+    assert got == order[:40] + order[40:] + order[:20]
+
+
+def test_state_dict_mid_epoch_resumes_the_uninterrupted_stream(data):
+    kw = dict(shuffle=True, seed=11, shuffle_buffer=9, samples_per_epoch=40)
+    with closing(make(data, **kw)) as ld:
+        whole = rows(ld, epochs=(0, 1))
+    with closing(make(data, **kw)) as ld:
+        ld.set_epoch(1)
+        it = iter(ld)
+        head = [next(it) for _ in range(3)]
+        state = ld.state_dict()
+    assert [k for b in head for k in b["__key__"]] == [r[0] for r in whole[40:52]]
+    with closing(make(data, **kw)) as fresh:
+        fresh.load_state_dict(state)
+        rest = []
+        for b in fresh:
+            rest += [(k, b["__url__"][i], np.asarray(b["vec.npy"][i]).tobytes(), int(b["cls"][i]), b["txt"][i],
+                      np.asarray(b["jpg"][i]).tobytes()) for i, k in enumerate(b["__key__"])]
+    assert rest == whole[52:]
+    # A state saved by another stream (another seed) is refused.
+    with closing(make(data, **{**kw, "seed": 12})) as other, pytest.raises(ValueError, match="seed"):
+        other.load_state_dict(state)
+
+
+def test_stream_needs_samples_per_epoch(data):
+    with pytest.raises(ValueError, match="samples_per_epoch.*with_epoch"):
+        stoker.Loader(urls(data), fields(), batch_size=4, stream=True)
+    with pytest.raises(ValueError, match="stream=True"):
+        stoker.Loader(urls(data), fields(), batch_size=4, samples_per_epoch=40)
+
+
+def test_a_truncated_shard_names_shard_member_and_offset(data, tmp_path):
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    for u in urls(data):
+        shutil.copy(u, bad)
+    victim = bad / "shard-000001.tar"
+    with tarfile.open(victim) as t:  # cut inside the data of the shard's 6th sample's image
+        cut = next(m for m in t.getmembers() if m.name.endswith(".jpg") and "s0015" in m.name)
+    with open(victim, "r+b") as f:
+        f.truncate(cut.offset_data + 100)
+    with closing(stoker.Loader(str(bad / "shard-{000000..000005}.tar"), fields(), batch_size=4, output="numpy",
+                               stream=True, samples_per_epoch=TOTAL)) as ld:
+        it = iter(ld)
+        for _ in range(PER_SHARD // 4):  # shard 0's whole batches come first
+            next(it)
+        with pytest.raises(RuntimeError, match=rf"shard-000001\.tar: member 'd0/s0015.jpg' at offset {cut.offset}: archive truncated"):
+            for _ in it:
+                pass
+
+
+@pytest.mark.skipif(not os.path.exists(NGINX), reason="nginx is not installed (scripts/setup.sh)")
+def test_over_http_the_first_batch_reads_only_the_first_shards(tmp_path):
+    import webdataset as wds
+
+    rng = np.random.default_rng(1)
+    shards = 12
+    for s in range(shards):
+        with wds.TarWriter(str(tmp_path / f"shard-{s:06d}.tar")) as sink:
+            for i in range(16):
+                sink.write({"__key__": f"s{s:02d}{i:02d}", "jpg": jpeg_bytes(natural_image(rng, 40, 32)),
+                            "vec.npy": npy_bytes(np.zeros(5, np.float32)), "cls": b"1", "txt": b"t"})
+    server = NginxServer(tmp_path)
+    proxy = FaultProxy(server.port)
+    _stoker.set_io_options(attempts=5, timeout_ms=5000, backoff_ms=5, backoff_max_ms=50, s3_endpoint="",
+                           cache_dir="", cache_bytes=0)
+    try:
+        source = f"{proxy.url}/shard-{{000000..{shards - 1:06d}}}.tar"
+        with closing(stoker.Loader(source, fields(), batch_size=4, output="numpy", stream=True,
+                                   samples_per_epoch=16 * shards, prefetch=1)) as ld:
+            first = next(iter(ld))
+            with proxy.lock:
+                tars = {p for p in proxy.gets if p.endswith(".tar")}
+        assert list(first["__key__"]) == ["s0000", "s0001", "s0002", "s0003"]
+        # The stream runs at most the pool's batches ahead (8 samples of 16):
+        # the first shard only, of 12, and no index was looked for.
+        assert tars == {"/shard-000000.tar"}, proxy.gets
+        assert not any(p.endswith(".idx") or p.endswith(".json") for p in proxy.gets), proxy.gets
+    finally:
+        proxy.close()
+        server.close()
