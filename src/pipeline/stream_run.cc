@@ -28,6 +28,7 @@ StreamRun::~StreamRun() {
     cancelled_ = true;
   }
   ready_.notify_all();
+  cancel_reads_.Cancel();
   decode_queue_.Cancel();
   pool_->Cancel();
   producer_.join();
@@ -37,6 +38,7 @@ StreamRun::~StreamRun() {
 }
 
 void StreamRun::Produce() {
+  CancelScope cancel_scope(&cancel_reads_);
   const LoaderOptions& o = data_->options;
   const uint32_t shards = static_cast<uint32_t>(data_->shards.size());
   // The buffer's draws depend on the seed and rank only (each rank its own stream).

@@ -18,7 +18,9 @@
 // queue's samples and the read window: none grows with the dataset.
 // A read or parse error ends the stream: the batch it would have filled
 // returns it (the batches before it are delivered).
-// Teardown (the destructor): cancel the queue and pool, join, reset the pool.
+// Teardown (the destructor): cancel the producer's reads (io/cancel.h: a
+// remote read in a retry back-off or on a stalled server gives up), the queue
+// and the pool, join, reset the pool.
 // Thread-safety: NextReady from one consumer thread.
 #pragma once
 
@@ -34,6 +36,7 @@
 
 #include "core/bounded_queue.h"
 #include "core/buffer_pool.h"
+#include "io/cancel.h"
 #include "pipeline/batch_layout.h"
 #include "pipeline/shard_stream.h"
 #include "stoker/loader.h"
@@ -91,6 +94,7 @@ class StreamRun {
   const StreamDataset* data_;
   std::shared_ptr<BufferPool> pool_;
   const int64_t first_batch_;
+  Cancellation cancel_reads_;  // the producer's remote reads obey it
   uint64_t position_ = 0;          // producer only: the stream's next sample
   StreamBatch* filling_ = nullptr;  // producer only: the batch position_ falls in, once begun
 

@@ -165,6 +165,17 @@ TEST(TarTest, TruncatedInsideExtensionHeaderIsDataLoss) {
   EXPECT_NE(r.status().message().find("offset 0"), std::string::npos) << r.status().message();
 }
 
+TEST(TarTest, ArchiveCutAfterAnExtensionHeaderIsDataLoss) {
+  // A pax header with only records the scanner ignores, then the end of the
+  // file: its member was cut off, not absent.
+  std::string recs = PaxRecord("mtime", "1700000000.5");
+  std::string tar = Header("a.cls", 1, '0') + Padded("1") + Header("PaxHeaders/b", recs.size(), 'x') + Padded(recs);
+  auto r = ScanBytes("cut_after_pax.tar", tar);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kDataLoss);
+  EXPECT_NE(r.status().message().find("offset 1024"), std::string::npos) << r.status().message();
+}
+
 TEST(TarTest, BadChecksumIsDataLoss) {
   std::string h = Header("a.txt", 1, '0');
   h[10] ^= 1;  // name changes, checksum does not
@@ -286,6 +297,57 @@ TEST(TarTest, MembersOfTensOfKilobytesCostAPageEachLocallyAndWholeWindowsRemotel
   ASSERT_TRUE(again.ok()) << again.status().ToString();
   EXPECT_EQ(again->size(), 128u);
   EXPECT_LE(remote.reads.load(), 2u);  // one round trip covers the shard
+}
+
+// TarStream: the same members as ScanTar, each with its data, over any window phase.
+TEST(TarStreamTest, YieldsScanTarsMembersWithTheirBytesFrontToBack) {
+  std::string tar;
+  for (int i = 0; i < 400; ++i) {
+    std::string data(static_cast<size_t>(i * 997 % 9000), static_cast<char>('a' + i % 26));
+    tar += Header("s" + std::to_string(i) + ".bin", data.size(), '0') + Padded(data);
+  }
+  // Larger than the stream's window: read straight into the caller's bytes.
+  tar += Header("huge.bin", 3000000, '0') + Padded(std::string(3000000, 'h')) + Header("z.txt", 1, '0') + Padded("z") +
+         EndBlocks();
+  const std::string path = TempPath("stream.tar");
+  WriteFile(path, tar);
+  auto scanned = ScanTar(path);
+  ASSERT_TRUE(scanned.ok()) << scanned.status().ToString();
+  auto reader = OpenReader(path);
+  ASSERT_TRUE(reader.ok());
+  CountingReader counting(reader->get(), 64 * 1024);
+  TarStream stream(counting, counting.Size());
+  size_t i = 0;
+  while (true) {
+    auto m = stream.Next();
+    ASSERT_TRUE(m.ok()) << m.status().ToString();
+    if (!*m) break;
+    ASSERT_LT(i, scanned->size());
+    EXPECT_EQ((*m)->name, (*scanned)[i].name);
+    EXPECT_EQ((*m)->data_offset, (*scanned)[i].data_offset);
+    std::vector<uint8_t> bytes;
+    ASSERT_TRUE(stream.Append((*m)->data_offset, (*m)->data_offset + (*m)->size, &bytes).ok());
+    EXPECT_EQ(std::string(bytes.begin(), bytes.end()), Slice(tar, (*scanned)[i])) << (*m)->name;
+    ++i;
+  }
+  EXPECT_EQ(i, scanned->size());
+  // Every byte once, near enough: windows of 1 MiB, the huge member in one read.
+  EXPECT_LE(counting.bytes.load(), tar.size() + TarStream::kStreamWindow);
+  EXPECT_LE(counting.reads.load(), tar.size() / TarStream::kStreamWindow + 4);
+}
+
+TEST(TarStreamTest, TruncatedDataIsDataLossNamingFileMemberAndOffset) {
+  std::string tar = Header("a.jpg", 5000, '0') + std::string(100, 'x');
+  const std::string path = TempPath("stream_trunc.tar");
+  WriteFile(path, tar);
+  auto reader = OpenReader(path);
+  ASSERT_TRUE(reader.ok());
+  TarStream stream(**reader, (*reader)->Size());
+  auto m = stream.Next();
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.status().code(), StatusCode::kDataLoss);
+  EXPECT_NE(m.status().message().find(path + ": member 'a.jpg' at offset 0: archive truncated"), std::string::npos)
+      << m.status().message();
 }
 
 }  // namespace
