@@ -419,7 +419,8 @@ class Loader:
             _log.warning("stoker: %d remote shards have no index sidecar and were read whole to count their "
                          "samples before the first batch; `stoker index --out-dir DIR <shards>` writes the sidecars and "
                          "a stoker-manifest.json to upload beside them, and a loader given that manifest "
-                         "reads no shard before its first batch's", index["remote_read_whole"])
+                         "reads no shard before its first batch's; or read them as webdataset does with "
+                         "stream=True, samples_per_epoch=N (README, \"Stream mode\")", index["remote_read_whole"])
         self._npz_fields = {name for name, spec in fields.items() if spec.kind == _stoker.FieldKind.npz}
         # text/json: [B, max_bytes] + "<field>.len" in the buffer, a list here.
         self._str_fields = {name: spec.kind == _stoker.FieldKind.json for name, spec in fields.items()
@@ -610,7 +611,9 @@ class Loader:
         order in words ("samples permuted within windows of 64 shards (auto:
         ...)"); ``index``: the shard index tables held (``held_bytes``), their
         bound (``max_bytes``, 0: every table stays), the tables loaded since
-        the start (``loads``) and the shards."""
+        the start (``loads``) and the shards. ``mode``: "indexed", or
+        "stream" (``stream=True``) with ``stream``: its ``samples_per_epoch``,
+        ``shuffle_buffer`` (1: stream order) and why."""
         s = self._native.settings()
         s["changes"] = len(self._native.tune_log())
         return s
