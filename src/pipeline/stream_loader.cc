@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <filesystem>
 
 #include "core/buffer_pool.h"
 #include "core/cpu_share.h"
@@ -47,8 +48,8 @@ class StreamBatchView : public Batch {
 
 class StreamLoader : public Loader {
  public:
-  StreamLoader(StreamDataset data, int cores, std::string cores_from)
-      : data_(std::move(data)), cores_(cores), cores_from_(std::move(cores_from)) {
+  StreamLoader(StreamDataset data, std::unique_ptr<StreamHead> head, int cores, std::string cores_from)
+      : data_(std::move(data)), head_(std::move(head)), cores_(cores), cores_from_(std::move(cores_from)) {
     const LoaderOptions& o = data_.options;
     batches_ = o.samples_per_epoch / (static_cast<int64_t>(o.world_size) * o.batch_size);
     info_.dataset_samples = o.samples_per_epoch;
@@ -196,10 +197,11 @@ class StreamLoader : public Loader {
   int64_t Along() const { return static_cast<int64_t>(epoch_) * batches_ + next_batch_; }
   void Start() {
     waiting_since_.reset();
-    run_ = std::make_unique<StreamRun>(&data_, pool_, Along());
+    run_ = std::make_unique<StreamRun>(&data_, pool_, Along(), std::move(head_));  // the head: the first run's only
   }
 
   StreamDataset data_;
+  std::unique_ptr<StreamHead> head_;  // until the first run takes it
   int cores_;
   std::string cores_from_;
   int64_t batches_ = 0;  // per epoch
@@ -250,25 +252,29 @@ Result<std::unique_ptr<Loader>> CreateStreamLoader(LoaderOptions options) {
   }
   for (const std::string& s : data.shards) {
     if (s.ends_with(".parquet")) return Refuse("streams tar shards; " + s + " is a Parquet file");
+    if (!IsRemoteUrl(s) && std::filesystem::is_directory(s)) {
+      return Refuse("streams tar shards; " + s + " is a folder (an image folder has no stream order)");
+    }
   }
   const CpuShare cpu = CurrentCpuShare();
   if (options.decode_threads <= 0) options.decode_threads = cpu.cores;
   if (options.prefetch_batches < 1) options.prefetch_batches = kDefaultPrefetch;
   if (options.shuffle && options.shuffle_buffer <= 0) options.shuffle_buffer = kDefaultStreamShuffleBuffer;
   // The first sample of the rank's first shard teaches the shapes of array
-  // fields: it reads that shard's first window, which the run reads again (a
-  // local page cache or a second ranged GET, not another shard).
+  // fields; the first run goes on reading that shard from there (StreamHead).
   const uint32_t first = StreamPassShards(options.seed, 0, static_cast<uint32_t>(data.shards.size()), options.rank,
                                           options.world_size, options.shuffle)
                              .front();
-  STOKER_ASSIGN_OR_RETURN(std::unique_ptr<ShardStream> probe,
-                          ShardStream::Open(data.shards[first], first, *options.storage));
-  STOKER_ASSIGN_OR_RETURN(std::optional<StreamSample> sample, probe->Next());
+  auto head = std::make_unique<StreamHead>();
+  STOKER_ASSIGN_OR_RETURN(head->shard, ShardStream::Open(data.shards[first], first, *options.storage));
+  STOKER_ASSIGN_OR_RETURN(std::optional<StreamSample> sample, head->shard->Next());
   if (!sample) return Refuse(data.shards[first] + " holds no samples (the rank's first shard)");
   STOKER_ASSIGN_OR_RETURN(data.layout, MakeBatchLayout(options.fields, options.batch_size, sample->entry,
                                                        sample->bytes, data.shards[first]));
+  head->first = std::move(*sample);
   data.options = std::move(options);
-  return std::unique_ptr<Loader>(std::make_unique<StreamLoader>(std::move(data), cpu.cores, cpu.ToString()));
+  return std::unique_ptr<Loader>(
+      std::make_unique<StreamLoader>(std::move(data), std::move(head), cpu.cores, cpu.ToString()));
 }
 
 }  // namespace stoker

@@ -11,10 +11,12 @@
 
 namespace stoker {
 
-StreamRun::StreamRun(const StreamDataset* data, std::shared_ptr<BufferPool> pool, int64_t first_batch)
+StreamRun::StreamRun(const StreamDataset* data, std::shared_ptr<BufferPool> pool, int64_t first_batch,
+                     std::unique_ptr<StreamHead> head)
     : data_(data),
       pool_(std::move(pool)),
       first_batch_(first_batch),
+      head_(std::move(head)),
       next_deliver_(first_batch),
       // Enough queued samples to keep every decoder busy while the producer reads.
       decode_queue_(static_cast<size_t>(std::max(data->options.batch_size, 2 * data->options.decode_threads))) {
@@ -51,10 +53,21 @@ void StreamRun::Produce() {
         std::lock_guard lock(mu_);
         if (cancelled_) return;
       }
-      Result<std::unique_ptr<ShardStream>> stream = ShardStream::Open(data_->shards[s], s, *o.storage);
-      if (!stream.ok()) return Fail(stream.status());
+      std::unique_ptr<ShardStream> stream;
+      if (head_ && pass == 0 && head_->first.shard == s) {  // the stream's first shard, its first sample read
+        stream = std::move(head_->shard);
+        any = true;
+        std::optional<std::unique_ptr<StreamSample>> out =
+            buffer.Push(std::make_unique<StreamSample>(std::move(head_->first)));
+        head_.reset();
+        if (out && !Emit(std::move(*out))) return;
+      } else {
+        Result<std::unique_ptr<ShardStream>> opened = ShardStream::Open(data_->shards[s], s, *o.storage);
+        if (!opened.ok()) return Fail(opened.status());
+        stream = std::move(opened).value();
+      }
       while (true) {
-        Result<std::optional<StreamSample>> next = (*stream)->Next();
+        Result<std::optional<StreamSample>> next = stream->Next();
         if (!next.ok()) return Fail(next.status());
         if (!*next) break;
         any = true;

@@ -62,9 +62,19 @@ struct StreamBatch {
   bool done = false;    // guarded by StreamRun::mu_
 };
 
+// The stream's first shard (pass 0's first for the rank), opened and its
+// first sample read to learn the layout: the first run goes on from there
+// rather than open and read it again.
+struct StreamHead {
+  std::unique_ptr<ShardStream> shard;
+  StreamSample first;
+};
+
 class StreamRun {
  public:
-  StreamRun(const StreamDataset* data, std::shared_ptr<BufferPool> pool, int64_t first_batch);
+  // `head` (may be null): the stream's first shard, read up to its first sample.
+  StreamRun(const StreamDataset* data, std::shared_ptr<BufferPool> pool, int64_t first_batch,
+            std::unique_ptr<StreamHead> head = nullptr);
   ~StreamRun();
   StreamRun(const StreamRun&) = delete;
   StreamRun& operator=(const StreamRun&) = delete;
@@ -94,6 +104,7 @@ class StreamRun {
   const StreamDataset* data_;
   std::shared_ptr<BufferPool> pool_;
   const int64_t first_batch_;
+  std::unique_ptr<StreamHead> head_;  // producer only, once started
   Cancellation cancel_reads_;  // the producer's remote reads obey it
   uint64_t position_ = 0;          // producer only: the stream's next sample
   StreamBatch* filling_ = nullptr;  // producer only: the batch position_ falls in, once begun

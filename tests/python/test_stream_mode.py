@@ -205,6 +205,9 @@ def test_over_http_the_first_batch_reads_only_the_first_shards(tmp_path):
         # The stream runs at most the pool's batches ahead (8 samples of 16):
         # the first shard only, of 12, and no index was looked for.
         assert tars == {"/shard-000000.tar"}, proxy.gets
+        # One GET: the shard's first 1 MiB holds it all, and the loader's
+        # probe of the first sample is where the stream goes on from.
+        assert proxy.gets["/shard-000000.tar"] == 1, proxy.gets
         assert not any(p.endswith(".idx") or p.endswith(".json") for p in proxy.gets), proxy.gets
     finally:
         proxy.close()
