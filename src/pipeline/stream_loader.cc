@@ -9,6 +9,8 @@
 #include "core/buffer_pool.h"
 #include "core/cpu_share.h"
 #include "io/reader.h"
+#include "observe/clock.h"
+#include "observe/recorder.h"
 #include "pipeline/epoch_order.h"
 #include "pipeline/stream_order.h"
 #include "pipeline/stream_run.h"
@@ -49,7 +51,12 @@ class StreamBatchView : public Batch {
 class StreamLoader : public Loader {
  public:
   StreamLoader(StreamDataset data, std::unique_ptr<StreamHead> head, int cores, std::string cores_from)
-      : data_(std::move(data)), head_(std::move(head)), cores_(cores), cores_from_(std::move(cores_from)) {
+      : data_(std::move(data)),
+        head_(std::move(head)),
+        cores_(cores),
+        cores_from_(std::move(cores_from)),
+        recorder_(data_.options.record_stats ? std::make_unique<Recorder>(data_.options.trace_spans) : nullptr) {
+    data_.recorder = recorder_.get();
     const LoaderOptions& o = data_.options;
     batches_ = o.samples_per_epoch / (static_cast<int64_t>(o.world_size) * o.batch_size);
     info_.dataset_samples = o.samples_per_epoch;
@@ -83,7 +90,9 @@ class StreamLoader : public Loader {
     if (next_batch_ >= batches_) return std::shared_ptr<Batch>();
     if (!run_) Start();
     if (!waiting_since_) waiting_since_ = std::chrono::steady_clock::now();
+    const uint64_t begin = NowNs();
     Result<std::unique_ptr<StreamBatch>> ready = run_->NextReady(wait_ms, *waiting_since_);
+    if (recorder_) recorder_->consumer_wait_ns.fetch_add(NowNs() - begin, std::memory_order_relaxed);
     if (ready.ok() && !*ready) {
       *waiting = true;
       return std::shared_ptr<Batch>();
@@ -101,8 +110,10 @@ class StreamLoader : public Loader {
 
   void Stop() override { run_.reset(); }
   const PlanInfo& plan() const override { return info_; }
-  RecorderSnapshot Stats() const override { return RecorderSnapshot{}; }
-  std::string TraceJson() const override { return "{\"traceEvents\":[]}"; }
+  RecorderSnapshot Stats() const override { return recorder_ ? recorder_->Snapshot() : RecorderSnapshot{}; }
+  std::string TraceJson() const override {
+    return recorder_ ? recorder_->TraceJson() : std::string("{\"traceEvents\":[]}");
+  }
   const LoaderOptions& options() const override { return data_.options; }
 
   std::string State() const override {
@@ -204,6 +215,7 @@ class StreamLoader : public Loader {
   std::unique_ptr<StreamHead> head_;  // until the first run takes it
   int cores_;
   std::string cores_from_;
+  std::unique_ptr<Recorder> recorder_;  // outlives run_, whose threads record into it
   int64_t batches_ = 0;  // per epoch
   PlanInfo info_;
   std::shared_ptr<BufferPool> pool_;

@@ -3,6 +3,7 @@
 
 #include <cstring>
 
+#include "observe/clock.h"
 #include "pipeline/epoch_order.h"
 #include "pipeline/sample_decoder.h"
 #include "pipeline/sample_keys.h"
@@ -20,6 +21,10 @@ StreamRun::StreamRun(const StreamDataset* data, std::shared_ptr<BufferPool> pool
       next_deliver_(first_batch),
       // Enough queued samples to keep every decoder busy while the producer reads.
       decode_queue_(static_cast<size_t>(std::max(data->options.batch_size, 2 * data->options.decode_threads))) {
+  if (Recorder* rec = data_->recorder) {
+    rec->io_depth = 1;
+    rec->decode_threads = data_->options.decode_threads;
+  }
   producer_ = std::thread([this] { Produce(); });
   for (int i = 0; i < data_->options.decode_threads; ++i) decoders_.emplace_back([this] { DecodeLoop(); });
 }
@@ -67,9 +72,11 @@ void StreamRun::Produce() {
         stream = std::move(opened).value();
       }
       while (true) {
+        const uint64_t begin = NowNs();
         Result<std::optional<StreamSample>> next = stream->Next();
         if (!next.ok()) return Fail(next.status());
         if (!*next) break;
+        if (Recorder* rec = data_->recorder) rec->read.Add((*next)->bytes.size(), NowNs() - begin);
         any = true;
         std::optional<std::unique_ptr<StreamSample>> out =
             buffer.Push(std::make_unique<StreamSample>(std::move(**next)));
@@ -101,7 +108,9 @@ bool StreamRun::Emit(std::unique_ptr<StreamSample> sample) {
       batch->keys.resize(static_cast<size_t>(bs));
       batch->urls.resize(static_cast<size_t>(bs));
     }
+    const uint64_t begin = NowNs();
     batch->lease = pool_->Acquire();  // the pool's capacity bounds the batches ahead
+    if (Recorder* rec = data_->recorder) rec->pool_wait_ns.fetch_add(NowNs() - begin, std::memory_order_relaxed);
     if (!batch->lease) return false;
     filling_ = batch.get();
     std::lock_guard lock(mu_);
@@ -128,7 +137,9 @@ void StreamRun::DecodeLoop() {
     const std::string& shard = data_->shards[s.shard];
     // Augmentation seeds follow the sample's place in the rank's stream.
     const uint64_t seed = MixSeed(o.seed, task->position, static_cast<uint64_t>(o.rank));
+    const uint64_t begin = NowNs();
     Status st = decoder.Decode(shard, s.entry, s.bytes, base, task->slot, seed);
+    if (Recorder* rec = data_->recorder) rec->decode.Add(s.bytes.size(), NowNs() - begin);
     // Unique across ranks: the stream position interleaved by rank.
     const int64_t global = static_cast<int64_t>(task->position) * o.world_size + o.rank;
     const ArraySlot& index = layout.arrays[layout.index_array];
@@ -176,6 +187,7 @@ Result<std::unique_ptr<StreamBatch>> StreamRun::NextReady(int wait_ms, std::chro
       in_flight_.erase(it);
       ++next_deliver_;
       pool_->RevokeOverflow();
+      if (Recorder* rec = data_->recorder) rec->batches_delivered++;
       return work;
     }
     if (failed_at_ >= 0 && next_deliver_ >= failed_at_) return failure_;

@@ -37,6 +37,7 @@
 #include "core/bounded_queue.h"
 #include "core/buffer_pool.h"
 #include "io/cancel.h"
+#include "observe/recorder.h"
 #include "pipeline/batch_layout.h"
 #include "pipeline/shard_stream.h"
 #include "stoker/loader.h"
@@ -48,6 +49,7 @@ struct StreamDataset {
   LoaderOptions options;  // resolved: decode_threads, prefetch_batches, shuffle_buffer set
   std::vector<std::string> shards;
   BatchLayout layout;
+  Recorder* recorder = nullptr;  // null when record_stats is off; owned by the loader
 };
 
 // A batch being filled: its slots count down as decoders finish them.

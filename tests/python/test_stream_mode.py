@@ -85,6 +85,8 @@ def test_unshuffled_stream_is_webdatasets_and_decodes_as_the_indexed_mode(data):
         assert ld.settings["order"].startswith("stream:")
         assert len(ld) == TOTAL // 4
         got = rows(ld)
+        stats = ld._native.stats()  # the stages are recorded as in the indexed mode
+        assert stats["batches_delivered"] == TOTAL // 4 and stats["decode"]["items"] == TOTAL
     want = [(s["__key__"], s["__url__"], np.load(io.BytesIO(s["vec.npy"])).tobytes(), int(s["cls"]),
              s["txt"].decode()) for s in wds.WebDataset(urls(data), shardshuffle=False)]
     assert [r[:5] for r in got] == want
