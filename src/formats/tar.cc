@@ -340,7 +340,8 @@ class TarStream::Window {
     const uint64_t want = std::min<uint64_t>(buf_.size(), file_size_ > offset ? file_size_ - offset : 0);
     size_t got = 0;  // a remote reader may return less than asked: fill the window
     while (got < want) {
-      STOKER_ASSIGN_OR_RETURN(size_t n, file_.ReadAt(offset + got, {buf_.data() + got, static_cast<size_t>(want) - got}));
+      STOKER_ASSIGN_OR_RETURN(size_t n,
+                              file_.ReadAt(offset + got, {buf_.data() + got, static_cast<size_t>(want) - got}));
       if (n == 0) break;
       got += n;
     }

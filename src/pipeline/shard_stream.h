@@ -7,6 +7,8 @@
 // the shard's, so the decoders and their messages (shard, member, offset) are
 // the indexed mode's.
 // A field twice in one sample is DataLoss naming the shard, member and offset.
+// A key that comes back after other keys starts a new sample, as in
+// webdataset (the indexed mode refuses it; a stream keeps no list of keys).
 // Thread-safety: single-threaded.
 #pragma once
 

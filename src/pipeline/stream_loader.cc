@@ -252,8 +252,9 @@ Result<std::unique_ptr<Loader>> CreateStreamLoader(LoaderOptions options) {
   const int64_t batches =
       options.samples_per_epoch / (static_cast<int64_t>(options.world_size) * options.batch_size);
   if (batches < 1) {
-    return Refuse("samples_per_epoch " + std::to_string(options.samples_per_epoch) + " is less than one batch per rank (" +
-                  std::to_string(options.world_size) + " ranks x batch_size " + std::to_string(options.batch_size) + ")");
+    return Refuse("samples_per_epoch " + std::to_string(options.samples_per_epoch) +
+                  " is less than one batch per rank (" + std::to_string(options.world_size) + " ranks x batch_size " +
+                  std::to_string(options.batch_size) + ")");
   }
   if (!options.storage) options.storage = DefaultIoOptions();
   StreamDataset data;

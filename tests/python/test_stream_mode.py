@@ -5,6 +5,7 @@ over local shards and over HTTP on loopback (nginx behind the fault proxy,
 which counts the requests)."""
 from __future__ import annotations
 
+import gzip
 import io
 import os
 import shutil
@@ -86,7 +87,8 @@ def test_unshuffled_stream_is_webdatasets_and_decodes_as_the_indexed_mode(data):
         assert len(ld) == TOTAL // 4
         got = rows(ld)
         stats = ld._native.stats()  # the stages are recorded as in the indexed mode
-        assert stats["batches_delivered"] == TOTAL // 4 and stats["decode"]["items"] == TOTAL
+        # (decodes include the next epoch's batches made ahead)
+        assert stats["batches_delivered"] == TOTAL // 4 and stats["decode"]["items"] >= TOTAL
     want = [(s["__key__"], s["__url__"], np.load(io.BytesIO(s["vec.npy"])).tobytes(), int(s["cls"]),
              s["txt"].decode()) for s in wds.WebDataset(urls(data), shardshuffle=False)]
     assert [r[:5] for r in got] == want
@@ -114,7 +116,8 @@ def test_two_ranks_shuffled_deliver_equal_batches_and_every_sample_once_per_pass
 
 def test_the_stream_is_the_same_with_any_decode_threads(data):
     def run(threads):
-        with closing(make(data, shuffle=True, seed=3, shuffle_buffer=7, decode_threads=threads, samples_per_epoch=40)) as ld:
+        kw = dict(shuffle=True, seed=3, shuffle_buffer=7, decode_threads=threads, samples_per_epoch=40)
+        with closing(make(data, **kw)) as ld:
             return rows(ld, epochs=(0, 1))
 
     one = run(1)
@@ -154,6 +157,20 @@ def test_state_dict_mid_epoch_resumes_the_uninterrupted_stream(data):
         other.load_state_dict(state)
 
 
+def test_gzipped_shards_stream_the_same_samples(data, tmp_path):
+    for u in urls(data):
+        with open(u, "rb") as src, gzip.open(tmp_path / (os.path.basename(u) + ".gz"), "wb") as dst:
+            shutil.copyfileobj(src, dst)
+    kw = dict(shuffle=True, seed=2, shuffle_buffer=5, samples_per_epoch=TOTAL)
+    with closing(make(data, **kw)) as ld:
+        want = [r[:5] for r in rows(ld)]
+    gz = [str(tmp_path / f"shard-{s:06d}.tar.gz") for s in range(SHARDS)]
+    with closing(stoker.Loader(gz, fields(), batch_size=4, output="numpy", stream=True, **kw)) as ld:
+        got = [r[:5] for r in rows(ld)]
+    assert [r[0] for r in got] == [r[0] for r in want]
+    assert [r[2:] for r in got] == [r[2:] for r in want]
+
+
 def test_stream_needs_samples_per_epoch(data):
     with pytest.raises(ValueError, match="samples_per_epoch.*with_epoch"):
         stoker.Loader(urls(data), fields(), batch_size=4, stream=True)
@@ -176,7 +193,8 @@ def test_a_truncated_shard_names_shard_member_and_offset(data, tmp_path):
         it = iter(ld)
         for _ in range(PER_SHARD // 4):  # shard 0's whole batches come first
             next(it)
-        with pytest.raises(RuntimeError, match=rf"shard-000001\.tar: member 'd0/s0015.jpg' at offset {cut.offset}: archive truncated"):
+        where = rf"shard-000001\.tar: member 'd0/s0015.jpg' at offset {cut.offset}: archive truncated"
+        with pytest.raises(RuntimeError, match=where):
             for _ in it:
                 pass
 
