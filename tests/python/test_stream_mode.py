@@ -221,6 +221,7 @@ def test_over_http_the_first_batch_reads_only_the_first_shards(tmp_path):
             first = next(iter(ld))
             with proxy.lock:
                 tars = {p for p in proxy.gets if p.endswith(".tar")}
+                requests = proxy.requests
         assert list(first["__key__"]) == ["s0000", "s0001", "s0002", "s0003"]
         # The stream runs at most the pool's batches ahead (8 samples of 16):
         # the first shard only, of 12, and no index was looked for.
@@ -228,7 +229,54 @@ def test_over_http_the_first_batch_reads_only_the_first_shards(tmp_path):
         # One GET: the shard's first 1 MiB holds it all, and the loader's
         # probe of the first sample is where the stream goes on from.
         assert proxy.gets["/shard-000000.tar"] == 1, proxy.gets
+        assert requests == 2, proxy.gets  # and its HEAD (size and ETag pinned at open)
         assert not any(p.endswith(".idx") or p.endswith(".json") for p in proxy.gets), proxy.gets
+    finally:
+        proxy.close()
+        server.close()
+
+
+@pytest.mark.skipif(not os.path.exists(NGINX), reason="nginx is not installed (scripts/setup.sh)")
+def test_over_http_shards_of_several_windows_stream_as_local_ones(tmp_path):
+    """Shards of ~4 MB with members of 300 KB (through the 1 MiB read window)
+    and 700 KB (read straight into the sample): over HTTP the stream equals
+    the local one, two passes."""
+    import webdataset as wds
+
+    rng = np.random.default_rng(2)
+    pads = {}
+    for s in range(4):
+        with wds.TarWriter(str(tmp_path / f"big-{s:06d}.tar")) as sink:
+            for i in range(8):
+                pad = rng.integers(0, 256, 300_000 if i % 2 else 700_000, dtype=np.uint8).tobytes()
+                pads[f"b{s}{i}"] = pad
+                sink.write({"__key__": f"b{s}{i}", "pad": pad, "vec.npy": npy_bytes(rng.standard_normal(5)),
+                            "cls": str(s * 8 + i).encode()})
+    big = {"vec.npy": stoker.npy(), "cls": stoker.scalar("int64"), "pad": stoker.raw(700_000)}
+    server = NginxServer(tmp_path)
+    proxy = FaultProxy(server.port)
+    _stoker.set_io_options(attempts=5, timeout_ms=5000, backoff_ms=5, backoff_max_ms=50, s3_endpoint="",
+                           cache_dir="", cache_bytes=0)
+
+    def stream(prefix):
+        kw = dict(batch_size=4, output="numpy", stream=True, samples_per_epoch=32, shuffle=True, seed=4,
+                  shuffle_buffer=6)
+        with closing(stoker.Loader(f"{prefix}/big-{{000000..000003}}.tar", big, **kw)) as ld:
+            out = []
+            for e in range(2):
+                ld.set_epoch(e)
+                for b in ld:
+                    out += [(k, np.asarray(b["vec.npy"][i]).tobytes(), int(b["cls"][i]),
+                             np.asarray(b["pad"][i][:int(b["pad.len"][i])]).tobytes())
+                            for i, k in enumerate(b["__key__"])]
+            return out
+
+    try:
+        local = stream(str(tmp_path))
+        assert stream(proxy.url) == local
+        assert sorted(r[2] for r in local[:32]) == list(range(32))
+        assert all(r[3] == pads[r[0]] for r in local)  # the members' bytes, whole
+        assert sum(proxy.gets.values()) >= 8  # several ranged GETs per shard
     finally:
         proxy.close()
         server.close()
