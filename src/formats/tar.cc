@@ -17,7 +17,9 @@
 #include <cstring>
 #include <optional>
 #include <string_view>
+#include <thread>
 
+#include "io/cancel.h"
 #include "io/posix_reader.h"
 
 namespace stoker {
@@ -304,67 +306,169 @@ Result<std::vector<TarMember>> ScanTar(const RandomAccessReader& file, uint64_t 
 }
 
 // A forward window over the archive that reads every byte once, in large
-// reads: the member data is wanted too, so there is nothing to skip.
+// reads: the member data is wanted too, so there is nothing to skip. The
+// window is the reader's PreferredReadSize (at least kStreamWindow); with
+// small_start it starts at kStreamWindow and doubles with each refill, so a
+// stream's first member costs one small GET. Over a remote reader the next
+// window's read runs on a thread of its own while this one is parsed (one
+// read ahead), so the round trip overlaps the work; it obeys the
+// cancellation of the thread that started it (io/cancel.h).
 class TarStream::Window {
  public:
-  Window(const RandomAccessReader& file, uint64_t file_size, size_t window)
-      : file_(file), file_size_(file_size), buf_(window) {}
+  Window(const RandomAccessReader& file, uint64_t file_size, bool small_start)
+      : file_(file),
+        file_size_(file_size),
+        max_size_(std::max<size_t>(kStreamWindow, file.PreferredReadSize())) {
+    size_ = small_start ? kStreamWindow : max_size_;
+  }
+  ~Window() { DropAhead(); }
 
   Result<const uint8_t*> Get(uint64_t offset, size_t len) {
-    if (offset < start_ || offset + len > start_ + filled_) STOKER_RETURN_IF_ERROR(Fill(offset, len));
+    if (offset < start_ || offset + len > start_ + buf_.size()) STOKER_RETURN_IF_ERROR(Fill(offset, len));
     return buf_.data() + (offset - start_);
   }
 
   Status Append(uint64_t from, uint64_t to, std::vector<uint8_t>* out) {
     // What the window holds of the range, then the rest: a large remainder
-    // straight into out (one read), a small one through the window.
-    if (from >= start_ && from < start_ + filled_) {
-      const uint64_t upto = std::min<uint64_t>(to, start_ + filled_);
+    // straight into out (one read, after what the read ahead holds of it), a
+    // small one through the window.
+    const uint64_t end = start_ + buf_.size();
+    if (from >= start_ && from < end) {
+      const uint64_t upto = std::min<uint64_t>(to, end);
       out->insert(out->end(), buf_.data() + (from - start_), buf_.data() + (upto - start_));
       from = upto;
     }
     if (from >= to) return Status::Ok();
-    if (to - from >= buf_.size() / 2) {
-      const size_t at = out->size();
-      out->resize(at + (to - from));
-      return file_.PRead(from, {out->data() + at, static_cast<size_t>(to - from)});
+    if (to - from < size_ / 2) {
+      STOKER_ASSIGN_OR_RETURN(const uint8_t* p, Get(from, static_cast<size_t>(to - from)));
+      out->insert(out->end(), p, p + (to - from));
+      return Status::Ok();
     }
-    STOKER_ASSIGN_OR_RETURN(const uint8_t* p, Get(from, static_cast<size_t>(to - from)));
-    out->insert(out->end(), p, p + (to - from));
+    if (ahead_ && ahead_->Covers(from)) {
+      STOKER_RETURN_IF_ERROR(WaitAhead());
+      std::vector<uint8_t>& b = ahead_->bytes;
+      const size_t skip = static_cast<size_t>(std::min<uint64_t>(from - ahead_->at, b.size()));
+      const size_t n = static_cast<size_t>(std::min<uint64_t>(b.size() - skip, to - from));
+      const auto first = b.begin() + static_cast<std::ptrdiff_t>(skip);
+      out->insert(out->end(), first, first + static_cast<std::ptrdiff_t>(n));
+      // The rest of the read ahead is the window now.
+      buf_.assign(first + static_cast<std::ptrdiff_t>(n), b.end());
+      start_ = from + n;
+      from += n;
+      ahead_.reset();
+      if (from >= to) {
+        ReadAhead();
+        return Status::Ok();
+      }
+    }
+    DropAhead();
+    const size_t at = out->size();
+    out->resize(at + (to - from));
+    STOKER_RETURN_IF_ERROR(file_.PRead(from, {out->data() + at, static_cast<size_t>(to - from)}));
+    // Read on from the member's end: its padding and the next header follow.
+    buf_.clear();
+    start_ = to;
+    ReadAhead();
     return Status::Ok();
   }
 
  private:
-  Status Fill(uint64_t offset, size_t len) {
-    if (len > buf_.size()) buf_.resize(len);
-    const uint64_t want = std::min<uint64_t>(buf_.size(), file_size_ > offset ? file_size_ - offset : 0);
-    size_t got = 0;  // a remote reader may return less than asked: fill the window
+  // One read of [at, at + want) in flight on its own thread.
+  struct Ahead {
+    uint64_t at = 0;
+    uint64_t want = 0;
+    bool Covers(uint64_t pos) const { return at <= pos && pos < at + want; }
+    std::vector<uint8_t> bytes;
+    Status status;
+    std::thread thread;
+  };
+
+  // Up to `want` bytes at offset, appended to out; fewer only at the end of the file.
+  Status ReadInto(uint64_t offset, uint64_t want, std::vector<uint8_t>* out) const {
+    const size_t base = out->size();
+    out->resize(base + want);
+    size_t got = 0;  // a remote reader may return less than asked
     while (got < want) {
-      STOKER_ASSIGN_OR_RETURN(size_t n,
-                              file_.ReadAt(offset + got, {buf_.data() + got, static_cast<size_t>(want) - got}));
+      STOKER_ASSIGN_OR_RETURN(size_t n, file_.ReadAt(offset + got, {out->data() + base + got,
+                                                                   static_cast<size_t>(want) - got}));
       if (n == 0) break;
       got += n;
     }
-    start_ = offset;
-    filled_ = got;
-    if (got < len) {
-      return DataLoss(file_.Name() + ": archive truncated: needed " + std::to_string(len) + " bytes at offset " +
-                      std::to_string(offset) + ", file ends at offset " + std::to_string(offset + got));
+    out->resize(base + got);
+    return Status::Ok();
+  }
+
+  void ReadAhead() {
+    const uint64_t at = start_ + buf_.size();
+    if (!file_.remote() || ahead_ || at >= file_size_) return;
+    ahead_ = std::make_unique<Ahead>();
+    ahead_->at = at;
+    ahead_->want = std::min<uint64_t>(size_, file_size_ - at);
+    Ahead* a = ahead_.get();
+    Cancellation* cancel = CurrentCancellation();
+    a->thread = std::thread([this, a, cancel] {
+      CancelScope scope(cancel);
+      a->status = ReadInto(a->at, a->want, &a->bytes);
+    });
+  }
+  Status WaitAhead() {
+    if (ahead_->thread.joinable()) ahead_->thread.join();
+    return ahead_->status;
+  }
+  void DropAhead() {
+    if (!ahead_) return;
+    if (ahead_->thread.joinable()) ahead_->thread.join();
+    ahead_.reset();
+  }
+
+  Status Fill(uint64_t offset, size_t len) {
+    // What the window holds from offset on stays; the read ahead (or a read
+    // now) follows it.
+    std::vector<uint8_t> next;
+    const uint64_t end = start_ + buf_.size();
+    if (offset >= start_ && offset < end) {
+      next.assign(buf_.begin() + static_cast<std::ptrdiff_t>(offset - start_), buf_.end());
     }
+    const size_t target = std::max<size_t>(len, size_);
+    while (next.size() < target && offset + next.size() < file_size_) {
+      const uint64_t pos = offset + next.size();
+      if (ahead_ && ahead_->Covers(pos)) {
+        STOKER_RETURN_IF_ERROR(WaitAhead());
+        const std::vector<uint8_t>& b = ahead_->bytes;
+        const uint64_t skip = pos - ahead_->at;
+        if (skip < b.size()) next.insert(next.end(), b.begin() + static_cast<std::ptrdiff_t>(skip), b.end());
+        const bool short_read = skip >= b.size();
+        ahead_.reset();
+        if (short_read) break;  // the file ended early
+        continue;
+      }
+      DropAhead();
+      const size_t before = next.size();
+      STOKER_RETURN_IF_ERROR(ReadInto(pos, std::min<uint64_t>(target - next.size(), file_size_ - pos), &next));
+      if (next.size() == before) break;
+    }
+    buf_ = std::move(next);
+    start_ = offset;
+    size_ = std::min(size_ * 2, max_size_);
+    if (buf_.size() < len) {
+      return DataLoss(file_.Name() + ": archive truncated: needed " + std::to_string(len) + " bytes at offset " +
+                      std::to_string(offset) + ", file ends at offset " + std::to_string(offset + buf_.size()));
+    }
+    ReadAhead();
     return Status::Ok();
   }
 
   const RandomAccessReader& file_;
   uint64_t file_size_;
-  std::vector<uint8_t> buf_;
+  size_t size_;      // the next read's size: doubles up to max_size_
+  size_t max_size_;
+  std::vector<uint8_t> buf_;  // the archive's bytes [start_, start_ + buf_.size())
   uint64_t start_ = 0;
-  size_t filled_ = 0;
+  std::unique_ptr<Ahead> ahead_;  // the read of the bytes after buf_, on remote readers
 };
 
-TarStream::TarStream(const RandomAccessReader& file, uint64_t file_size)
-    : file_(file),
-      file_size_(file_size),
-      window_(std::make_unique<Window>(file, file_size, std::max<size_t>(kStreamWindow, file.PreferredReadSize()))) {}
+TarStream::TarStream(const RandomAccessReader& file, uint64_t file_size, bool small_start)
+    : file_(file), file_size_(file_size), window_(std::make_unique<Window>(file, file_size, small_start)) {}
 TarStream::~TarStream() = default;
 
 Result<std::optional<TarMember>> TarStream::Next() { return NextMember(*window_, file_, file_size_, &off_); }

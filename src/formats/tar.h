@@ -40,15 +40,18 @@ Result<std::vector<TarMember>> ScanTar(const File& file, uint64_t file_size);
 // PreferredReadSize() bytes at a time, so a remote scan streams the shard.
 Result<std::vector<TarMember>> ScanTar(const RandomAccessReader& reader, uint64_t file_size);
 
-// Reads a tar front to back once, as a stream (webdataset's way): a forward
-// window of kStreamWindow bytes (or the reader's PreferredReadSize, if more)
-// that ScanTar's header walk runs over, so a remote shard is a few large
-// ranged GETs and its first member costs its first window only. Errors are
-// ScanTar's (file, member, offset). Single-threaded; the reader outlives it.
+// Reads a tar front to back once, as a stream (webdataset's way): ScanTar's
+// header walk over a forward window of the reader's PreferredReadSize (at
+// least kStreamWindow), so a remote shard is a few large ranged GETs; over a
+// remote reader the next read runs ahead on a thread while the window is
+// parsed. `small_start` (a stream's first shard): the window starts at
+// kStreamWindow and doubles with each read, so the first member costs one
+// small GET. Errors are ScanTar's (file, member, offset).
+// Single-threaded (besides its read ahead); the reader outlives it.
 class TarStream {
  public:
   static constexpr size_t kStreamWindow = 1 << 20;
-  TarStream(const RandomAccessReader& file, uint64_t file_size);
+  TarStream(const RandomAccessReader& file, uint64_t file_size, bool small_start = false);
   ~TarStream();
   TarStream(const TarStream&) = delete;
   TarStream& operator=(const TarStream&) = delete;

@@ -4,13 +4,13 @@
 namespace stoker {
 
 Result<std::unique_ptr<ShardStream>> ShardStream::Open(const std::string& path, uint32_t shard,
-                                                      const IoOptions& io) {
+                                                      const IoOptions& io, bool first) {
   STOKER_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessReader> reader, OpenReader(path, io));
-  return std::unique_ptr<ShardStream>(new ShardStream(std::move(reader), shard));
+  return std::unique_ptr<ShardStream>(new ShardStream(std::move(reader), shard, first));
 }
 
-ShardStream::ShardStream(std::unique_ptr<RandomAccessReader> reader, uint32_t shard)
-    : reader_(std::move(reader)), tar_(*reader_, reader_->Size()), shard_(shard) {}
+ShardStream::ShardStream(std::unique_ptr<RandomAccessReader> reader, uint32_t shard, bool first)
+    : reader_(std::move(reader)), tar_(*reader_, reader_->Size(), first), shard_(shard) {}
 
 Status ShardStream::Add(const TarMember& m, std::string_view field) {
   StreamSample& s = *open_;

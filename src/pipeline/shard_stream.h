@@ -34,14 +34,16 @@ struct StreamSample {
 class ShardStream {
  public:
   // Opens `path` (a local path or URL; io/reader.h): one HEAD when remote,
-  // no body read until the first Next.
-  static Result<std::unique_ptr<ShardStream>> Open(const std::string& path, uint32_t shard, const IoOptions& io);
+  // no body read until the first Next. `first` (the stream's first shard):
+  // its reads start small (formats/tar.h), for the first batch's sake.
+  static Result<std::unique_ptr<ShardStream>> Open(const std::string& path, uint32_t shard, const IoOptions& io,
+                                                   bool first = false);
 
   // The next sample; nullopt once the shard is done.
   Result<std::optional<StreamSample>> Next();
 
  private:
-  ShardStream(std::unique_ptr<RandomAccessReader> reader, uint32_t shard);
+  ShardStream(std::unique_ptr<RandomAccessReader> reader, uint32_t shard, bool first);
   // Adds member m to the open sample (its bytes from the sample's end so far).
   Status Add(const TarMember& m, std::string_view field);
 

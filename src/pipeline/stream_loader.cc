@@ -279,12 +279,11 @@ Result<std::unique_ptr<Loader>> CreateStreamLoader(LoaderOptions options) {
                                           options.world_size, options.shuffle)
                              .front();
   auto head = std::make_unique<StreamHead>();
-  STOKER_ASSIGN_OR_RETURN(head->shard, ShardStream::Open(data.shards[first], first, *options.storage));
-  STOKER_ASSIGN_OR_RETURN(std::optional<StreamSample> sample, head->shard->Next());
-  if (!sample) return Refuse(data.shards[first] + " holds no samples (the rank's first shard)");
-  STOKER_ASSIGN_OR_RETURN(data.layout, MakeBatchLayout(options.fields, options.batch_size, sample->entry,
-                                                       sample->bytes, data.shards[first]));
-  head->first = std::move(*sample);
+  STOKER_ASSIGN_OR_RETURN(head->shard, ShardStream::Open(data.shards[first], first, *options.storage, /*first=*/true));
+  STOKER_ASSIGN_OR_RETURN(head->first, head->shard->Next());
+  if (!head->first) return Refuse(data.shards[first] + " holds no samples (the rank's first shard)");
+  STOKER_ASSIGN_OR_RETURN(data.layout, MakeBatchLayout(options.fields, options.batch_size, head->first->entry,
+                                                       head->first->bytes, data.shards[first]));
   data.options = std::move(options);
   return std::unique_ptr<Loader>(
       std::make_unique<StreamLoader>(std::move(data), std::move(head), cpu.cores, cpu.ToString()));

@@ -2,6 +2,8 @@
 #include "pipeline/stream_run.h"
 
 #include <cstring>
+#include <functional>
+#include <future>
 
 #include "observe/clock.h"
 #include "pipeline/epoch_order.h"
@@ -44,44 +46,75 @@ StreamRun::~StreamRun() {
   pool_->Reset();
 }
 
+namespace {
+
+// Opens a shard and reads its first sample, obeying `cancel` (on whichever thread).
+Result<std::unique_ptr<StreamHead>> OpenHead(const StreamDataset& data, uint32_t shard, Cancellation* cancel) {
+  CancelScope scope(cancel);
+  auto head = std::make_unique<StreamHead>();
+  STOKER_ASSIGN_OR_RETURN(head->shard, ShardStream::Open(data.shards[shard], shard, *data.options.storage));
+  STOKER_ASSIGN_OR_RETURN(head->first, head->shard->Next());
+  return head;
+}
+
+}  // namespace
+
 void StreamRun::Produce() {
   CancelScope cancel_scope(&cancel_reads_);
   const LoaderOptions& o = data_->options;
   const uint32_t shards = static_cast<uint32_t>(data_->shards.size());
+  auto pass_shards = [&](uint64_t pass) {
+    return StreamPassShards(o.seed, pass, shards, o.rank, o.world_size, o.shuffle);
+  };
   // The buffer's draws depend on the seed and rank only (each rank its own stream).
   ShuffleBuffer<std::unique_ptr<StreamSample>> buffer(o.shuffle ? static_cast<size_t>(o.shuffle_buffer) : 1,
                                                       MixSeed(o.seed, static_cast<uint64_t>(o.rank), 0x42554646ull));
+  // The shard after the one being read, opened and its first window read
+  // on a thread of its own meanwhile, so a shard's start (a HEAD and a GET
+  // over HTTP) overlaps the previous shard's parse. Not before the run's
+  // first batch is filled, so that batch costs its own reads only.
+  std::future<Result<std::unique_ptr<StreamHead>>> following;
+  std::vector<uint32_t> list = pass_shards(0);
   for (uint64_t pass = 0;; ++pass) {
     bool any = false;
-    for (uint32_t s : StreamPassShards(o.seed, pass, shards, o.rank, o.world_size, o.shuffle)) {
+    for (size_t i = 0; i < list.size(); ++i) {
       {
         std::lock_guard lock(mu_);
         if (cancelled_) return;
       }
-      std::unique_ptr<ShardStream> stream;
-      if (head_ && pass == 0 && head_->first.shard == s) {  // the stream's first shard, its first sample read
-        stream = std::move(head_->shard);
-        any = true;
-        std::optional<std::unique_ptr<StreamSample>> out =
-            buffer.Push(std::make_unique<StreamSample>(std::move(head_->first)));
-        head_.reset();
-        if (out && !Emit(std::move(*out))) return;
+      const uint32_t s = list[i];
+      std::unique_ptr<StreamHead> head;
+      if (head_ && pass == 0 && i == 0) {  // the stream's first shard, its first sample read by the loader
+        head = std::move(head_);
+      } else if (following.valid()) {
+        Result<std::unique_ptr<StreamHead>> got = following.get();
+        if (!got.ok()) return Fail(got.status());
+        head = std::move(got).value();
       } else {
-        Result<std::unique_ptr<ShardStream>> opened = ShardStream::Open(data_->shards[s], s, *o.storage);
-        if (!opened.ok()) return Fail(opened.status());
-        stream = std::move(opened).value();
+        Result<std::unique_ptr<StreamHead>> got = OpenHead(*data_, s, &cancel_reads_);
+        if (!got.ok()) return Fail(got.status());
+        head = std::move(got).value();
       }
-      while (true) {
-        const uint64_t begin = NowNs();
-        Result<std::optional<StreamSample>> next = stream->Next();
-        if (!next.ok()) return Fail(next.status());
-        if (!*next) break;
-        if (Recorder* rec = data_->recorder) rec->read.Add((*next)->bytes.size(), NowNs() - begin);
+      const bool last = i + 1 == list.size();
+      if (last) list = pass_shards(pass + 1);  // the next pass's, read from below
+      const uint32_t after = last ? list.front() : list[i + 1];
+      std::optional<StreamSample> next = std::move(head->first);
+      while (next) {
+        // Once the run's first batch is filled: before, its reads are the only ones.
+        if (!following.valid() && position_ >= static_cast<uint64_t>(first_batch_ + 1) * o.batch_size) {
+          following = std::async(std::launch::async, OpenHead, std::cref(*data_), after, &cancel_reads_);
+        }
         any = true;
         std::optional<std::unique_ptr<StreamSample>> out =
-            buffer.Push(std::make_unique<StreamSample>(std::move(**next)));
+            buffer.Push(std::make_unique<StreamSample>(std::move(*next)));
         if (out && !Emit(std::move(*out))) return;
+        const uint64_t begin = NowNs();
+        Result<std::optional<StreamSample>> read = head->shard->Next();
+        if (!read.ok()) return Fail(read.status());
+        next = std::move(read).value();
+        if (Recorder* rec = data_->recorder; rec && next) rec->read.Add(next->bytes.size(), NowNs() - begin);
       }
+      if (last) break;
     }
     // The pass's end: what the buffer holds goes out before the next pass's samples come in.
     while (std::optional<std::unique_ptr<StreamSample>> out = buffer.Drain()) {

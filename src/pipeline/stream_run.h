@@ -2,7 +2,8 @@
 // epoch_run.h): a rank's one endless stream of samples cut into batches.
 //
 //   producer: shards of pass 0, 1, ... (stream_order.h), each front to back
-//   (shard_stream.h) ──▶ shuffle buffer (shuffle_buffer.h, drained at each
+//   (shard_stream.h; the next one opened and its first window read ahead on
+//   a thread) ──▶ shuffle buffer (shuffle_buffer.h, drained at each
 //   pass's end) ──▶ slot of a pooled
 //   batch ──DecodeTask──▶ decode_queue ──▶ decoders (decode_threads) ──▶ NextReady()
 //
@@ -15,7 +16,8 @@
 // from its start: the samples before b * batch_size are read and shuffled but
 // not decoded (the buffer's state depends on them), so it costs reading them.
 // Memory: the pool's batches, the shuffle buffer's samples, the decode
-// queue's samples and the read window: none grows with the dataset.
+// queue's samples, the read window and its read ahead, and the next shard's
+// first window: none grows with the dataset.
 // A read or parse error ends the stream: the batch it would have filled
 // returns it (the batches before it are delivered).
 // Teardown (the destructor): cancel the producer's reads (io/cancel.h: a
@@ -30,6 +32,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -64,12 +67,13 @@ struct StreamBatch {
   bool done = false;    // guarded by StreamRun::mu_
 };
 
-// The stream's first shard (pass 0's first for the rank), opened and its
-// first sample read to learn the layout: the first run goes on from there
-// rather than open and read it again.
+// A shard opened and its first sample read (none: the shard holds none).
+// The stream's first (pass 0's first for the rank) is read by the loader to
+// learn the layout, and the first run goes on from there rather than open
+// and read it again; the run opens each next shard so while reading one.
 struct StreamHead {
   std::unique_ptr<ShardStream> shard;
-  StreamSample first;
+  std::optional<StreamSample> first;
 };
 
 class StreamRun {

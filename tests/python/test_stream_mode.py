@@ -224,12 +224,13 @@ def test_over_http_the_first_batch_reads_only_the_first_shards(tmp_path):
                 requests = proxy.requests
         assert list(first["__key__"]) == ["s0000", "s0001", "s0002", "s0003"]
         # The stream runs at most the pool's batches ahead (8 samples of 16):
-        # the first shard only, of 12, and no index was looked for.
-        assert tars == {"/shard-000000.tar"}, proxy.gets
+        # the first shard, and at most the next one opened ahead once the
+        # first batch was filled, of 12; no index was looked for.
+        assert "/shard-000000.tar" in tars and tars <= {"/shard-000000.tar", "/shard-000001.tar"}, proxy.gets
         # One GET: the shard's first 1 MiB holds it all, and the loader's
         # probe of the first sample is where the stream goes on from.
         assert proxy.gets["/shard-000000.tar"] == 1, proxy.gets
-        assert requests == 2, proxy.gets  # and its HEAD (size and ETag pinned at open)
+        assert requests <= 4, proxy.gets  # with each shard's HEAD (size and ETag pinned at open)
         assert not any(p.endswith(".idx") or p.endswith(".json") for p in proxy.gets), proxy.gets
     finally:
         proxy.close()
