@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <deque>
 #include <optional>
 #include <string_view>
 #include <thread>
@@ -310,9 +311,10 @@ Result<std::vector<TarMember>> ScanTar(const RandomAccessReader& file, uint64_t 
 // window is the reader's PreferredReadSize (at least kStreamWindow); with
 // small_start it starts at kStreamWindow and doubles with each refill, so a
 // stream's first member costs one small GET. Over a remote reader the next
-// window's read runs on a thread of its own while this one is parsed (one
-// read ahead), so the round trip overlaps the work; it obeys the
-// cancellation of the thread that started it (io/cancel.h).
+// kReadsAhead reads of the archive run on threads of their own while the
+// window is parsed: one read in flight gives a window per round trip (8 MiB
+// per 100 ms is 64 MB/s whatever the link), several give the link's rate.
+// They obey the cancellation of the thread that started them (io/cancel.h).
 class TarStream::Window {
  public:
   Window(const RandomAccessReader& file, uint64_t file_size, bool small_start)
@@ -330,8 +332,8 @@ class TarStream::Window {
 
   Status Append(uint64_t from, uint64_t to, std::vector<uint8_t>* out) {
     // What the window holds of the range, then the rest: a large remainder
-    // straight into out (one read, after what the read ahead holds of it), a
-    // small one through the window.
+    // from the reads ahead that hold it, then straight into out (one read);
+    // a small one through the window.
     const uint64_t end = start_ + buf_.size();
     if (from >= start_ && from < end) {
       const uint64_t upto = std::min<uint64_t>(to, end);
@@ -344,22 +346,22 @@ class TarStream::Window {
       out->insert(out->end(), p, p + (to - from));
       return Status::Ok();
     }
-    if (ahead_ && ahead_->Covers(from)) {
-      STOKER_RETURN_IF_ERROR(WaitAhead());
-      std::vector<uint8_t>& b = ahead_->bytes;
-      const size_t skip = static_cast<size_t>(std::min<uint64_t>(from - ahead_->at, b.size()));
-      const size_t n = static_cast<size_t>(std::min<uint64_t>(b.size() - skip, to - from));
-      const auto first = b.begin() + static_cast<std::ptrdiff_t>(skip);
+    while (from < to && !ahead_.empty() && ahead_.front()->Covers(from)) {
+      STOKER_ASSIGN_OR_RETURN(const std::vector<uint8_t>* b, WaitFront());
+      const size_t skip = static_cast<size_t>(from - ahead_.front()->at);
+      if (skip >= b->size()) break;  // the object ended early: the read below says so
+      const size_t n = static_cast<size_t>(std::min<uint64_t>(b->size() - skip, to - from));
+      const auto first = b->begin() + static_cast<std::ptrdiff_t>(skip);
       out->insert(out->end(), first, first + static_cast<std::ptrdiff_t>(n));
-      // The rest of the read ahead is the window now.
-      buf_.assign(first + static_cast<std::ptrdiff_t>(n), b.end());
-      start_ = from + n;
       from += n;
-      ahead_.reset();
-      if (from >= to) {
+      if (from >= to) {  // the rest of that read is the window now
+        buf_.assign(first + static_cast<std::ptrdiff_t>(n), b->end());
+        start_ = to;
+        ahead_.pop_front();
         ReadAhead();
         return Status::Ok();
       }
+      ahead_.pop_front();
     }
     DropAhead();
     const size_t at = out->size();
@@ -373,14 +375,16 @@ class TarStream::Window {
   }
 
  private:
+  static constexpr size_t kReadsAhead = 4;
+
   // One read of [at, at + want) in flight on its own thread.
   struct Ahead {
     uint64_t at = 0;
     uint64_t want = 0;
-    bool Covers(uint64_t pos) const { return at <= pos && pos < at + want; }
     std::vector<uint8_t> bytes;
     Status status;
     std::thread thread;
+    bool Covers(uint64_t pos) const { return at <= pos && pos < at + want; }
   };
 
   // Up to `want` bytes at offset, appended to out; fewer only at the end of the file.
@@ -398,32 +402,41 @@ class TarStream::Window {
     return Status::Ok();
   }
 
+  // Keeps kReadsAhead reads in flight past the window (remote readers only).
   void ReadAhead() {
-    const uint64_t at = start_ + buf_.size();
-    if (!file_.remote() || ahead_ || at >= file_size_) return;
-    ahead_ = std::make_unique<Ahead>();
-    ahead_->at = at;
-    ahead_->want = std::min<uint64_t>(size_, file_size_ - at);
-    Ahead* a = ahead_.get();
+    if (!file_.remote()) return;
+    uint64_t at = ahead_.empty() ? start_ + buf_.size() : ahead_.back()->at + ahead_.back()->want;
     Cancellation* cancel = CurrentCancellation();
-    a->thread = std::thread([this, a, cancel] {
-      CancelScope scope(cancel);
-      a->status = ReadInto(a->at, a->want, &a->bytes);
-    });
+    while (ahead_.size() < kReadsAhead && at < file_size_) {
+      auto a = std::make_unique<Ahead>();
+      a->at = at;
+      a->want = std::min<uint64_t>(size_, file_size_ - at);
+      at += a->want;
+      Ahead* p = a.get();
+      p->thread = std::thread([this, p, cancel] {
+        CancelScope scope(cancel);
+        p->status = ReadInto(p->at, p->want, &p->bytes);
+      });
+      ahead_.push_back(std::move(a));
+    }
   }
-  Status WaitAhead() {
-    if (ahead_->thread.joinable()) ahead_->thread.join();
-    return ahead_->status;
+  // The first read ahead's bytes, once it ended.
+  Result<const std::vector<uint8_t>*> WaitFront() {
+    Ahead& a = *ahead_.front();
+    if (a.thread.joinable()) a.thread.join();
+    if (!a.status.ok()) return a.status;
+    return &a.bytes;
   }
   void DropAhead() {
-    if (!ahead_) return;
-    if (ahead_->thread.joinable()) ahead_->thread.join();
-    ahead_.reset();
+    for (auto& a : ahead_) {
+      if (a->thread.joinable()) a->thread.join();
+    }
+    ahead_.clear();
   }
 
   Status Fill(uint64_t offset, size_t len) {
-    // What the window holds from offset on stays; the read ahead (or a read
-    // now) follows it.
+    // What the window holds from offset on stays; the reads ahead (or a read
+    // now) follow it.
     std::vector<uint8_t> next;
     const uint64_t end = start_ + buf_.size();
     if (offset >= start_ && offset < end) {
@@ -432,14 +445,13 @@ class TarStream::Window {
     const size_t target = std::max<size_t>(len, size_);
     while (next.size() < target && offset + next.size() < file_size_) {
       const uint64_t pos = offset + next.size();
-      if (ahead_ && ahead_->Covers(pos)) {
-        STOKER_RETURN_IF_ERROR(WaitAhead());
-        const std::vector<uint8_t>& b = ahead_->bytes;
-        const uint64_t skip = pos - ahead_->at;
-        if (skip < b.size()) next.insert(next.end(), b.begin() + static_cast<std::ptrdiff_t>(skip), b.end());
-        const bool short_read = skip >= b.size();
-        ahead_.reset();
-        if (short_read) break;  // the file ended early
+      if (!ahead_.empty() && ahead_.front()->Covers(pos)) {
+        STOKER_ASSIGN_OR_RETURN(const std::vector<uint8_t>* b, WaitFront());
+        const uint64_t skip = pos - ahead_.front()->at;
+        const bool short_read = skip >= b->size();  // the object ended early
+        if (!short_read) next.insert(next.end(), b->begin() + static_cast<std::ptrdiff_t>(skip), b->end());
+        ahead_.pop_front();
+        if (short_read) break;
         continue;
       }
       DropAhead();
@@ -464,7 +476,9 @@ class TarStream::Window {
   size_t max_size_;
   std::vector<uint8_t> buf_;  // the archive's bytes [start_, start_ + buf_.size())
   uint64_t start_ = 0;
-  std::unique_ptr<Ahead> ahead_;  // the read of the bytes after buf_, on remote readers
+  // The reads after buf_ in flight, in order, each starting where the one
+  // before ends (remote readers).
+  std::deque<std::unique_ptr<Ahead>> ahead_;
 };
 
 TarStream::TarStream(const RandomAccessReader& file, uint64_t file_size, bool small_start)
