@@ -181,7 +181,7 @@ class StreamLoader : public Loader {
     const LoaderOptions& o = data_.options;
     LoaderSettings s;
     s.autotune = false;
-    s.io_depth = 1;  // one sequential read per rank, as webdataset's
+    s.io_depth = 1;  // one reading thread per rank, as webdataset (over HTTP/S3 it keeps 4 reads ahead)
     s.decode_threads = o.decode_threads;
     s.prefetch_batches = o.prefetch_batches;
     s.cores = cores_;

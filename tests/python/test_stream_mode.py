@@ -176,6 +176,10 @@ def test_stream_needs_samples_per_epoch(data):
         stoker.Loader(urls(data), fields(), batch_size=4, stream=True)
     with pytest.raises(ValueError, match="stream=True"):
         stoker.Loader(urls(data), fields(), batch_size=4, samples_per_epoch=40)
+    with pytest.raises(ValueError, match="on_error='skip' is not supported"):
+        stoker.Loader(urls(data), fields(), batch_size=4, stream=True, samples_per_epoch=40, on_error="skip")
+    with pytest.raises(ValueError, match="7 ranks"):
+        stoker.Loader(urls(data), fields(), batch_size=4, stream=True, samples_per_epoch=40, rank=0, world_size=7)
 
 
 def test_a_truncated_shard_names_shard_member_and_offset(data, tmp_path):
