@@ -71,7 +71,7 @@ void StreamRun::Produce() {
                                                       MixSeed(o.seed, static_cast<uint64_t>(o.rank), 0x42554646ull));
   // The shard after the one being read, opened and its first window read
   // on a thread of its own meanwhile, so a shard's start (a HEAD and a GET
-  // over HTTP) overlaps the previous shard's parse. Not before the run's
+  // over HTTP) overlaps the previous shard's parse. Not while the run's
   // first batch is filled, so that batch costs its own reads only.
   std::future<Result<std::unique_ptr<StreamHead>>> following;
   std::vector<uint32_t> list = pass_shards(0);
@@ -100,8 +100,10 @@ void StreamRun::Produce() {
       const uint32_t after = last ? list.front() : list[i + 1];
       std::optional<StreamSample> next = std::move(head->first);
       while (next) {
-        // Once the run's first batch is filled: before, its reads are the only ones.
-        if (!following.valid() && position_ >= static_cast<uint64_t>(first_batch_ + 1) * o.batch_size) {
+        // Not while the run's first batch is filled: its reads are the only ones then.
+        const uint64_t bs = static_cast<uint64_t>(o.batch_size), first = static_cast<uint64_t>(first_batch_);
+        const bool filling_first = position_ >= first * bs && position_ < (first + 1) * bs;
+        if (!following.valid() && !filling_first) {
           following = std::async(std::launch::async, OpenHead, std::cref(*data_), after, &cancel_reads_);
         }
         any = true;
