@@ -7,8 +7,11 @@ from __future__ import annotations
 
 import gzip
 import io
+import json
 import os
 import shutil
+import subprocess
+import sys
 import tarfile
 from contextlib import closing
 
@@ -18,7 +21,7 @@ import pytest
 import stoker
 from stoker import _stoker
 
-from conftest import jpeg_bytes, natural_image
+from conftest import jpeg_bytes, natural_image, stoker_env
 from fault_proxy import FaultProxy
 from nginx_server import NGINX, NginxServer
 
@@ -285,3 +288,61 @@ def test_over_http_shards_of_several_windows_stream_as_local_ones(tmp_path):
     finally:
         proxy.close()
         server.close()
+
+
+CLOSE_IN_BACKOFF = """
+import json, os, sys, time
+import stoker
+from stoker import _stoker
+url, local = sys.argv[1], sys.argv[2]
+threads = lambda: len(os.listdir("/proc/self/task"))
+# Every retry waits 10-20 s: only a cancelled back-off lets the stream stop soon.
+_stoker.set_io_options(attempts=50, timeout_ms=5000, backoff_ms=20000, backoff_max_ms=20000, s3_endpoint="",
+                       cache_dir="", cache_bytes=0)
+kw = dict(output="numpy", batch_size=4, decode_threads=2, observe=False, rank=0, world_size=1, stream=True,
+          samples_per_epoch=60)
+# A first iteration leaves a thread of the package's (as an indexed loader's does): counted before.
+warm = stoker.Loader(local, {"cls": stoker.scalar("int64")}, **kw)
+next(iter(warm))
+warm.close()
+before = threads()
+loader = stoker.Loader(url, {"cls": stoker.scalar("int64")}, **kw)
+it = iter(loader)  # kept: a dropped iterator stops the run
+next(it)  # the first shard passed; the next one's open meets the 503s
+deadline = time.monotonic() + 30
+while _stoker.io_counters()["throttled"] < 1 and time.monotonic() < deadline:
+    time.sleep(0.01)
+throttled = _stoker.io_counters()["throttled"]
+t0 = time.monotonic()
+loader.close()
+took = time.monotonic() - t0
+sent = _stoker.io_counters()["requests"]
+time.sleep(1.0)
+print(json.dumps({"took": took, "throttled": throttled, "threads_before": before, "threads": threads(),
+                  "sent": sent, "sent_later": _stoker.io_counters()["requests"]}))
+"""
+
+
+@pytest.mark.skipif(not os.path.exists(NGINX), reason="nginx is not installed (scripts/setup.sh)")
+def test_over_http_close_during_retry_backoff_returns_promptly(data, tmp_path):
+    """A stream closed while its next shard's open waits in a long retry
+    back-off returns at once (io/cancel.h), leaves no thread and sends no
+    request afterwards. In a child process: its threads are all ours."""
+    server = NginxServer(data)
+    # The first shard's HEAD and GET pass; every request after is a 503.
+    proxy = FaultProxy(server.port, script=["pass"] * 2 + ["status:503"] * 100000, methods=("GET", "HEAD"))
+    script = tmp_path / "close_in_backoff.py"
+    script.write_text(CLOSE_IN_BACKOFF)
+    try:
+        r = subprocess.run([sys.executable, str(script), f"{proxy.url}/shard-{{000000..000005}}.tar",
+                            str(data / "shard-{000000..000005}.tar")],
+                           capture_output=True, text=True, timeout=120, env=stoker_env())
+    finally:
+        proxy.close()
+        server.close()
+    assert r.returncode == 0, r.stderr[-2000:]
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    assert out["throttled"] >= 1, out
+    assert out["took"] < 5.0, out  # a retry's back-off alone is >= 10 s
+    assert out["threads"] == out["threads_before"], out
+    assert out["sent_later"] == out["sent"], out
