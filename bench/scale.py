@@ -11,6 +11,8 @@ only). Every loader reads them as rank 0 of 8, shuffle on, batch 64, in its own 
     stoker, .idx        the same over hard links of the shards with `stoker index` sidecars
     stoker, manifest    the stoker-manifest.json `stoker index` writes beside those links, as the source
                         (a build whose `stoker index` writes none: "not available in this build")
+    stoker, stream      the plain shards in stream mode (stream=True, samples_per_epoch=N, the default
+                        shuffle buffer of 1,000 samples): each shard read front to back, nothing counted
     Mosaic Streaming    MDSWriter's copy (columns bin: bytes, cls: int; one MDS shard per tar shard) read
                         by StreamingDataset(local=, shuffle=True, shuffle_algo="py1e", shuffle_seed=0,
                         batch_size=64) in a DataLoader(batch_size=64, num_workers=0); rank 0 of 8 from
@@ -58,8 +60,10 @@ import common  # noqa: E402
 BATCH, RANK, WORLD, SEED, SHUFFLE_BUFFER = 64, 0, 8, 0, 1000
 MANIFEST = "stoker-manifest.json"
 CHILD_TIMEOUT_S = 300
-LOADERS = ("stoker, shards", "stoker, .idx", "stoker, manifest", "Mosaic Streaming", "webdataset")
-LOADER_IDS = dict(zip(("stoker", "stoker-idx", "stoker-manifest", "mosaic", "webdataset"), LOADERS))  # --only
+LOADERS = ("stoker, shards", "stoker, .idx", "stoker, manifest", "stoker, stream", "Mosaic Streaming", "webdataset")
+STOKERS = LOADERS[:4]
+LOADER_IDS = dict(zip(("stoker", "stoker-idx", "stoker-manifest", "stoker-stream", "mosaic", "webdataset"),
+                      LOADERS))  # --only
 PEERS = ("Mosaic Streaming", "webdataset")
 
 
@@ -117,8 +121,9 @@ def child(spec: dict) -> dict:
 
         before = _status_mb()
         t0 = time.monotonic()
+        stream = {"stream": True, "samples_per_epoch": spec["samples"]} if spec.get("stream") else {}
         loader = stoker.Loader(spec["source"], {"cls": stoker.scalar("int64")}, batch_size=BATCH, shuffle=True,
-                               seed=SEED, rank=RANK, world_size=WORLD, output="numpy", observe=False)
+                               seed=SEED, rank=RANK, world_size=WORLD, output="numpy", observe=False, **stream)
         batch = next(iter(loader))
         t1 = time.monotonic()
         labels = np.asarray(batch["cls"])
@@ -265,6 +270,8 @@ def datasets(root: Path, work: Path, n: int, per_shard: int, only) -> dict:
     count = len(shards)
     out = {}
     out["stoker, shards"] = {"spec": {"kind": "stoker", "source": pattern(root, count)}, "env": {}, "files": shards}
+    out["stoker, stream"] = {"spec": {"kind": "stoker", "source": pattern(root, count), "stream": True, "samples": n},
+                             "env": {}, "files": shards}
     try:
         linked, links = index_links(shards, work, n)
         idx = [s + ".idx" for s in links]
@@ -371,7 +378,7 @@ def measure_size(n: int, loaders: dict, reps: int, cold: bool) -> dict:
 def ratios(rows: dict) -> dict:
     """stoker / peer for each stoker variant that ran and each peer that ran (medians)."""
     out = {}
-    for s in LOADERS[:3]:
+    for s in STOKERS:
         for p in PEERS:
             a, b = rows.get(s, {}), rows.get(p, {})
             if "rss_growth_mb" not in a or "rss_growth_mb" not in b:
@@ -392,7 +399,7 @@ def targets(results: dict) -> list[dict]:
     growth <= 150 MB (the anonymous part too), and the smallest size's within 20% of it
     (|g(small) - g(2M)| <= 0.2 g(2M))."""
     out = []
-    stokers = LOADERS[:3]
+    stokers = STOKERS
     for n, res in results.items():
         rows = res["loaders"]
         for s in (s for s in stokers if "rss_growth_mb" in rows.get(s, {})):

@@ -3,7 +3,9 @@
 // each new one lets out one drawn uniformly from the buffer with a seeded
 // RNG. Capacity 1 is stream order. At the end of each pass the buffer is
 // drained in random order (as webdataset's is when its source ends), so one
-// pass of every rank together delivers every sample once.
+// pass of every rank together delivers every sample once. Each pass draws
+// from its own seed (Reseed), so a pass's start, empty buffer and all, is a
+// state known in full from the pass alone: a restore begins there.
 // Thread-safety: single-threaded (the stream's producer).
 #pragma once
 
@@ -23,6 +25,9 @@ class ShuffleBuffer {
   ShuffleBuffer(size_t capacity, uint64_t seed) : capacity_(capacity < 1 ? 1 : capacity), rng_(seed) {
     items_.reserve(capacity_);
   }
+
+  // A pass begins: the buffer is empty (drained) and draws from `seed` on.
+  void Reseed(uint64_t seed) { rng_ = SplitMix64(seed); }
 
   // Adds one sample; once full, returns the one let out.
   std::optional<T> Push(T item) {

@@ -75,8 +75,9 @@ class StreamLoader : public Loader {
     // The run already goes on into this epoch's first batch (the one after
     // the epoch just delivered): keep it, and what it made ahead.
     if (run_ && run_->next_batch() == Along()) return Status::Ok();
+    const StreamStart from = StartFor(Along());
     run_.reset();
-    Start();
+    Start(from);
     return Status::Ok();
   }
 
@@ -88,7 +89,7 @@ class StreamLoader : public Loader {
   Result<std::shared_ptr<Batch>> NextWithin(int wait_ms, bool* waiting) override {
     *waiting = false;
     if (next_batch_ >= batches_) return std::shared_ptr<Batch>();
-    if (!run_) Start();
+    if (!run_) Start(StartFor(Along()));
     if (!waiting_since_) waiting_since_ = std::chrono::steady_clock::now();
     const uint64_t begin = NowNs();
     Result<std::unique_ptr<StreamBatch>> ready = run_->NextReady(wait_ms, *waiting_since_);
@@ -99,6 +100,7 @@ class StreamLoader : public Loader {
     }
     waiting_since_.reset();
     if (!ready.ok()) {
+      resume_ = StartFor(Along());
       run_.reset();  // the stream ended in an error: a later Next starts over from here
       return ready.status();
     }
@@ -118,9 +120,14 @@ class StreamLoader : public Loader {
 
   std::string State() const override {
     const LoaderOptions& o = data_.options;
+    // The pass the next batch's samples lie in, and its first sample: a
+    // restore replays from there, not from the stream's start.
+    const StreamStart from = StartFor(Along());
     return nlohmann::json({{"mode", "stream"},
                            {"epoch", epoch_},
                            {"next_batch", next_batch_},
+                           {"pass", from.pass},
+                           {"pass_start", from.position},
                            {"seed", o.seed},
                            {"rank", o.rank},
                            {"world_size", o.world_size},
@@ -163,10 +170,22 @@ class StreamLoader : public Loader {
     }
     const int64_t next = j["next_batch"].get<int64_t>();
     if (next > batches_) return InvalidArgument("loader state next_batch is out of range");
+    StreamStart from;  // a state without them (older) replays from the stream's start
+    if (j.contains("pass") || j.contains("pass_start")) {
+      if (!j.contains("pass") || !j["pass"].is_number_unsigned() || !j.contains("pass_start") ||
+          !j["pass_start"].is_number_unsigned()) {
+        return InvalidArgument("loader state's 'pass' and 'pass_start' must both be non-negative integers");
+      }
+      from = {j["pass"].get<uint64_t>(), j["pass_start"].get<uint64_t>()};
+    }
+    const uint64_t target = (j["epoch"].get<uint64_t>() * static_cast<uint64_t>(batches_) +
+                             static_cast<uint64_t>(next)) * static_cast<uint64_t>(o.batch_size);
+    if (from.position > target) return InvalidArgument("loader state's pass_start lies after its next batch");
     run_.reset();
     epoch_ = j["epoch"].get<uint64_t>();
     next_batch_ = next;
-    Start();
+    resume_ = from;
+    Start(from);
     return Status::Ok();
   }
 
@@ -206,13 +225,24 @@ class StreamLoader : public Loader {
  private:
   // The next batch's number along the rank's stream.
   int64_t Along() const { return static_cast<int64_t>(epoch_) * batches_ + next_batch_; }
-  void Start() {
+  // The latest known pass start at or before batch `along`'s first sample:
+  // the running run's record, else the restored state's, else the stream's start.
+  StreamStart StartFor(int64_t along) const {
+    const uint64_t position = static_cast<uint64_t>(along) * static_cast<uint64_t>(data_.options.batch_size);
+    if (run_) {
+      if (std::optional<StreamStart> known = run_->PassAt(position)) return *known;
+    }
+    return resume_.position <= position ? resume_ : StreamStart{};
+  }
+  void Start(StreamStart from = {}) {
     waiting_since_.reset();
-    run_ = std::make_unique<StreamRun>(&data_, pool_, Along(), std::move(head_));  // the head: the first run's only
+    // The head (the stream's first shard, probed) is the first run's only, from the stream's start.
+    run_ = std::make_unique<StreamRun>(&data_, pool_, Along(), std::move(head_), from);
   }
 
   StreamDataset data_;
   std::unique_ptr<StreamHead> head_;  // until the first run takes it
+  StreamStart resume_;                 // the restored state's pass start (the stream's start if none)
   int cores_;
   std::string cores_from_;
   std::unique_ptr<Recorder> recorder_;  // outlives run_, whose threads record into it

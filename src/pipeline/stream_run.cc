@@ -15,11 +15,13 @@
 namespace stoker {
 
 StreamRun::StreamRun(const StreamDataset* data, std::shared_ptr<BufferPool> pool, int64_t first_batch,
-                     std::unique_ptr<StreamHead> head)
+                     std::unique_ptr<StreamHead> head, StreamStart start)
     : data_(data),
       pool_(std::move(pool)),
       first_batch_(first_batch),
-      head_(std::move(head)),
+      start_(start),
+      head_(start.pass == 0 ? std::move(head) : nullptr),
+      position_(start.position),
       next_deliver_(first_batch),
       // Enough queued samples to keep every decoder busy while the producer reads.
       decode_queue_(static_cast<size_t>(std::max(data->options.batch_size, 2 * data->options.decode_threads))) {
@@ -66,16 +68,25 @@ void StreamRun::Produce() {
   auto pass_shards = [&](uint64_t pass) {
     return StreamPassShards(o.seed, pass, shards, o.rank, o.world_size, o.shuffle);
   };
-  // The buffer's draws depend on the seed and rank only (each rank its own stream).
+  // The buffer's draws depend on the seed, the rank (each rank its own
+  // stream) and the pass (reseeded as each begins).
+  auto pass_seed = [&](uint64_t pass) {
+    return MixSeed(o.seed, static_cast<uint64_t>(o.rank), 0x42554646ull + pass);
+  };
   ShuffleBuffer<std::unique_ptr<StreamSample>> buffer(o.shuffle ? static_cast<size_t>(o.shuffle_buffer) : 1,
-                                                      MixSeed(o.seed, static_cast<uint64_t>(o.rank), 0x42554646ull));
+                                                      pass_seed(start_.pass));
   // The shard after the one being read, opened and its first window read
   // on a thread of its own meanwhile, so a shard's start (a HEAD and a GET
   // over HTTP) overlaps the previous shard's parse. Not while the run's
   // first batch is filled, so that batch costs its own reads only.
   std::future<Result<std::unique_ptr<StreamHead>>> following;
-  std::vector<uint32_t> list = pass_shards(0);
-  for (uint64_t pass = 0;; ++pass) {
+  std::vector<uint32_t> list = pass_shards(start_.pass);
+  for (uint64_t pass = start_.pass;; ++pass) {
+    {
+      std::lock_guard lock(mu_);
+      pass_starts_[position_] = pass;
+    }
+    buffer.Reseed(pass_seed(pass));  // empty here: the last pass drained it
     bool any = false;
     for (size_t i = 0; i < list.size(); ++i) {
       {
@@ -127,6 +138,14 @@ void StreamRun::Produce() {
                            std::to_string(pass) + " hold no samples"));
     }
   }
+}
+
+std::optional<StreamStart> StreamRun::PassAt(uint64_t position) const {
+  std::lock_guard lock(mu_);
+  auto it = pass_starts_.upper_bound(position);
+  if (it == pass_starts_.begin()) return std::nullopt;
+  --it;
+  return StreamStart{it->second, it->first};
 }
 
 bool StreamRun::Emit(std::unique_ptr<StreamSample> sample) {

@@ -13,8 +13,12 @@
 // the rank's stream is slot i % batch_size of batch i / batch_size; batches
 // are numbered along the stream, across epochs (the loader cuts them).
 // A run that starts at batch b (a restore, another epoch) replays the stream
-// from its start: the samples before b * batch_size are read and shuffled but
-// not decoded (the buffer's state depends on them), so it costs reading them.
+// from the start of a pass at or before b (StreamStart; the stream's start
+// unless the caller knows a later one): the samples before b * batch_size
+// are read and shuffled but not decoded (the buffer's state depends on them),
+// so it costs reading them. A pass starts with an empty buffer (the previous
+// one drained it), so its start is a state known in full: the run records
+// where each pass it makes begins (PassAt), and a saved state carries it.
 // Memory: the pool's batches, the shuffle buffer's samples, the decode
 // queue's samples, the read window and its read ahead, and the next shard's
 // first window: none grows with the dataset.
@@ -76,11 +80,19 @@ struct StreamHead {
   std::optional<StreamSample> first;
 };
 
+// Where a run begins reading: pass `pass`, whose first sample is the
+// stream's sample `position`.
+struct StreamStart {
+  uint64_t pass = 0;
+  uint64_t position = 0;
+};
+
 class StreamRun {
  public:
-  // `head` (may be null): the stream's first shard, read up to its first sample.
+  // `head` (may be null): the stream's first shard, read up to its first
+  // sample (used only when the run begins at the stream's start).
   StreamRun(const StreamDataset* data, std::shared_ptr<BufferPool> pool, int64_t first_batch,
-            std::unique_ptr<StreamHead> head = nullptr);
+            std::unique_ptr<StreamHead> head = nullptr, StreamStart start = {});
   ~StreamRun();
   StreamRun(const StreamRun&) = delete;
   StreamRun& operator=(const StreamRun&) = delete;
@@ -91,6 +103,9 @@ class StreamRun {
   Result<std::unique_ptr<StreamBatch>> NextReady(int wait_ms, std::chrono::steady_clock::time_point since);
   // The number of the batch NextReady returns next.
   int64_t next_batch() const { return next_deliver_; }
+  // The latest pass this run began at or before the stream's sample
+  // `position`, with its first sample; nullopt if it began none by then.
+  std::optional<StreamStart> PassAt(uint64_t position) const;
 
  private:
   struct DecodeTask {
@@ -110,13 +125,15 @@ class StreamRun {
   const StreamDataset* data_;
   std::shared_ptr<BufferPool> pool_;
   const int64_t first_batch_;
+  const StreamStart start_;
   std::unique_ptr<StreamHead> head_;  // producer only, once started
   Cancellation cancel_reads_;  // the producer's remote reads obey it
   uint64_t position_ = 0;          // producer only: the stream's next sample
   StreamBatch* filling_ = nullptr;  // producer only: the batch position_ falls in, once begun
 
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::condition_variable ready_;
+  std::map<uint64_t, uint64_t> pass_starts_;  // guarded by mu_: first sample -> pass, as begun
   std::map<int64_t, std::unique_ptr<StreamBatch>> in_flight_;  // guarded by mu_
   int64_t next_deliver_;                                      // guarded by mu_ (read by its thread)
   bool cancelled_ = false;                                    // guarded by mu_

@@ -160,6 +160,33 @@ def test_state_dict_mid_epoch_resumes_the_uninterrupted_stream(data):
         other.load_state_dict(state)
 
 
+def test_a_state_in_a_later_pass_resumes_from_that_pass_start(data):
+    """Each pass starts with an empty shuffle buffer, so a state records the
+    pass its next batch lies in and the pass's first sample, and a restore
+    replays from there instead of from the stream's start. Epochs of 40 of
+    the 60 samples: epoch 2's third batch (sample 88) lies in pass 1, which
+    begins at sample 60. The rest equals the uninterrupted stream, and so
+    does a state without the pass (replayed from the stream's start)."""
+    kw = dict(shuffle=True, seed=3, shuffle_buffer=7, samples_per_epoch=40)
+    with closing(make(data, **kw)) as ld:
+        whole = rows(ld, epochs=(0, 1, 2))
+    with closing(make(data, **kw)) as ld:
+        ld.set_epoch(2)
+        it = iter(ld)
+        for _ in range(2):
+            next(it)
+        state = ld.state_dict()
+    native = state["stoker"]
+    assert (native["epoch"], native["next_batch"], native["pass"], native["pass_start"]) == (2, 2, 1, 60)
+    older = {"stoker": {k: v for k, v in native.items() if k not in ("pass", "pass_start")}}
+    for saved in (state, older):
+        with closing(make(data, **kw)) as fresh:
+            fresh.load_state_dict(saved)
+            assert rows(fresh, epochs=(2,)) == whole[88:120]
+    with closing(make(data, **kw)) as fresh, pytest.raises(ValueError, match="pass_start"):
+        fresh.load_state_dict({"stoker": dict(native, pass_start=100)})
+
+
 def test_gzipped_shards_stream_the_same_samples(data, tmp_path):
     for u in urls(data):
         with open(u, "rb") as src, gzip.open(tmp_path / (os.path.basename(u) + ".gz"), "wb") as dst:
