@@ -270,8 +270,11 @@ def datasets(root: Path, work: Path, n: int, per_shard: int, only) -> dict:
     count = len(shards)
     out = {}
     out["stoker, shards"] = {"spec": {"kind": "stoker", "source": pattern(root, count)}, "env": {}, "files": shards}
-    out["stoker, stream"] = {"spec": {"kind": "stoker", "source": pattern(root, count), "stream": True, "samples": n},
-                             "env": {}, "files": shards}
+    if count >= WORLD:
+        out["stoker, stream"] = {"spec": {"kind": "stoker", "source": pattern(root, count), "stream": True,
+                                          "samples": n}, "env": {}, "files": shards}
+    else:  # each rank streams whole shards of its own
+        out["stoker, stream"] = {"unavailable": f"stream mode needs a shard per rank: {count} shards for {WORLD}"}
     try:
         linked, links = index_links(shards, work, n)
         idx = [s + ".idx" for s in links]

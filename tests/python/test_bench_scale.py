@@ -59,7 +59,8 @@ def check_figures(name: str, row: dict) -> None:
 
 def test_every_loader_has_figures_or_a_reason(result):
     r = rows(result)
-    assert set(r) == {"stoker, shards", "stoker, .idx", "stoker, manifest", "Mosaic Streaming", "webdataset"}
+    assert set(r) == {"stoker, shards", "stoker, .idx", "stoker, manifest", "stoker, stream", "Mosaic Streaming",
+                      "webdataset"}
     for name, row in r.items():
         assert "rss_growth_mb" in row or row.get("unavailable"), name
         line = next(line for line in result["_md"].splitlines() if line.startswith(f"| {name} |"))

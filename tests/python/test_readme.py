@@ -36,6 +36,7 @@ SKIP = {
     "workers=stoker.RayWorkers(": "needs a Ray cluster (tests/python/test_ray_workers.py runs one on 127.0.0.1)",
     "s3://bucket/": "needs an S3 bucket and an HTTPS host (cloud account)",
     'device="cuda")': "needs a CUDA device (CI has none; tests/python/test_device.py runs the CPU engine)",
+    "https://host/data/": "needs an HTTP host (tests/python/test_stream_mode.py streams from nginx on 127.0.0.1)",
 }
 
 # (old, new): applied to every block; each old must occur in some block.
