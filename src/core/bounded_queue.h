@@ -9,12 +9,13 @@
 #pragma once
 
 #include <atomic>
-#include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <deque>
 #include <mutex>
 #include <optional>
+
+#include "core/timed_wait.h"
 
 namespace stoker {
 
@@ -27,7 +28,7 @@ class BoundedQueue {
 
   bool Push(T item) {
     std::unique_lock lock(mu_);
-    Wait(not_full_, lock, put_wait_ns_, [&] { return cancelled_ || items_.size() < capacity_; });
+    TimedWait(not_full_, lock, put_wait_ns_, [&] { return cancelled_ || items_.size() < capacity_; });
     if (cancelled_) return false;
     items_.push_back(std::move(item));
     not_empty_.notify_one();
@@ -36,7 +37,7 @@ class BoundedQueue {
 
   std::optional<T> Pop() {
     std::unique_lock lock(mu_);
-    Wait(not_empty_, lock, get_wait_ns_, [&] { return cancelled_ || !items_.empty(); });
+    TimedWait(not_empty_, lock, get_wait_ns_, [&] { return cancelled_ || !items_.empty(); });
     if (cancelled_) return std::nullopt;
     T item = std::move(items_.front());
     items_.pop_front();
@@ -58,19 +59,6 @@ class BoundedQueue {
   size_t capacity() const { return capacity_; }
 
  private:
-  // Waits for `ready`, timing the wait only when it actually blocks.
-  template <typename Pred>
-  static void Wait(std::condition_variable& cv, std::unique_lock<std::mutex>& lock, std::atomic<uint64_t>* sink,
-                   Pred ready) {
-    if (ready()) return;
-    auto begin = std::chrono::steady_clock::now();
-    cv.wait(lock, ready);
-    if (sink) {
-      auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - begin);
-      sink->fetch_add(static_cast<uint64_t>(ns.count()), std::memory_order_relaxed);
-    }
-  }
-
   const size_t capacity_;
   std::atomic<uint64_t>* const put_wait_ns_;
   std::atomic<uint64_t>* const get_wait_ns_;

@@ -20,13 +20,14 @@
 
 #include <algorithm>
 #include <atomic>
-#include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <mutex>
 #include <optional>
 #include <set>
 #include <vector>
+
+#include "core/timed_wait.h"
 
 namespace stoker {
 
@@ -42,7 +43,7 @@ class OrderedQueue {
     std::unique_lock lock(mu_);
     auto me = waiting_.insert(&item);
     // Room, and no waiting producer holds an item due before this one.
-    Wait(not_full_, lock, put_wait_ns_,
+    TimedWait(not_full_, lock, put_wait_ns_,
          [&] { return cancelled_ || (items_.size() < capacity_ && !Less()(**waiting_.begin(), item)); });
     waiting_.erase(me);
     if (cancelled_) return false;
@@ -54,7 +55,7 @@ class OrderedQueue {
 
   std::optional<T> Pop() {
     std::unique_lock lock(mu_);
-    Wait(not_empty_, lock, get_wait_ns_, [&] { return cancelled_ || !items_.empty(); });
+    TimedWait(not_empty_, lock, get_wait_ns_, [&] { return cancelled_ || !items_.empty(); });
     if (cancelled_) return std::nullopt;
     auto least = std::min_element(items_.begin(), items_.end(), Less());
     T item = std::move(*least);
@@ -86,19 +87,6 @@ class OrderedQueue {
   struct LessPtr {
     bool operator()(const T* a, const T* b) const { return Less()(*a, *b); }
   };
-
-  // Waits for `ready`, timing the wait only when it actually blocks.
-  template <typename Pred>
-  static void Wait(std::condition_variable& cv, std::unique_lock<std::mutex>& lock, std::atomic<uint64_t>* sink,
-                   Pred ready) {
-    if (ready()) return;
-    auto begin = std::chrono::steady_clock::now();
-    cv.wait(lock, ready);
-    if (sink) {
-      auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - begin);
-      sink->fetch_add(static_cast<uint64_t>(ns.count()), std::memory_order_relaxed);
-    }
-  }
 
   const size_t capacity_;
   std::atomic<uint64_t>* const put_wait_ns_;
