@@ -4,7 +4,7 @@
 // (jpeg.cc) run one at a time for a given decoder, so they share the same
 // buffers; each grows to the largest image seen and stays, so a warm decoder
 // does not allocate per image. The image-sized ones are ScratchBytes: huge
-// pages, and no zero-fill (core/huge_pages.h), which cut a decoder's first
+// pages, and no zero-fill (core/page_allocator.h), which cut a decoder's first
 // image's page faults (S's 1500x1000 planes: about 1,500 faults of 3 us).
 // Thread-safety: owned by one JpegDecoder, hence by one thread.
 #pragma once
@@ -14,11 +14,11 @@
 #include <vector>
 
 #include "codecs/jpeg_ycc_rows.h"
-#include "core/huge_pages.h"
+#include "core/page_allocator.h"
 
 namespace stoker {
 
-using ScratchBytes = std::vector<uint8_t, HugePageAllocator<uint8_t>>;
+using ScratchBytes = std::vector<uint8_t, PageAllocator<uint8_t, /*kHugePages=*/true>>;
 
 struct DecodeScratch {
   ScratchBytes decoded;           // YUV planes (region or full) or full RGB/CMYK

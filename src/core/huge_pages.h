@@ -1,7 +1,7 @@
 // core/huge_pages.h — anonymous memory mapped on a 2 MiB boundary and asked
 // to be backed by transparent huge pages, for buffers that live long and are
 // written whole: pooled batches (core/buffer_pool.h) and each decoder's
-// scratch (codecs/decode_scratch.h).
+// scratch (codecs/decode_scratch.h, through PageAllocator<T, true>).
 //
 // Why: such a buffer is first written by the first batch, and on the VMs the
 // benchmarks run on a 4 KiB page fault costs about 3 us: a 9.6 MB batch takes
@@ -18,7 +18,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <new>
-#include <utility>
 
 namespace stoker {
 
@@ -38,43 +37,5 @@ inline void* MapHugePageAligned(size_t bytes) {
   (void)madvise(reinterpret_cast<void*>(start), bytes, MADV_HUGEPAGE);  // a hint: 4 KiB pages where refused
   return reinterpret_cast<void*>(start);
 }
-
-// A decoder's scratch bytes: blocks of at least one huge page come from
-// MapHugePageAligned, smaller ones from operator new; elements are
-// default-initialised, since every scratch byte a decoder reads it wrote
-// first (a value-initialised resize would write each new page twice, and
-// fault it in from a memset).
-template <typename T>
-struct HugePageAllocator {
-  using value_type = T;
-  HugePageAllocator() = default;
-  template <typename U>
-  HugePageAllocator(const HugePageAllocator<U>&) {}  // NOLINT: rebinding is implicit by design
-
-  static size_t Mapped(size_t bytes) { return (bytes + 4095) / 4096 * 4096; }
-  T* allocate(size_t n) {
-    const size_t bytes = n * sizeof(T);
-    if (bytes < kHugePage) return static_cast<T*>(::operator new(bytes));
-    return static_cast<T*>(MapHugePageAligned(Mapped(bytes)));
-  }
-  void deallocate(T* p, size_t n) {
-    const size_t bytes = n * sizeof(T);
-    if (bytes < kHugePage) {
-      ::operator delete(p);
-    } else {
-      munmap(p, Mapped(bytes));
-    }
-  }
-  template <typename U>
-  void construct(U* p) noexcept {
-    ::new (static_cast<void*>(p)) U;  // default-init: no write for bytes
-  }
-  template <typename U, typename... Args>
-  void construct(U* p, Args&&... args) {
-    ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
-  }
-  template <typename U>
-  bool operator==(const HugePageAllocator<U>&) const { return true; }
-};
 
 }  // namespace stoker
