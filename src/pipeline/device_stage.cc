@@ -181,6 +181,11 @@ Result<std::shared_ptr<Batch>> DeviceStage::Deliver(std::shared_ptr<Batch> host,
                                                               engine_->device()));
 }
 
+void DeviceStage::KeepBuffers(size_t n) {
+  std::lock_guard lock(mu_);
+  capacity_ = std::max(capacity_, n);
+}
+
 void DeviceStage::Return(void* device, size_t bytes, std::shared_ptr<ReleaseFence> fence) {
   std::lock_guard lock(mu_);
   if (static_cast<size_t>(live_) > capacity_) {  // an overflow batch's buffer: not kept

@@ -96,6 +96,10 @@ class DeviceStage : public std::enable_shared_from_this<DeviceStage> {
   // Adds the h2d counters to a snapshot.
   void Fill(RecorderSnapshot* s);
   CopyEngine& engine() { return *engine_; }
+  // Device buffers kept for reuse: the most batches the tuner may hold at
+  // once (its largest prefetch + 1), so a raised prefetch does not free and
+  // allocate a device buffer for every batch.
+  void KeepBuffers(size_t n);
 
  private:
   friend class DeviceCopy;
@@ -117,7 +121,7 @@ class DeviceStage : public std::enable_shared_from_this<DeviceStage> {
   std::shared_ptr<GpuDecode> gpu_;
   const std::shared_ptr<CopyEngine> engine_;
   const bool copies_;      // false: the stage only pins
-  const size_t capacity_;  // device buffers kept for reuse (prefetch + 1); more are freed on return
+  size_t capacity_;  // guarded by mu_; device buffers kept for reuse (KeepBuffers); more are freed on return
 
   struct Free {
     void* device;

@@ -740,6 +740,7 @@ Result<std::unique_ptr<Loader>> Loader::Create(LoaderOptions options) {
     }
     data.layout = MakeTokenLayout(tokens->sample_tokens(), options.batch_size);
     TuneConfig tune = MakeTuneConfig(user, options, data.layout, {}, tokens->remote(), /*tokens=*/true, cores);
+    if (data.device) data.device->KeepBuffers(static_cast<size_t>(tune.max[Knob::kPrefetch]) + 1);
     data.tokens = std::move(tokens);
     data.options = std::move(options);
     return Finish(std::move(data), std::move(tune));
@@ -823,6 +824,14 @@ Result<std::unique_ptr<Loader>> Loader::Create(LoaderOptions options) {
   STOKER_ASSIGN_OR_RETURN(data.gpu, GpuDecode::Create(options, data.layout, &data.gpu_why_not));
   if (data.gpu && data.device) data.device->SetGpu(data.gpu);
   options.io_depth = AutoIoDepth(options, data.layout, summaries, remote, data.row_group_bytes);
+  if (data.gpu && user.prefetch_batches < 0) {
+    // Deeper with GPU decode (tune_config.h), within the memory budget.
+    options.prefetch_batches = GpuDecodePrefetch(options.batch_size, data.layout.buffer_bytes);
+    while (options.memory_budget > 0 && options.prefetch_batches > kDefaultPrefetch &&
+           EstimateMemory(options, data.layout, summaries, data.row_group_bytes).total() > options.memory_budget) {
+      --options.prefetch_batches;
+    }
+  }
   if (parquet) {
     // Decoded row groups kept: one per read in flight and two more, so the
     // row groups of the blocks being read stay decoded while their rows are
@@ -834,6 +843,7 @@ Result<std::unique_ptr<Loader>> Loader::Create(LoaderOptions options) {
       CheckMemoryBudget(options, EstimateMemory(options, data.layout, summaries, data.row_group_bytes)));
   TuneConfig tune =
       MakeTuneConfig(user, options, data.layout, summaries, remote, /*tokens=*/false, cores, data.row_group_bytes);
+  if (data.device) data.device->KeepBuffers(static_cast<size_t>(tune.max[Knob::kPrefetch]) + 1);
   data.options = std::move(options);
   return Finish(std::move(data), std::move(tune), std::move(probed.epoch0));
 }

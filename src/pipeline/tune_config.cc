@@ -22,6 +22,13 @@ uint64_t BatchBytes(const LoaderOptions& o, const std::vector<ShardSummary>& sha
 
 }  // namespace
 
+int GpuDecodePrefetch(int batch_size, uint64_t buffer_bytes) {
+  const int batch = std::max(1, batch_size);
+  const int wanted = std::max(kGpuDecodePrefetch, (kGpuDecodePrefetchImages + batch - 1) / batch);
+  const uint64_t fit = kMaxGpuDecodePrefetchBytes / std::max<uint64_t>(1, buffer_bytes);
+  return std::clamp(static_cast<int>(std::min<uint64_t>(wanted, fit)), kDefaultPrefetch, kMaxGpuDecodePrefetch);
+}
+
 LoaderOptions WithSettings(LoaderOptions o, const TuneSettings& s) {
   o.io_depth = s[Knob::kIoDepth];
   o.read_ahead_batches = s[Knob::kReadAhead];

@@ -33,6 +33,19 @@ inline constexpr int kDefaultTokenPrefetch = 8;
 inline constexpr int kMaxLocalIoDepth = 16;
 inline constexpr int kMaxPrefetch = 8;
 inline constexpr uint64_t kMaxPrefetchBytes = 512ull << 20;
+// With image fields decoded on the GPU a batch is ready only after its
+// slowest CPU-decoded image and then its turn on the GPU decoder, so more
+// batches must be in flight to keep both busy. Measured on an H200 with 16
+// cores (bench/gpu_decode.py's loaders): S (batch 8 of 2250x1500 JPEGs) fed
+// 600 images/s at the tuner's 5 batches and 2,037 at 16; V (batch 256) fed
+// 22,830 at 3 and 30,879 at 8. So auto prefetch starts at 8 batches, or
+// 128 images where batches are small, at most 16 batches and 1 GiB of
+// batch buffers.
+inline constexpr int kGpuDecodePrefetch = 8;
+inline constexpr int kGpuDecodePrefetchImages = 128;
+inline constexpr int kMaxGpuDecodePrefetch = 16;
+inline constexpr uint64_t kMaxGpuDecodePrefetchBytes = 1ull << 30;
+int GpuDecodePrefetch(int batch_size, uint64_t buffer_bytes);
 
 // `user`: the options as given (auto knobs still -1 / 0); `resolved`: with
 // io_depth, shuffle_block and prefetch_batches resolved. `cores`: hardware
