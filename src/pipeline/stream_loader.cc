@@ -11,6 +11,7 @@
 #include "io/reader.h"
 #include "observe/clock.h"
 #include "observe/recorder.h"
+#include "pipeline/device_stage.h"
 #include "pipeline/epoch_order.h"
 #include "pipeline/stream_order.h"
 #include "pipeline/stream_run.h"
@@ -50,8 +51,10 @@ class StreamBatchView : public Batch {
 
 class StreamLoader : public Loader {
  public:
-  StreamLoader(StreamDataset data, std::unique_ptr<StreamHead> head, int cores, std::string cores_from)
+  StreamLoader(StreamDataset data, std::shared_ptr<DeviceStage> device, std::unique_ptr<StreamHead> head, int cores,
+               std::string cores_from)
       : data_(std::move(data)),
+        device_(std::move(device)),
         head_(std::move(head)),
         cores_(cores),
         cores_from_(std::move(cores_from)),
@@ -64,7 +67,8 @@ class StreamLoader : public Loader {
     info_.rank_samples = batches_ * o.batch_size;
     info_.dropped_samples = o.samples_per_epoch - info_.rank_samples * o.world_size;
     info_.num_shards = static_cast<int64_t>(data_.shards.size());
-    pool_ = BufferPool::Create(data_.layout.buffer_bytes, static_cast<size_t>(o.prefetch_batches) + 1);
+    pool_ = BufferPool::Create(data_.layout.buffer_bytes, static_cast<size_t>(o.prefetch_batches) + 1,
+                               device_ ? device_->page_locker() : nullptr);
     Start();  // the first batch at once, as the indexed loader does
   }
   ~StreamLoader() override { run_.reset(); }
@@ -107,12 +111,21 @@ class StreamLoader : public Loader {
     std::unique_ptr<StreamBatch> work = std::move(ready).value();
     const int64_t index = next_batch_++;
     if (work->error_slot >= 0) return work->error;
-    return std::shared_ptr<Batch>(std::make_shared<StreamBatchView>(std::move(work), index, data_.layout));
+    const BufferPool::Lease& lease = *work->lease;  // kept by the view, which the device batch keeps
+    auto host = std::make_shared<StreamBatchView>(std::move(work), index, data_.layout);
+    // Its copy is issued here, as the indexed loader's is for a batch it
+    // copies at delivery (device_stage.h); the consumer's stream waits for it.
+    if (device_ && device_->copies()) return device_->Deliver(std::move(host), nullptr, lease, nullptr);
+    return std::shared_ptr<Batch>(std::move(host));
   }
 
   void Stop() override { run_.reset(); }
   const PlanInfo& plan() const override { return info_; }
-  RecorderSnapshot Stats() const override { return recorder_ ? recorder_->Snapshot() : RecorderSnapshot{}; }
+  RecorderSnapshot Stats() const override {
+    RecorderSnapshot s = recorder_ ? recorder_->Snapshot() : RecorderSnapshot{};
+    if (device_) device_->Fill(&s);
+    return s;
+  }
   std::string TraceJson() const override {
     return recorder_ ? recorder_->TraceJson() : std::string("{\"traceEvents\":[]}");
   }
@@ -241,6 +254,9 @@ class StreamLoader : public Loader {
   }
 
   StreamDataset data_;
+  // Null for host batches; else each batch's copy to the device (and the pool's page-locking). Declared
+  // before the pool, which unpins through it.
+  std::shared_ptr<DeviceStage> device_;
   std::unique_ptr<StreamHead> head_;  // until the first run takes it
   StreamStart resume_;                 // the restored state's pass start (the stream's start if none)
   int cores_;
@@ -271,7 +287,12 @@ Result<std::unique_ptr<Loader>> CreateStreamLoader(LoaderOptions options) {
     return Refuse("every rank delivers samples_per_epoch // (world_size * batch_size) full batches: "
                   "partition must be 'drop' and drop_last True");
   }
-  if (options.device != "cpu") return Refuse("batches are host memory for now: device must be 'cpu'");
+  for (const FieldSpec& f : options.fields) {
+    if (f.kind == FieldKind::kImage && f.image.decode == ImageDecode::kGpu) {
+      return Refuse("field '" + f.field + "': a stream decodes its images on the CPU; decode=\"gpu\" needs an "
+                    "indexed loader (leave stream off)");
+    }
+  }
   if (options.batch_stride != 1 || options.batch_offset != 0 || options.batch_share != 1) {
     return Refuse("Ray workers share an indexed loader's batches, not a stream's");
   }
@@ -302,6 +323,8 @@ Result<std::unique_ptr<Loader>> CreateStreamLoader(LoaderOptions options) {
   const CpuShare cpu = CurrentCpuShare();
   if (options.decode_threads <= 0) options.decode_threads = cpu.cores;
   if (options.prefetch_batches < 1) options.prefetch_batches = kDefaultPrefetch;
+  // device="cuda" without CUDA fails before any shard is opened, as the indexed loader does.
+  STOKER_ASSIGN_OR_RETURN(std::shared_ptr<DeviceStage> device, DeviceStage::Create(options));
   if (options.shuffle && options.shuffle_buffer <= 0) options.shuffle_buffer = kDefaultStreamShuffleBuffer;
   // The first sample of the rank's first shard teaches the shapes of array
   // fields; the first run goes on reading that shard from there (StreamHead).
@@ -316,7 +339,7 @@ Result<std::unique_ptr<Loader>> CreateStreamLoader(LoaderOptions options) {
                                                        head->first->bytes, data.shards[first]));
   data.options = std::move(options);
   return std::unique_ptr<Loader>(
-      std::make_unique<StreamLoader>(std::move(data), std::move(head), cpu.cores, cpu.ToString()));
+      std::make_unique<StreamLoader>(std::move(data), std::move(device), std::move(head), cpu.cores, cpu.ToString()));
 }
 
 }  // namespace stoker

@@ -212,6 +212,28 @@ def test_stream_needs_samples_per_epoch(data):
         stoker.Loader(urls(data), fields(), batch_size=4, stream=True, samples_per_epoch=40, rank=0, world_size=7)
 
 
+def test_a_stream_goes_to_the_device(data):
+    """device= with a stream: each batch is copied to the device at delivery
+    (here the late CPU copy engine, device="cpu-late", which checks by checksum
+    that no buffer is rewritten while its copy is in flight), and the batches
+    equal the host stream's. decode="gpu" is refused: a stream decodes on the CPU."""
+    kw = dict(batch_size=4, output="numpy", stream=True, samples_per_epoch=TOTAL, seed=3)
+    with closing(stoker.Loader(urls(data), fields(), **kw)) as ld:
+        want = [{k: np.array(v) for k, v in b.items()} for b in ld]
+    with closing(stoker.Loader(urls(data), fields(), device="cpu-late", _late_copy_ms=5,
+                               **{**kw, "output": "torch"})) as ld:
+        got = [{k: v.clone().numpy() if hasattr(v, "clone") else np.array(v) for k, v in b.items()} for b in ld]
+        copies = ld.report()["h2d"]
+    assert len(got) == len(want) == TOTAL // 4
+    for g, w in zip(got, want):
+        assert g.keys() == w.keys()
+        for k in w:
+            np.testing.assert_array_equal(g[k], w[k], err_msg=k)
+    assert copies["copies"] == len(want) and copies["overwrites"] == 0, copies
+    with pytest.raises(ValueError, match=r'a stream decodes its images on the CPU; decode="gpu"'):
+        stoker.Loader(urls(data), {"jpg": stoker.image(16, decode="gpu")}, device="cpu-late", **kw)
+
+
 def test_a_truncated_shard_names_shard_member_and_offset(data, tmp_path):
     bad = tmp_path / "bad"
     bad.mkdir()
