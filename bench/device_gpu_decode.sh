@@ -5,10 +5,15 @@
 #      scripts/device_wheels.sh: stoker built with nvcc, nvidia-nvjpeg,
 #      webdataset, braceexpand) into /tmp/site, without the network;
 #   2. the GPU tests: tests/python/test_gpu_decode_device.py and
-#      tests/python/test_cuda.py (17 s on the H200, killed at 60 s);
+#      tests/python/test_cuda.py (10-17 s on the H200, killed at 50 s);
 #   3. bench/gpu_decode.py: every figure of the "Done means" against
-#      its target, 2 rounds (V and S took 58 s on the H200; killed at 210 s),
-#      JSON to $OUT/gpu_decode.json, rewritten after every part.
+#      its target, 2 rounds (V and S took 58 s on the H200), JSON to
+#      $OUT/gpu_decode.json, rewritten after every part; a run not ended
+#      after 130 s prints every thread's Python and native stacks (--watchdog;
+#      the ResNet part stalled in 3 of 4 runs on the H200);
+#   4. its Stall part: S with decode="gpu" and 16 batches in flight, where
+#      nvJPEG's hardware decoder stopped returning in 6 of 6 runs; stacks
+#      after 25 s (README, "JPEG decode on the GPU").
 # Everything is also written to $OUT/log.txt. Exits 0 whatever failed, so
 # the log and the JSON come back.
 #
@@ -16,7 +21,7 @@
 #
 # On the lent device machine ($OUT is set there): carry [".whl"], command
 # `bash bench/device_gpu_decode.sh`, timeout_s 330 (at most ~10 s install +
-# 60 s tests + 210 s bench: under 5 minutes).
+# 50 s tests + 170 s bench + 60 s stall: under 5 minutes).
 set -u
 OUT=${OUT:-/tmp/gpu-decode-out}
 mkdir -p "$OUT"
@@ -36,17 +41,22 @@ run() {
     echo "nproc: $(nproc)"
     python3 -c 'import sys, stoker, torch, torchvision; print("python", sys.version.split()[0], "| stoker", stoker.__version__, stoker.__file__, "| torch", torch.__version__, "| torchvision", torchvision.__version__)'
 
-    echo "== tests (killed at 60 s) =="
+    echo "== tests (killed at 50 s) =="
     SECONDS=0
     # no -x: one device run, so every failing test is seen, not only the first
-    timeout 60 python3 -m pytest -q -rfEs -p no:cacheprovider \
+    timeout 50 python3 -m pytest -q -rfEs -p no:cacheprovider \
         tests/python/test_gpu_decode_device.py tests/python/test_cuda.py
     echo "tests: rc=$? in ${SECONDS} s"
 
-    echo "== bench/gpu_decode.py (killed at 210 s) =="
+    echo "== bench/gpu_decode.py (stacks at 130 s, killed at 170 s) =="
     SECONDS=0
-    timeout 210 python3 bench/gpu_decode.py --out "$OUT/gpu_decode.json" --rounds 2 --budget 150
+    timeout 170 python3 bench/gpu_decode.py --out "$OUT/gpu_decode.json" --rounds 2 --budget 90 --watchdog 130
     echo "bench: rc=$? in ${SECONDS} s"
+
+    echo "== bench/gpu_decode.py --parts Stall (stacks at 25 s, killed at 60 s) =="
+    SECONDS=0
+    timeout 60 python3 bench/gpu_decode.py --out "$OUT/gpu_decode_stall.json" --parts Stall --watchdog 25
+    echo "stall: rc=$? in ${SECONDS} s"
     date -u +"end %Y-%m-%dT%H:%M:%SZ"
 }
 

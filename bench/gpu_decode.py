@@ -19,6 +19,14 @@ speed; a part that errors prints its traceback and the others still run.
      on V and on S:  auto <= 0.4x cpu
   d. ResNet-18 (bf16 autocast, batch 256, channels_last, SGD) fed by stoker decode="auto"
      on V: steps/s >= 0.95x the same steps on one fixed batch already on the device.
+  Stall (--parts Stall, not in the default parts): S with decode="gpu", prefetch 16, 200
+     batches. On an H200 nvJPEG's hardware decoder stopped returning here in 6 of 6 runs
+     (README, "JPEG decode on the GPU"); with --watchdog the stall leaves its stacks.
+
+--watchdog S: if the run has not ended S seconds after it began, it prints every thread's
+Python stack and, where gdb or cuda-gdb is on the PATH, every thread's native stack, records
+the stall (which part, how long) in the JSON and exits 3, so a stall is a record, not a
+timeout with nothing in it.
 
 Each configuration is timed after warm-up batches (excluded), between
 torch.cuda.synchronize() calls, in --rounds rounds that alternate the
@@ -449,6 +457,50 @@ def part_s(run: Run, root: Path) -> None:
                f"{med(cpu('auto')) * 1e3:.2f} vs {med(cpu('cpu')) * 1e3:.2f} ms/image")
 
 
+def part_stall(run: Run, root: Path) -> None:
+    """S with every image on the GPU decoder and 16 batches in flight: where the stall was seen."""
+    w = dict(run.size("S"), measure=200)
+    shards = prepare(root, "S", w)
+    decode = "gpu" if run.cuda else "auto"  # --dry: the CPU path (decode="gpu" needs device="cuda")
+    fields = {"jpg": run.image_field(1024, "longest", decode), "features.npz": run.stoker.npz()}
+    loader = run.stoker.Loader(shards, fields, batch_size=w["batch"], shuffle=True, seed=0, device=run.device,
+                               prefetch=16)
+    t0, n = time.perf_counter(), 0
+    for b in common.batches_of(loader, w["measure"]):
+        n += w["batch"]
+        del b
+    run.sync()
+    rate = n / (time.perf_counter() - t0)
+    loader.close()
+    print(f"  S decode=\"{decode}\", prefetch 16: {n} images at {rate:,.0f} images/s: no stall", flush=True)
+    run.payload["parts"]["Stall"] = {"images": n, "rate": rate, "stalled": False}
+
+
+def start_watchdog(run: Run, seconds: float) -> None:
+    """After `seconds`, the stacks of a stalled run, then exit 3 (see --watchdog)."""
+    import faulthandler
+    import threading
+
+    def fire():
+        part = run.payload.get("current_part")
+        print(f"\n==== WATCHDOG: the run has not ended after {seconds:.0f} s (in part {part}) ====", flush=True)
+        run.payload["errors"]["stall"] = f"watchdog after {seconds:.0f} s, in part {part}"
+        run.save()
+        faulthandler.dump_traceback(all_threads=True)
+        gdb = shutil.which("gdb") or shutil.which("cuda-gdb")
+        if gdb:
+            subprocess.run([gdb, "-batch", "-p", str(os.getpid()), "-ex", "thread apply all bt 16"],
+                           timeout=60, check=False)
+        else:
+            print("(no gdb or cuda-gdb on the PATH: Python stacks only)", flush=True)
+        sys.stdout.flush()
+        os._exit(3)
+
+    timer = threading.Timer(seconds, fire)
+    timer.daemon = True
+    timer.start()
+
+
 def part_resnet(run: Run, root: Path) -> None:
     import torch.nn.functional as F
     import torchvision
@@ -542,7 +594,9 @@ def main(argv=None) -> int:
     ap.add_argument("--rounds", type=int, default=3, help="alternating rounds per part (default 3)")
     ap.add_argument("--budget", type=float, default=200.0,
                     help="seconds after which no new round starts (each part keeps at least one)")
-    ap.add_argument("--parts", default="V,S,ResNet", help="comma list of V, S, ResNet")
+    ap.add_argument("--parts", default="V,S,ResNet", help="comma list of V, S, ResNet, Stall")
+    ap.add_argument("--watchdog", type=float, default=0,
+                    help="seconds: a run not ended by then prints its stacks and exits 3 (0: off)")
     ap.add_argument("--data", default=os.environ.get("STOKER_BENCH_DATA", "/tmp/stoker-bench/gpu_decode"))
     args = ap.parse_args(argv)
     if args.out is None:  # one file for the run, rewritten after each part
@@ -563,9 +617,12 @@ def main(argv=None) -> int:
     if not run.has_decode:
         print("NOTE: this stoker's image() has no decode= keyword: every stoker row is its CPU path", flush=True)
     root = Path(args.data) / ("dry" if args.dry else "full")
-    parts = {"V": part_v, "S": part_s, "ResNet": part_resnet}
+    parts = {"V": part_v, "S": part_s, "ResNet": part_resnet, "Stall": part_stall}
+    if args.watchdog > 0:
+        start_watchdog(run, args.watchdog)
     for name in args.parts.split(","):
         name = name.strip()
+        run.payload["current_part"] = name
         print(f"\n== {name} ({run.elapsed():.0f} s in) ==", flush=True)
         if run.out_of_time():
             print(f"  skipped: past the time budget of {args.budget:.0f} s", flush=True)
