@@ -46,9 +46,7 @@ Result<std::optional<StreamSample>> ShardStream::Next() {
     }
     if (open_) {  // a new key: the open sample is complete
       ahead_ = std::move(m);
-      std::optional<StreamSample> out = std::move(open_);
-      open_.reset();
-      return out;
+      return Complete();
     }
     open_.emplace();
     open_->shard = shard_;
@@ -57,8 +55,16 @@ Result<std::optional<StreamSample>> ShardStream::Next() {
     open_->entry.end = m->header_offset;
     STOKER_RETURN_IF_ERROR(Add(*m, field));
   }
+  return Complete();
+}
+
+std::optional<StreamSample> ShardStream::Complete() {
   std::optional<StreamSample> out = std::move(open_);
   open_.reset();
+  // A sample waits in the shuffle buffer with its bytes: without this, the
+  // growth left by appending members (a small member after a large one
+  // doubles the vector) is held too, up to twice the sample's bytes.
+  if (out) out->bytes.shrink_to_fit();
   return out;
 }
 

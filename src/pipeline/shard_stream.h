@@ -46,6 +46,8 @@ class ShardStream {
   ShardStream(std::unique_ptr<RandomAccessReader> reader, uint32_t shard, bool first);
   // Adds member m to the open sample (its bytes from the sample's end so far).
   Status Add(const TarMember& m, std::string_view field);
+  // The open sample, done (nullopt if none), its bytes trimmed to their size.
+  std::optional<StreamSample> Complete();
 
   std::unique_ptr<RandomAccessReader> reader_;
   TarStream tar_;
