@@ -270,6 +270,49 @@ TEST(SampleIndexTest, CorruptSidecarIsReported) {
   EXPECT_EQ(ReadShardIndex(idx).status().code(), StatusCode::kNotFound);
 }
 
+// The sidecar is read in one pass (SAX): keys in any order, unknown keys
+// (with nested values) ignored, and the header judged first even when a
+// sample stops the parse before the header's later keys are read.
+TEST(SampleIndexTest, SidecarKeysInAnyOrderAndTheHeaderJudgedFirst) {
+  std::string shard = WriteShard("idx_order.tar");
+  std::string idx = IndexPathFor(shard);
+  testing::WriteFile(idx, R"({"version":1,"samples":[["a",0,10,[["bin","a.bin",512,8]]],["b",10,20,[]]],)"
+                          R"("note":{"made by":["hand",{"x":[1,2]}]},"key_rule":"webdataset",)"
+                          R"("format":"stoker-index","shard_size":20})");
+  auto r = ReadShardIndex(idx);
+  ASSERT_FALSE(r.ok());  // the member's offset 512 lies outside its sample [0, 10)
+  EXPECT_NE(r.status().message().find("a member of sample 'a'"), std::string::npos) << r.status().ToString();
+
+  testing::WriteFile(idx, R"({"version":1,"samples":[["a",0,10,[["bin","a.bin",2,8]]],["b",10,20,[]]],)"
+                          R"("note":{"made by":["hand",{"x":[1,2]}]},"key_rule":"webdataset",)"
+                          R"("format":"stoker-index","shard_size":20})");
+  r = ReadShardIndex(idx);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_EQ(r->samples.size(), 2u);
+  EXPECT_EQ(r->samples[0].key, "a");
+  EXPECT_EQ(r->samples[0].members[0].offset, 2u);
+  EXPECT_EQ(r->samples[1].key, "b");
+  EXPECT_EQ(r->samples[1].end, 20u);
+  EXPECT_EQ(r->shard_size, 20u);
+
+  // A later version whose samples this build cannot parse: the version is the error.
+  testing::WriteFile(idx, R"({"format":"stoker-index","key_rule":"webdataset","samples":[{"key":"a"}],)"
+                          R"("shard_size":20,"version":2})");
+  r = ReadShardIndex(idx);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kFailedPrecondition) << r.status().ToString();
+  EXPECT_NE(r.status().message().find("index version 2"), std::string::npos);
+
+  // A sample past the shard's end, with shard_size after the samples.
+  testing::WriteFile(idx, R"({"format":"stoker-index","key_rule":"webdataset","samples":[["a",0,10,[]],)"
+                          R"(["b",10,30,[]]],"shard_size":20,"version":1})");
+  r = ReadShardIndex(idx);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kDataLoss);
+  EXPECT_NE(r.status().message().find("sample #1"), std::string::npos) << r.status().ToString();
+  std::remove(idx.c_str());
+}
+
 TEST(SampleIndexTest, NonUtf8NamesCannotBeIndexed) {
   ShardIndex index;
   index.shard_path = "x.tar";
