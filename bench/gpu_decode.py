@@ -278,9 +278,11 @@ def jpeg_members(shards: list[str]) -> list[bytes]:
 
 # -- the timed paths ------------------------------------------------------------------------------
 
-def stoker_run(run: Run, shards: list[str], fields: dict, w: dict, label: str) -> dict:
-    """Images/s and CPU s/image of a stoker Loader over w["measure"] batches after w["warm"]."""
-    loader = run.stoker.Loader(shards, fields, batch_size=w["batch"], shuffle=True, seed=0, device=run.device)
+def stoker_run(run: Run, shards: list[str], fields: dict, w: dict, label: str, **options) -> dict:
+    """Images/s and CPU s/image of a stoker Loader (defaults, plus `options`) over w["measure"]
+    batches after w["warm"]."""
+    loader = run.stoker.Loader(shards, fields, batch_size=w["batch"], shuffle=True, seed=0, device=run.device,
+                               **options)
     it = common.batches_of(loader, w["warm"] + w["measure"])
     for _ in range(w["warm"]):
         b = next(it)
@@ -463,17 +465,9 @@ def part_stall(run: Run, root: Path) -> None:
     shards = prepare(root, "S", w)
     decode = "gpu" if run.cuda else "auto"  # --dry: the CPU path (decode="gpu" needs device="cuda")
     fields = {"jpg": run.image_field(1024, "longest", decode), "features.npz": run.stoker.npz()}
-    loader = run.stoker.Loader(shards, fields, batch_size=w["batch"], shuffle=True, seed=0, device=run.device,
-                               prefetch=16)
-    t0, n = time.perf_counter(), 0
-    for b in common.batches_of(loader, w["measure"]):
-        n += w["batch"]
-        del b
-    run.sync()
-    rate = n / (time.perf_counter() - t0)
-    loader.close()
-    print(f"  S decode=\"{decode}\", prefetch 16: {n} images at {rate:,.0f} images/s: no stall", flush=True)
-    run.payload["parts"]["Stall"] = {"images": n, "rate": rate, "stalled": False}
+    res = stoker_run(run, shards, fields, w, f'stoker decode="{decode}", prefetch 16', prefetch=16)
+    print("  no stall", flush=True)
+    run.payload["parts"]["Stall"] = dict(res, stalled=False)
 
 
 def start_watchdog(run: Run, seconds: float) -> None:
