@@ -687,6 +687,8 @@ Result<std::unique_ptr<Loader>> Finish(Dataset data, TuneConfig tune, std::optio
   data.tuned = tune.start;
   data.tune_max = tune.max;
   auto pool = BatchPool(data, tune.max[Knob::kPrefetch]);
+  // Device buffers for as many batches as the pool may lend (device_stage.h).
+  if (data.device) data.device->KeepBuffers(static_cast<size_t>(tune.max[Knob::kPrefetch]) + 1);
   auto loader = std::make_unique<LoaderImpl>(std::move(data), std::move(pool), std::move(tune));
   STOKER_RETURN_IF_ERROR(loader->Init(std::move(epoch0)));
   return std::unique_ptr<Loader>(std::move(loader));
@@ -740,7 +742,6 @@ Result<std::unique_ptr<Loader>> Loader::Create(LoaderOptions options) {
     }
     data.layout = MakeTokenLayout(tokens->sample_tokens(), options.batch_size);
     TuneConfig tune = MakeTuneConfig(user, options, data.layout, {}, tokens->remote(), /*tokens=*/true, cores);
-    if (data.device) data.device->KeepBuffers(static_cast<size_t>(tune.max[Knob::kPrefetch]) + 1);
     data.tokens = std::move(tokens);
     data.options = std::move(options);
     return Finish(std::move(data), std::move(tune));
@@ -843,7 +844,6 @@ Result<std::unique_ptr<Loader>> Loader::Create(LoaderOptions options) {
       CheckMemoryBudget(options, EstimateMemory(options, data.layout, summaries, data.row_group_bytes)));
   TuneConfig tune =
       MakeTuneConfig(user, options, data.layout, summaries, remote, /*tokens=*/false, cores, data.row_group_bytes);
-  if (data.device) data.device->KeepBuffers(static_cast<size_t>(tune.max[Knob::kPrefetch]) + 1);
   data.options = std::move(options);
   return Finish(std::move(data), std::move(tune), std::move(probed.epoch0));
 }
