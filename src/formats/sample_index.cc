@@ -134,7 +134,7 @@ std::optional<MemberView> SampleView::Find(std::string_view field) const {
 }
 
 SampleEntry SampleView::ToEntry() const {
-  SampleEntry e{std::string(key), {}, begin, end};
+  SampleEntry e{std::string(key), {}, begin, end, packed};
   e.members.reserve(members.size());
   for (MemberView m : members) {
     MemberRef r{std::string(m.field), m.name(), m.offset, m.size};
@@ -143,6 +143,11 @@ SampleEntry SampleView::ToEntry() const {
     e.members.push_back(std::move(r));
   }
   return e;
+}
+
+std::span<const uint8_t> MemberView::data(std::span<const uint8_t> sample_bytes) const {
+  if (!inline_data.empty()) return {reinterpret_cast<const uint8_t*>(inline_data.data()), inline_data.size()};
+  return sample_bytes.subspan(at, size);
 }
 
 std::string MemberView::name() const {
@@ -163,6 +168,11 @@ MemberView MemberList::operator[](size_t i) const {
   v.field = m.field;
   v.offset = m.offset;
   v.size = m.size;
+  v.at = m.offset - entry_->begin;
+  if (entry_->packed) {
+    v.at = 0;
+    for (size_t j = 0; j < i; ++j) v.at += entry_->members[j].inline_data.empty() ? entry_->members[j].size : 0;
+  }
   v.inline_data = m.inline_data.view();
   v.row_value = m.row_value;
   v.name_base = m.name;
@@ -297,11 +307,13 @@ MemberView SampleTable::MemberAt(uint32_t i, std::string_view key, uint64_t begi
     v.row_value = it->row_value;
     v.offset = it->offset;
     v.size = it->size;
+    v.at = it->offset - begin;
     return v;
   }
   const Span& field = fields_[m.field];
   v.field = TextAt(field.at, field.len);
   v.offset = begin + m.offset;
+  v.at = m.offset;
   v.size = m.size;
   v.name_base = key;
   v.name_join = (m.flags & kJoinDot) ? '.' : '_';

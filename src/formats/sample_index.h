@@ -22,6 +22,7 @@
 #include <cstddef>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -81,14 +82,17 @@ struct MemberRef {
 // a SampleEntry, valid while that lives. Cheap to make and copy.
 struct MemberView {
   std::string_view field;
-  uint64_t offset = 0;
+  uint64_t offset = 0;           // its data's offset in the shard
   uint64_t size = 0;
+  uint64_t at = 0;               // where its data begins in the sample's bytes (SampleEntry::packed)
   std::string_view inline_data;  // as MemberRef's
   bool row_value = false;        // as MemberRef's
   // The full member name, for messages. A tar member's name is its sample's
   // key, a '.' (or '_' for an underscore-rule suffix) and its field: the table
   // keeps only the rule, so the name is made when asked for.
   std::string name() const;
+  // Its data: the inline bytes, else `at` in the sample's bytes.
+  std::span<const uint8_t> data(std::span<const uint8_t> sample_bytes) const;
 
   std::string_view name_base;  // the whole name, or the key when name_join is set
   char name_join = 0;          // 0, '.' or '_'
@@ -148,6 +152,7 @@ struct SampleView {
   uint64_t begin = 0;  // first header byte of the sample's first member
   uint64_t end = 0;    // one past its last data byte
   MemberList members;
+  bool packed = false;  // as SampleEntry's
   // The member a field name asks for, by WebDataset's rule: the member whose
   // field is `field` exactly; else, as webdataset lowercases suffixes and
   // decodes "jpg" and "jpeg" alike, the first whose field equals it ignoring
@@ -167,10 +172,15 @@ struct SampleEntry {
   std::vector<MemberRef> members;
   uint64_t begin;  // first header byte of the sample's first member
   uint64_t end;    // one past its last data byte
+  // The sample's bytes hold its members' data only, end to end in member
+  // order (a stream's sample, which waits in a shuffle buffer: the tar
+  // headers and padding between its members would be most of a small
+  // sample's bytes); else they are the shard's [begin, end).
+  bool packed = false;
   // As SampleView's.
   const MemberRef* Find(std::string_view field) const;
   const MemberRef* FindExact(std::string_view field) const;
-  SampleView view() const { return {key, begin, end, MemberList(this)}; }
+  SampleView view() const { return {key, begin, end, MemberList(this), packed}; }
   operator SampleView() const { return view(); }
 };
 

@@ -320,8 +320,8 @@ class TarStream::Window {
   Window(const RandomAccessReader& file, uint64_t file_size, bool small_start)
       : file_(file),
         file_size_(file_size),
-        max_size_(std::max<size_t>(kStreamWindow, file.PreferredReadSize())) {
-    size_ = small_start ? kStreamWindow : max_size_;
+        max_size_(file.remote() ? std::max<size_t>(kStreamWindow, file.PreferredReadSize()) : kLocalStreamWindow) {
+    size_ = small_start ? std::min(kStreamWindow, max_size_) : max_size_;
   }
   ~Window() { DropAhead(); }
 
@@ -437,7 +437,10 @@ class TarStream::Window {
   Status Fill(uint64_t offset, size_t len) {
     // What the window holds from offset on stays; the reads ahead (or a read
     // now) follow it.
-    std::vector<uint8_t> next;
+    // The last window's vector, reused: a fresh one per refill costs its
+    // allocation and its pages' first touch, every window.
+    std::vector<uint8_t> next = std::move(spare_);
+    next.clear();
     const uint64_t end = start_ + buf_.size();
     if (offset >= start_ && offset < end) {
       next.assign(buf_.begin() + static_cast<std::ptrdiff_t>(offset - start_), buf_.end());
@@ -459,6 +462,7 @@ class TarStream::Window {
       STOKER_RETURN_IF_ERROR(ReadInto(pos, std::min<uint64_t>(target - next.size(), file_size_ - pos), &next));
       if (next.size() == before) break;
     }
+    spare_ = std::move(buf_);
     buf_ = std::move(next);
     start_ = offset;
     size_ = std::min(size_ * 2, max_size_);
@@ -475,6 +479,7 @@ class TarStream::Window {
   size_t size_;      // the next read's size: doubles up to max_size_
   size_t max_size_;
   std::vector<uint8_t> buf_;  // the archive's bytes [start_, start_ + buf_.size())
+  std::vector<uint8_t> spare_;  // the window before, its bytes no longer needed
   uint64_t start_ = 0;
   // The reads after buf_ in flight, in order, each starting where the one
   // before ends (remote readers).

@@ -41,8 +41,10 @@ Result<std::vector<TarMember>> ScanTar(const File& file, uint64_t file_size);
 Result<std::vector<TarMember>> ScanTar(const RandomAccessReader& reader, uint64_t file_size);
 
 // Reads a tar front to back once, as a stream (webdataset's way): ScanTar's
-// header walk over a forward window of the reader's PreferredReadSize (at
-// least kStreamWindow), so a remote shard is a few large ranged GETs; over a
+// header walk over a forward window: a remote reader's PreferredReadSize (at
+// least kStreamWindow), so a remote shard is a few large ranged GETs; a local
+// file's kLocalStreamWindow (a pread costs no round trip, and a stream holds
+// its window, the one before and the next shard's); over a
 // remote reader the next read runs ahead on a thread while the window is
 // parsed. `small_start` (a stream's first shard): the window starts at
 // kStreamWindow and doubles with each read, so the first member costs one
@@ -51,6 +53,7 @@ Result<std::vector<TarMember>> ScanTar(const RandomAccessReader& reader, uint64_
 class TarStream {
  public:
   static constexpr size_t kStreamWindow = 1 << 20;
+  static constexpr size_t kLocalStreamWindow = 256 << 10;
   TarStream(const RandomAccessReader& file, uint64_t file_size, bool small_start = false);
   ~TarStream();
   TarStream(const TarStream&) = delete;

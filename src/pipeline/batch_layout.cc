@@ -66,7 +66,7 @@ Result<BatchLayout> MakeBatchLayout(const std::vector<FieldSpec>& fields, int ba
       if (!member) {
         return NotFound(where + ": sample '" + std::string(entry.key) + "' has no member for field '" + spec.field + "'");
       }
-      return probe.subspan(member->offset - entry.begin, member->size);
+      return member->data(probe);
     };
     std::string member_where = member ? where + ": member '" + member->name() + "' at offset " +
                                             std::to_string(member->offset)

@@ -35,7 +35,7 @@ void PredictDirect(const BatchLayout& layout, SampleView entry, std::vector<Dire
         member->offset + member->size > entry.end) {
       continue;
     }
-    const uint64_t at = member->offset - entry.begin;
+    const uint64_t at = member->at;
     if (kind == FieldKind::kNpy) {
       const uint64_t bytes = layout.arrays[field.arrays[0]].sample_bytes;
       if (bytes > 0 && member->size > bytes) out->push_back({at + member->size - bytes, bytes, field.arrays[0], f});

@@ -83,10 +83,7 @@ Status SampleDecoder::Decode(const std::string& shard, SampleView entry, std::sp
       return NotFound(shard + ": sample '" + std::string(entry.key) + "' at offset " + std::to_string(entry.begin) +
                       " has no member for field '" + field.spec.field + "' (it has: " + have + ")");
     }
-    std::span<const uint8_t> data =
-        member->inline_data.empty()
-            ? bytes.subspan(member->offset - entry.begin, member->size)
-            : std::span(reinterpret_cast<const uint8_t*>(member->inline_data.data()), member->inline_data.size());
+    const std::span<const uint8_t> data = member->data(bytes);
     // This field's direct ranges: adjacent in `direct`, which is in offset
     // order, since each field's ranges lie inside its own member.
     size_t first = 0;
@@ -95,7 +92,7 @@ Status SampleDecoder::Decode(const std::string& shard, SampleView entry, std::sp
     while (first + count < direct.size() && direct[first + count].field == f) ++count;
     if (count > 0) {
       const std::span<const DirectRange> mine = direct.subspan(first, count);
-      if (VerifyDirect(*layout_, field, data, member->offset - entry.begin, mine, batch_buffer, slot)) continue;
+      if (VerifyDirect(*layout_, field, data, member->at, mine, batch_buffer, slot)) continue;
       RestoreDirect(*layout_, mine, batch_buffer, slot, bytes);
     }
     Status st = DecodeField(f, *member, data, batch_buffer, slot, MixSeed(sample_seed, f), gpu);

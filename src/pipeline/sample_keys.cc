@@ -15,8 +15,7 @@ Result<std::string> UserKey(const LoaderOptions& options, const std::string& sha
   if (!member) {
     return NotFound(shard + ": row " + std::string(entry.key) + " has no key column '" + options.key_column + "'");
   }
-  if (!member->inline_data.empty()) return std::string(member->inline_data);
-  const std::span<const uint8_t> value = bytes.subspan(member->offset - entry.begin, member->size);
+  const std::span<const uint8_t> value = member->data(bytes);
   return std::string(reinterpret_cast<const char*>(value.data()), value.size());
 }
 

@@ -19,9 +19,8 @@ Status ShardStream::Add(const TarMember& m, std::string_view field) {
                     ": field '" + std::string(field) + "' twice in sample '" + s.entry.key + "'");
   }
   const uint64_t end = m.data_offset + m.size;
-  // The bytes between the previous member's data and this one's (padding,
-  // headers) come along, so the sample's offsets stay the shard's.
-  STOKER_RETURN_IF_ERROR(tar_.Append(s.entry.end, end, &s.bytes));
+  // The data only (the sample is packed): not the headers and padding before it.
+  STOKER_RETURN_IF_ERROR(tar_.Append(m.data_offset, end, &s.bytes));
   s.entry.members.push_back(MemberRef{std::string(field), m.name, m.data_offset, m.size});
   s.entry.end = end;
   return Status::Ok();
@@ -53,6 +52,7 @@ Result<std::optional<StreamSample>> ShardStream::Next() {
     open_->entry.key = std::string(key);
     open_->entry.begin = m->header_offset;
     open_->entry.end = m->header_offset;
+    open_->entry.packed = true;
     STOKER_RETURN_IF_ERROR(Add(*m, field));
   }
   return Complete();

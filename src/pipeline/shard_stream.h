@@ -2,10 +2,11 @@
 // (the stream mode's reader; webdataset's tarfile_samples): members come in
 // archive order through formats/tar.h's TarStream, and consecutive members
 // sharing a key (formats/sample_index.h's SplitKey, webdataset's rule) are one
-// sample. Each sample owns its bytes [begin, end) of the shard, so it can wait
-// in a shuffle buffer after the shard is closed; its SampleEntry's offsets are
-// the shard's, so the decoders and their messages (shard, member, offset) are
-// the indexed mode's.
+// sample. Each sample owns its members' data, packed end to end (SampleEntry::
+// packed: a tiny sample's tar headers and padding would be most of what the
+// shuffle buffer holds), so it can wait in a shuffle buffer after the shard is
+// closed; its SampleEntry's offsets are the shard's, so the decoders and their
+// messages (shard, member, offset) are the indexed mode's.
 // A field twice in one sample is DataLoss naming the shard, member and offset.
 // A key that comes back after other keys starts a new sample, as in
 // webdataset (the indexed mode refuses it; a stream keeps no list of keys).
@@ -28,7 +29,7 @@ namespace stoker {
 struct StreamSample {
   uint32_t shard = 0;          // in the loader's shard list
   SampleEntry entry;           // offsets in the shard
-  std::vector<uint8_t> bytes;  // the shard's [entry.begin, entry.end)
+  std::vector<uint8_t> bytes;  // its members' data, packed (entry.packed)
 };
 
 class ShardStream {

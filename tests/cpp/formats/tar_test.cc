@@ -344,9 +344,9 @@ TEST(TarStreamTest, YieldsScanTarsMembersWithTheirBytesFrontToBack) {
   ASSERT_TRUE(reader.ok());
   CountingReader local(reader->get(), 64 * 1024);
   CheckStream(tar, *scanned, local);
-  // Every byte once, near enough: windows of 1 MiB, the huge member in one read.
-  EXPECT_LE(local.bytes.load(), tar.size() + TarStream::kStreamWindow);
-  EXPECT_LE(local.reads.load(), tar.size() / TarStream::kStreamWindow + 4);
+  // Every byte once, near enough: local windows of 256 KiB, the huge member in one read.
+  EXPECT_LE(local.bytes.load(), tar.size() + TarStream::kLocalStreamWindow);
+  EXPECT_LE(local.reads.load(), tar.size() / TarStream::kLocalStreamWindow + 4);
   RemoteCountingReader remote(reader->get(), 4 << 20);
   CheckStream(tar, *scanned, remote);
   // The read ahead is used, not read again: at most a window more than the archive.

@@ -1,11 +1,14 @@
 // ShardStream (pipeline/shard_stream.h): a tar read front to back gives its
-// samples in order, each with the shard's bytes [begin, end) and its members'
-// shard offsets; and a sample's bytes are trimmed to their size, so the
-// shuffle buffer that holds them does not also hold the vector's growth (a
-// small member after a large one would leave up to twice the sample's bytes).
+// samples in order, each with its members' data packed (no tar headers or
+// padding), and its members' offsets and its begin the shard's (checked
+// against the file's own bytes); and a sample's bytes are trimmed to their
+// size, so the shuffle buffer that holds them does not also hold the vector's
+// growth (a small member after a large one would leave up to twice the
+// sample's bytes).
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -31,7 +34,15 @@ std::string LargeThenSmall(int samples) {
   return path;
 }
 
-TEST(ShardStreamTest, SamplesComeInOrderWithTheirBytesTrimmedToSize) {
+std::string FileBytes(const std::string& path, uint64_t offset, size_t size) {
+  std::ifstream in(path, std::ios::binary);
+  in.seekg(static_cast<std::streamoff>(offset));
+  std::string out(size, '\0');
+  in.read(out.data(), static_cast<std::streamsize>(size));
+  return out;
+}
+
+TEST(ShardStreamTest, SamplesComeInOrderWithTheirDataPackedAndTrimmedToSize) {
   const std::string path = LargeThenSmall(5);
   auto stream = ShardStream::Open(path, /*shard=*/0, DefaultIoOptions());
   ASSERT_TRUE(stream.ok()) << stream.status().ToString();
@@ -42,14 +53,23 @@ TEST(ShardStreamTest, SamplesComeInOrderWithTheirBytesTrimmedToSize) {
     const StreamSample& s = **next;
     EXPECT_EQ(s.entry.key, "k" + std::to_string(i));
     ASSERT_EQ(s.entry.members.size(), 2u);
-    EXPECT_EQ(s.bytes.size(), s.entry.end - s.entry.begin);
+    EXPECT_TRUE(s.entry.packed);
+    EXPECT_EQ(s.bytes.size(), 50'000u + i + ("caption " + std::to_string(i)).size()) << "headers or padding kept";
     EXPECT_EQ(s.bytes.capacity(), s.bytes.size()) << "sample " << i << " keeps its vector's growth";
-    const MemberRef& big = s.entry.members[0];
-    EXPECT_EQ(big.size, 50'000u + i);
-    EXPECT_EQ(s.bytes[big.offset - s.entry.begin], static_cast<uint8_t>(i));
-    const MemberRef& txt = s.entry.members[1];
-    const std::string caption(reinterpret_cast<const char*>(s.bytes.data() + (txt.offset - s.entry.begin)), txt.size);
-    EXPECT_EQ(caption, "caption " + std::to_string(i));
+    // The sample begins at its first member's tar header, whose name field the file holds there.
+    const std::string first_name = "k" + std::to_string(i) + ".bin";
+    EXPECT_EQ(FileBytes(path, s.entry.begin, first_name.size()), first_name);
+    const SampleView view = s.entry.view();
+    for (size_t m = 0; m < 2; ++m) {
+      const MemberView member = view.members[m];
+      const std::span<const uint8_t> data = member.data(s.bytes);
+      EXPECT_EQ(std::string(reinterpret_cast<const char*>(data.data()), data.size()),
+                FileBytes(path, member.offset, member.size))
+          << "sample " << i << " member " << member.name();
+    }
+    EXPECT_EQ(view.members[0].size, 50'000u + i);
+    const std::span<const uint8_t> txt = view.members[1].data(s.bytes);
+    EXPECT_EQ(std::string(reinterpret_cast<const char*>(txt.data()), txt.size()), "caption " + std::to_string(i));
   }
   Result<std::optional<StreamSample>> end = (*stream)->Next();
   ASSERT_TRUE(end.ok());
