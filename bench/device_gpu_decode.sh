@@ -1,27 +1,30 @@
 #!/usr/bin/env bash
 # The one device run for issue 26 (GPU JPEG decode), from the repository root
-# on a machine with a CUDA GPU, under 5 minutes:
+# on a machine with a CUDA GPU, under 7 minutes:
 #   1. installs the carried wheels (.whl/*.whl, made here by
 #      scripts/device_wheels.sh: stoker built with nvcc, nvidia-nvjpeg,
 #      webdataset, braceexpand) into /tmp/site, without the network;
 #   2. the GPU tests: tests/python/test_gpu_decode_device.py and
 #      tests/python/test_cuda.py (10-17 s on the H200, killed at 50 s);
-#   3. bench/gpu_decode.py: every figure of the issue's "Done means" against
+#   3. bench/gpu_decode.py's Stall part: S with decode="gpu" and 16 batches
+#      in flight, where nvJPEG's hardware decoder stopped returning in 6 of 6
+#      runs before each batch waited for its lane's last one and initialized
+#      the state (README, "JPEG decode on the GPU"); stacks after 25 s;
+#   4. bench/nvjpeg_hw_repro.py, nvJPEG without stoker, 20 s each: as stoker
+#      drove it before (a stall there is nvJPEG's or the driver's) and as now;
+#   5. bench/gpu_decode.py: every figure of the issue's "Done means" against
 #      its target, 2 rounds (V and S took 58 s on the H200), JSON to
 #      $OUT/gpu_decode.json, rewritten after every part; a run not ended
 #      after 130 s prints every thread's Python and native stacks (--watchdog;
-#      the ResNet part stalled in 3 of 4 runs on the H200);
-#   4. its Stall part: S with decode="gpu" and 16 batches in flight, where
-#      nvJPEG's hardware decoder stopped returning in 6 of 6 runs; stacks
-#      after 25 s (README, "JPEG decode on the GPU").
+#      the ResNet part stalled in 3 of 4 runs on the H200).
 # Everything is also written to $OUT/log.txt. Exits 0 whatever failed, so
 # the log and the JSON come back.
 #
 #   OUT=/tmp/out bash bench/device_gpu_decode.sh
 #
 # On the lent device machine ($OUT is set there): carry [".whl"], command
-# `bash bench/device_gpu_decode.sh`, timeout_s 330 (at most ~10 s install +
-# 50 s tests + 170 s bench + 60 s stall: under 5 minutes).
+# `bash bench/device_gpu_decode.sh`, timeout_s 420 (at most ~10 s install +
+# 50 s tests + 60 s stall + 90 s repro + 170 s bench: under 7 minutes).
 set -u
 OUT=${OUT:-/tmp/gpu-decode-out}
 mkdir -p "$OUT"
@@ -48,15 +51,22 @@ run() {
         tests/python/test_gpu_decode_device.py tests/python/test_cuda.py
     echo "tests: rc=$? in ${SECONDS} s"
 
-    echo "== bench/gpu_decode.py (stacks at 130 s, killed at 170 s) =="
-    SECONDS=0
-    timeout 170 python3 bench/gpu_decode.py --out "$OUT/gpu_decode.json" --rounds 2 --budget 90 --watchdog 130
-    echo "bench: rc=$? in ${SECONDS} s"
-
     echo "== bench/gpu_decode.py --parts Stall (stacks at 25 s, killed at 60 s) =="
     SECONDS=0
     timeout 60 python3 bench/gpu_decode.py --out "$OUT/gpu_decode_stall.json" --parts Stall --watchdog 25
     echo "stall: rc=$? in ${SECONDS} s"
+
+    echo "== bench/nvjpeg_hw_repro.py: nvJPEG alone, as stoker drove it before and as now (killed at 45 s each) =="
+    for variant in "" "--reinit --sync"; do
+        SECONDS=0
+        timeout 45 python3 bench/nvjpeg_hw_repro.py --threads 3 --seconds 20 --stall-s 8 $variant
+        echo "repro ${variant:-as before}: rc=$? in ${SECONDS} s"
+    done
+
+    echo "== bench/gpu_decode.py (stacks at 130 s, killed at 170 s) =="
+    SECONDS=0
+    timeout 170 python3 bench/gpu_decode.py --out "$OUT/gpu_decode.json" --rounds 2 --budget 90 --watchdog 130
+    echo "bench: rc=$? in ${SECONDS} s"
     date -u +"end %Y-%m-%dT%H:%M:%SZ"
 }
 

@@ -62,7 +62,6 @@ struct Arena {
 struct Lane {
   nvjpeg::State state = nullptr;
   nvjpeg::JpegStream parsed = nullptr;  // for nvjpegDecodeBatchedSupported
-  int initialized = -1;                 // the batch size the state was initialized for
   cuda::Stream stream = nullptr;        // the decode stream
   Arena arenas[kArenas];
   uint64_t next_arena = 0;
@@ -226,8 +225,7 @@ class NvjpegDecoder : public GpuDecoder {
     }
     if (!gpu.empty() && !DecodeBatched(lane, jobs, gpu, arena, rgb_at).ok()) {
       cpu.insert(cpu.end(), gpu.begin(), gpu.end());
-      gpu.clear();
-      lane.initialized = -1;  // nvJPEG asks for a re-initialization after a failed batch
+      gpu.clear();  // the next batch initializes the state again, as nvJPEG asks after a failed one
     }
     for (size_t i : cpu) {
       int w = 0, h = 0;
@@ -302,11 +300,17 @@ class NvjpegDecoder : public GpuDecoder {
   Status DecodeBatched(Lane& lane, std::span<const ImageJob> jobs, const std::vector<size_t>& which,
                        uint8_t* arena, const std::vector<size_t>& rgb_at) {
     const int n = static_cast<int>(which.size());
-    if (n != lane.initialized) {
-      STOKER_RETURN_IF_ERROR(nj_->Check(nj_->DecodeBatchedInitialize(handle_, lane.state, n, 1, nvjpeg::kOutputRgbi),
-                                        "nvjpegDecodeBatchedInitialize"));
-      lane.initialized = n;
-    }
+    // Every batch: the lane's last batch done, then the state initialized,
+    // as nvJPEG's documentation asks ("any currently running batched
+    // decoding should be finished" before initializing) and as DALI,
+    // nvImageCodec and torchvision drive the hardware decoder. Reusing an
+    // initialized state for the next batch of the same size without either
+    // is the one pattern in which the H200's decode never returned (README,
+    // "JPEG decode on the GPU"): decode="gpu" with fixed batches.
+    STOKER_RETURN_IF_ERROR(
+        rt_->Check(rt_->StreamSynchronize(lane.stream), "cudaStreamSynchronize (the lane's last batch)"));
+    STOKER_RETURN_IF_ERROR(nj_->Check(nj_->DecodeBatchedInitialize(handle_, lane.state, n, 1, nvjpeg::kOutputRgbi),
+                                      "nvjpegDecodeBatchedInitialize"));
     lane.data.resize(n);
     lane.lengths.resize(n);
     lane.images.assign(n, nvjpeg::Image{});
