@@ -303,10 +303,10 @@ class NvjpegDecoder : public GpuDecoder {
     // Every batch: the lane's last batch done, then the state initialized,
     // as nvJPEG's documentation asks ("any currently running batched
     // decoding should be finished" before initializing) and as DALI,
-    // nvImageCodec and torchvision drive the hardware decoder. Reusing an
-    // initialized state for the next batch of the same size without either
-    // is the one pattern in which the H200's decode never returned (README,
-    // "JPEG decode on the GPU"): decode="gpu" with fixed batches.
+    // nvImageCodec and torchvision drive the hardware decoder. A state that
+    // took its next batch without either (decode="gpu", fixed batches) or
+    // without the wait (auto) is where the H200's decode stopped returning
+    // (README, "JPEG decode on the GPU").
     STOKER_RETURN_IF_ERROR(
         rt_->Check(rt_->StreamSynchronize(lane.stream), "cudaStreamSynchronize (the lane's last batch)"));
     STOKER_RETURN_IF_ERROR(nj_->Check(nj_->DecodeBatchedInitialize(handle_, lane.state, n, 1, nvjpeg::kOutputRgbi),
