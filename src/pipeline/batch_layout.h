@@ -50,8 +50,9 @@ struct BatchLayout {
   size_t buffer_bytes = 0;
 };
 
-// `probe` is the bytes of one sample ([begin, end) of `entry`) used to learn
-// array shapes; `where` names it in messages.
+// `probe` is the bytes of one sample (`entry`'s: its [begin, end), or its
+// members' data when packed) used to learn array shapes; `where` names it in
+// messages.
 Result<BatchLayout> MakeBatchLayout(const std::vector<FieldSpec>& fields, int batch_size, SampleView entry,
                                     std::span<const uint8_t> probe, const std::string& where);
 

@@ -8,18 +8,9 @@
 
 #include "io/url.h"
 #include "pipeline/sample_keys.h"
+#include "pipeline/skip_budget.h"
 
 namespace stoker {
-
-namespace {
-
-std::string Num(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%g", v);
-  return buf;
-}
-
-}  // namespace
 
 void SkipRefiller::StartEpoch(uint64_t epoch) {
   epoch_ = epoch;
@@ -126,22 +117,7 @@ void SkipRefiller::NoteBad(int64_t batch, int slot, const SampleRef& ref, const 
   if (log_.size() > 10000) log_.erase(log_.begin());  // nobody takes them: keep the newest
 }
 
-Status SkipRefiller::CheckBudget() const {
-  const LoaderOptions& o = data_->options;
-  if (o.max_skips > 0 && counts_.skipped > o.max_skips) {
-    return DataLoss("on_error='skip' budget exceeded: " + std::to_string(counts_.skipped) +
-                    " samples skipped, more than max_skips=" + std::to_string(o.max_skips) +
-                    "; the last: " + last_cause_);
-  }
-  if (o.max_skip_fraction > 0 && counts_.seen >= std::max<int64_t>(1, o.skip_probation) &&
-      static_cast<double>(counts_.skipped) > o.max_skip_fraction * static_cast<double>(counts_.seen)) {
-    return DataLoss("on_error='skip' budget exceeded: " + std::to_string(counts_.skipped) + " of " +
-                    std::to_string(counts_.seen) + " samples skipped, more than max_skip_fraction=" +
-                    Num(o.max_skip_fraction) + " (after skip_probation=" + std::to_string(o.skip_probation) +
-                    "); the last: " + last_cause_);
-  }
-  return Status::Ok();
-}
+Status SkipRefiller::CheckBudget() const { return CheckSkipBudget(data_->options, counts_, last_cause_); }
 
 std::vector<SkipRecord> SkipRefiller::TakeLog() {
   std::vector<SkipRecord> out;

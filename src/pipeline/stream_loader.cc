@@ -15,6 +15,7 @@
 #include "pipeline/epoch_order.h"
 #include "pipeline/stream_order.h"
 #include "pipeline/stream_run.h"
+#include "pipeline/stream_skips.h"
 #include "pipeline/tune_config.h"
 
 namespace stoker {
@@ -58,7 +59,8 @@ class StreamLoader : public Loader {
         head_(std::move(head)),
         cores_(cores),
         cores_from_(std::move(cores_from)),
-        recorder_(data_.options.record_stats ? std::make_unique<Recorder>(data_.options.trace_spans) : nullptr) {
+        recorder_(data_.options.record_stats ? std::make_unique<Recorder>(data_.options.trace_spans) : nullptr),
+        skips_(&data_.options, &data_.layout) {
     data_.recorder = recorder_.get();
     const LoaderOptions& o = data_.options;
     batches_ = o.samples_per_epoch / (static_cast<int64_t>(o.world_size) * o.batch_size);
@@ -110,7 +112,13 @@ class StreamLoader : public Loader {
     }
     std::unique_ptr<StreamBatch> work = std::move(ready).value();
     const int64_t index = next_batch_++;
-    if (work->error_slot >= 0) return work->error;
+    if (data_.options.on_error == OnError::kSkip) {
+      STOKER_RETURN_IF_ERROR(skips_.Resolve(*work, epoch_, index));
+    } else if (std::lock_guard lock(work->failures_mu); !work->failures.empty()) {
+      return std::min_element(work->failures.begin(), work->failures.end(),
+                              [](const StreamSlotFailure& a, const StreamSlotFailure& b) { return a.slot < b.slot; })
+          ->status;
+    }
     const BufferPool::Lease& lease = *work->lease;  // kept by the view, which the device batch keeps
     auto host = std::make_shared<StreamBatchView>(std::move(work), index, data_.layout);
     // Its copy is issued here, as the indexed loader's is for a batch it
@@ -147,7 +155,8 @@ class StreamLoader : public Loader {
                            {"batch_size", o.batch_size},
                            {"samples_per_epoch", o.samples_per_epoch},
                            {"shuffle_buffer", o.shuffle ? o.shuffle_buffer : 1},
-                           {"shards", data_.shards.size()}})
+                           {"shards", data_.shards.size()},
+                           {"skip", skips_.ToJson()}})
         .dump();
   }
 
@@ -194,7 +203,10 @@ class StreamLoader : public Loader {
     const uint64_t target = (j["epoch"].get<uint64_t>() * static_cast<uint64_t>(batches_) +
                              static_cast<uint64_t>(next)) * static_cast<uint64_t>(o.batch_size);
     if (from.position > target) return InvalidArgument("loader state's pass_start lies after its next batch");
+    StreamSkips skips(&o, &data_.layout);
+    if (j.contains("skip")) STOKER_RETURN_IF_ERROR(skips.FromJson(j["skip"]));
     run_.reset();
+    skips_ = std::move(skips);
     epoch_ = j["epoch"].get<uint64_t>();
     next_batch_ = next;
     resume_ = from;
@@ -202,8 +214,8 @@ class StreamLoader : public Loader {
     return Status::Ok();
   }
 
-  SkipCounts Skips() const override { return {}; }
-  std::vector<SkipRecord> TakeSkipLog() override { return {}; }
+  SkipCounts Skips() const override { return skips_.counts(); }
+  std::vector<SkipRecord> TakeSkipLog() override { return skips_.TakeLog(); }
   Result<std::shared_ptr<Batch>> Receive(ReceivedBatch) override {
     return FailedPrecondition("Receive is for indexed loaders; stream mode makes every batch itself");
   }
@@ -262,6 +274,7 @@ class StreamLoader : public Loader {
   int cores_;
   std::string cores_from_;
   std::unique_ptr<Recorder> recorder_;  // outlives run_, whose threads record into it
+  StreamSkips skips_;                   // on_error="skip"'s counts and log
   int64_t batches_ = 0;  // per epoch
   PlanInfo info_;
   std::shared_ptr<BufferPool> pool_;
@@ -282,7 +295,6 @@ Result<std::unique_ptr<Loader>> CreateStreamLoader(LoaderOptions options) {
         "every rank must deliver the same number of batches per epoch, which needs the epoch's length up front");
   }
   if (!options.tokens.paths.empty()) return Refuse("token datasets have their own order; leave stream off");
-  if (options.on_error != OnError::kRaise) return Refuse("on_error='skip' is not supported yet; use 'raise'");
   if (options.partition != PartitionPolicy::kDropRemainder || !options.drop_last) {
     return Refuse("every rank delivers samples_per_epoch // (world_size * batch_size) full batches: "
                   "partition must be 'drop' and drop_last True");

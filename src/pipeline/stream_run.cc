@@ -207,18 +207,17 @@ void StreamRun::DecodeLoop() {
       }
       task->batch->urls[static_cast<size_t>(task->slot)] = shard;
     }
+    std::optional<StreamSlotFailure> failure;
+    if (!st.ok()) failure = StreamSlotFailure{task->slot, global, InternalKey(shard, s.entry), std::move(st)};
     task->sample.reset();
-    Finish(task->batch, task->slot, std::move(st));
+    Finish(task->batch, std::move(failure));
   }
 }
 
-void StreamRun::Finish(StreamBatch* batch, int slot, Status st) {
-  if (!st.ok()) {
-    std::lock_guard lock(batch->error_mu);
-    if (batch->error_slot < 0 || slot < batch->error_slot) {
-      batch->error_slot = slot;
-      batch->error = std::move(st);
-    }
+void StreamRun::Finish(StreamBatch* batch, std::optional<StreamSlotFailure> failure) {
+  if (failure) {
+    std::lock_guard lock(batch->failures_mu);
+    batch->failures.push_back(std::move(*failure));
   }
   if (batch->pending.fetch_sub(1) == 1) {
     std::lock_guard lock(mu_);

@@ -22,8 +22,11 @@
 // Memory: the pool's batches, the shuffle buffer's samples, the decode
 // queue's samples, the read window and its read ahead, and the next shard's
 // first window: none grows with the dataset.
-// A read or parse error ends the stream: the batch it would have filled
-// returns it (the batches before it are delivered).
+// A sample that fails to decode leaves its slot failed (StreamBatch::
+// failures): the loader raises the lowest slot's error, or with
+// on_error="skip" fills it (stream_skips.h). A read or parse error ends the
+// stream: the batch it would have filled returns it (the batches before it
+// are delivered).
 // Teardown (the destructor): cancel the producer's reads (io/cancel.h: a
 // remote read in a retry back-off or on a stalled server gives up), the queue
 // and the pool, join, reset the pool.
@@ -59,16 +62,23 @@ struct StreamDataset {
   Recorder* recorder = nullptr;  // null when record_stats is off; owned by the loader
 };
 
+// A slot whose sample failed to decode.
+struct StreamSlotFailure {
+  int slot = 0;
+  int64_t sample = 0;  // its global index (__index__)
+  std::string key;     // "shard:key" (InternalKey)
+  Status status;       // names shard, member, offset and cause
+};
+
 // A batch being filled: its slots count down as decoders finish them.
 struct StreamBatch {
   int64_t number = 0;  // along the rank's stream
   std::unique_ptr<BufferPool::Lease> lease;
   std::vector<std::string> keys, urls;
   std::atomic<int> pending{0};
-  std::mutex error_mu;
-  int error_slot = -1;  // guarded by error_mu: the lowest failed slot's error is the batch's
-  Status error;
-  bool done = false;    // guarded by StreamRun::mu_
+  std::mutex failures_mu;
+  std::vector<StreamSlotFailure> failures;  // guarded by failures_mu until done, in no order
+  bool done = false;                        // guarded by StreamRun::mu_
 };
 
 // A shard opened and its first sample read (none: the shard holds none).
@@ -120,7 +130,7 @@ class StreamRun {
   bool Emit(std::unique_ptr<StreamSample> sample);
   void Fail(Status st);  // the stream ends here: the batch being filled returns st
   void DecodeLoop();
-  void Finish(StreamBatch* batch, int slot, Status st);
+  void Finish(StreamBatch* batch, std::optional<StreamSlotFailure> failure);
 
   const StreamDataset* data_;
   std::shared_ptr<BufferPool> pool_;

@@ -9,6 +9,7 @@ import gzip
 import io
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -206,8 +207,6 @@ def test_stream_needs_samples_per_epoch(data):
         stoker.Loader(urls(data), fields(), batch_size=4, stream=True)
     with pytest.raises(ValueError, match="stream=True"):
         stoker.Loader(urls(data), fields(), batch_size=4, samples_per_epoch=40)
-    with pytest.raises(ValueError, match="on_error='skip' is not supported"):
-        stoker.Loader(urls(data), fields(), batch_size=4, stream=True, samples_per_epoch=40, on_error="skip")
     with pytest.raises(ValueError, match="7 ranks"):
         stoker.Loader(urls(data), fields(), batch_size=4, stream=True, samples_per_epoch=40, rank=0, world_size=7)
 
@@ -232,6 +231,98 @@ def test_a_stream_goes_to_the_device(data):
     assert copies["copies"] == len(want) and copies["overwrites"] == 0, copies
     with pytest.raises(ValueError, match=r'a stream decodes its images on the CPU; decode="gpu"'):
         stoker.Loader(urls(data), {"jpg": stoker.image(16, decode="gpu")}, device="cpu-late", **kw)
+
+
+@pytest.fixture(scope="module")
+def bad_data(tmp_path_factory):
+    """Two shards of 10 by webdataset's TarWriter, four samples bad in three ways: a truncated
+    JPEG, an NPY with a wrong header, no "cls" member. Returns (root, rows written, bad keys)."""
+    import webdataset as wds
+
+    root = tmp_path_factory.mktemp("stream-bad")
+    rng = np.random.default_rng(9)
+    written, bad = {}, set()
+    for s in range(2):
+        with wds.TarWriter(str(root / f"shard-{s:06d}.tar")) as sink:
+            for i in range(10):
+                n = s * 10 + i
+                key = f"s{n:04d}"
+                vec = rng.standard_normal(5).astype(np.float32)
+                sample = {"__key__": key, "jpg": jpeg_bytes(natural_image(rng, 40, 32)), "vec.npy": npy_bytes(vec),
+                          "cls": str(n).encode(), "txt": f"sample {n}".encode()}
+                if n in (2, 13):
+                    sample["jpg"] = sample["jpg"][:60]
+                elif n == 3:
+                    sample["vec.npy"] = npy_bytes(np.zeros(7, np.float32))
+                elif n == 17:
+                    del sample["cls"]
+                if n in (2, 3, 13, 17):
+                    bad.add(key)
+                sink.write(sample)
+                written[key] = (vec.tobytes(), n, f"sample {n}")
+    return root, written, bad
+
+
+def test_skip_repeats_a_good_sample_of_the_batch_in_a_bad_ones_slot(bad_data, caplog):
+    import webdataset as wds
+
+    root, written, bad = bad_data
+    shards = [str(root / f"shard-{s:06d}.tar") for s in range(2)]
+    # The stream's order, from webdataset's reader; each batch of 4 with its bad slots taking the
+    # next good slot of the batch, wrapping round.
+    order = [s["__key__"] for s in wds.WebDataset(shards, shardshuffle=False)]
+    want = []
+    for b in range(0, len(order), 4):
+        keys = order[b:b + 4]
+        for slot, key in enumerate(keys):
+            good = slot
+            while keys[good] in bad:
+                good = (good + 1) % len(keys)
+            want.append(keys[good])
+
+    def run(**kw):
+        return stoker.Loader(shards, fields(), batch_size=4, output="numpy", stream=True, samples_per_epoch=20,
+                             shuffle=False, on_error="skip", **kw)
+
+    with caplog.at_level("WARNING", logger="stoker"), closing(run()) as ld:
+        got = rows(ld)
+        assert ld.skips == {"skipped": 4, "refilled": 4, "seen": 20}
+    assert [r[0] for r in got] == want
+    for key, url, vec, cls, txt, _ in got:  # each slot holds what was written under its key
+        assert (vec, cls, txt) == written[key] and url.endswith(f"shard-{written[key][1] // 10:06d}.tar")
+    logged = "\n".join(r.getMessage() for r in caplog.records)
+    # The offsets are the shard's, as tarfile gives them: a member's data, a sample's first header.
+    at = {}
+    for u in shards:
+        with tarfile.open(u) as t:
+            at.update({m.name: (m.offset_data, m.offset) for m in t.getmembers()})
+    for key, cause in (("s0002", rf"shard-000000\.tar: member 's0002\.jpg' at offset {at['s0002.jpg'][0]}: JPEG"),
+                       ("s0003", rf"shard-000000\.tar: member 's0003\.vec\.npy' at offset {at['s0003.vec.npy'][0]}: "
+                                 r"array is float32\(7,\), expected float32\(5,\)"),
+                       ("s0013", rf"shard-000001\.tar: member 's0013\.jpg' at offset {at['s0013.jpg'][0]}: JPEG"),
+                       ("s0017", rf"shard-000001\.tar: sample 's0017' at offset {at['s0017.jpg'][1]} has no member "
+                                 "for field 'cls'")):
+        assert re.search(rf"skipped sample \S*shard-00000\d\.tar:{key} .*{cause}", logged), (key, logged)
+
+    # Resumed after two batches (past the first bad samples): the rest of the uninterrupted run, the counts going on.
+    with closing(run()) as ld:
+        it = iter(ld)
+        [next(it) for _ in range(2)]
+        state = ld.state_dict()
+    with closing(run()) as fresh:
+        fresh.load_state_dict(state)
+        assert fresh.skips == {"skipped": 2, "refilled": 2, "seen": 8}
+        assert [r[0] for r in rows(fresh)] == want[8:]
+        assert fresh.skips == {"skipped": 4, "refilled": 4, "seen": 20}
+
+    # A budget turns the skips into an error naming it; a batch with no good sample cannot be filled.
+    with closing(run(max_skips=1)) as ld, pytest.raises(RuntimeError, match=r"budget exceeded: 2 samples skipped, "
+                                                                            r"more than max_skips=1; the last: .*s0003"):
+        rows(ld)
+    with closing(stoker.Loader(shards, fields(), batch_size=1, output="numpy", stream=True, samples_per_epoch=20,
+                               shuffle=False, on_error="skip")) as ld:
+        with pytest.raises(RuntimeError, match=r"every sample of batch 2 failed.*s0002\.jpg"):
+            rows(ld)
 
 
 def test_a_truncated_shard_names_shard_member_and_offset(data, tmp_path):
