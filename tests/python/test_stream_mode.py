@@ -323,6 +323,11 @@ def test_skip_repeats_a_good_sample_of_the_batch_in_a_bad_ones_slot(bad_data, ca
                                shuffle=False, on_error="skip")) as ld:
         with pytest.raises(RuntimeError, match=r"every sample of batch 2 failed.*s0002\.jpg"):
             rows(ld)
+    # Without skip, the batch raises its lowest bad slot's error (slot 2 of 2 and 3).
+    with closing(stoker.Loader(shards, fields(), batch_size=4, output="numpy", stream=True, samples_per_epoch=20,
+                               shuffle=False)) as ld:
+        with pytest.raises(RuntimeError, match=r"member 's0002\.jpg' at offset"):
+            rows(ld)
 
 
 def test_a_truncated_shard_names_shard_member_and_offset(data, tmp_path):
