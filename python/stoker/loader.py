@@ -558,8 +558,12 @@ class Loader:
 
     def _log_skips(self) -> None:
         for r in self._native.take_skip_log():
-            _log.warning("skipped sample %s (epoch %d, batch %d, slot %d): %s",
-                         r["key"], r["epoch"], r["batch"], r["slot"], r["cause"])
+            if r["slot"] < 0:  # stream mode: a shard left early
+                _log.warning("skipped the rest of shard %s (epoch %d, batch %d): %s",
+                             r["key"], r["epoch"], r["batch"], r["cause"])
+            else:
+                _log.warning("skipped sample %s (epoch %d, batch %d, slot %d): %s",
+                             r["key"], r["epoch"], r["batch"], r["slot"], r["cause"])
 
     @property
     def skips(self) -> dict:

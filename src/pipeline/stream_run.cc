@@ -87,6 +87,7 @@ void StreamRun::Produce() {
       pass_starts_[position_] = pass;
     }
     buffer.Reseed(pass_seed(pass));  // empty here: the last pass drained it
+    last_left_ = Status::Ok();
     bool any = false;
     for (size_t i = 0; i < list.size(); ++i) {
       {
@@ -97,14 +98,15 @@ void StreamRun::Produce() {
       std::unique_ptr<StreamHead> head;
       if (head_ && pass == 0 && i == 0) {  // the stream's first shard, its first sample read by the loader
         head = std::move(head_);
-      } else if (following.valid()) {
-        Result<std::unique_ptr<StreamHead>> got = following.get();
-        if (!got.ok()) return Fail(got.status());
-        head = std::move(got).value();
       } else {
-        Result<std::unique_ptr<StreamHead>> got = OpenHead(*data_, s, &cancel_reads_);
-        if (!got.ok()) return Fail(got.status());
-        head = std::move(got).value();
+        Result<std::unique_ptr<StreamHead>> got =
+            following.valid() ? following.get() : OpenHead(*data_, s, &cancel_reads_);
+        if (got.ok()) {
+          head = std::move(got).value();
+        } else {
+          if (!LeaveShard(s, got.status())) return;
+          head = std::make_unique<StreamHead>();  // no samples: on to the next shard
+        }
       }
       const bool last = i + 1 == list.size();
       if (last) list = pass_shards(pass + 1);  // the next pass's, read from below
@@ -123,7 +125,10 @@ void StreamRun::Produce() {
         if (out && !Emit(std::move(*out))) return;
         const uint64_t begin = NowNs();
         Result<std::optional<StreamSample>> read = head->shard->Next();
-        if (!read.ok()) return Fail(read.status());
+        if (!read.ok()) {
+          if (!LeaveShard(s, read.status())) return;
+          break;  // the shard is left here: on to the next
+        }
         next = std::move(read).value();
         if (Recorder* rec = data_->recorder; rec && next) rec->read.Add(next->bytes.size(), NowNs() - begin);
       }
@@ -135,7 +140,8 @@ void StreamRun::Produce() {
     }
     if (!any) {
       return Fail(DataLoss("stream mode: rank " + std::to_string(o.rank) + "'s shards of pass " +
-                           std::to_string(pass) + " hold no samples"));
+                           std::to_string(pass) + " hold no samples" +
+                           (last_left_.ok() ? std::string() : "; the last shard left: " + last_left_.ToString())));
     }
   }
 }
@@ -146,6 +152,22 @@ std::optional<StreamStart> StreamRun::PassAt(uint64_t position) const {
   if (it == pass_starts_.begin()) return std::nullopt;
   --it;
   return StreamStart{it->second, it->first};
+}
+
+bool StreamRun::LeaveShard(uint32_t shard, Status st) {
+  if (data_->options.on_error != OnError::kSkip) {
+    Fail(std::move(st));
+    return false;
+  }
+  // Noted for the batch the next sample goes to, which is not done before
+  // that sample is emitted; a replay's (before the run's first batch) was noted
+  // by the run that delivered that batch.
+  const int64_t batch = static_cast<int64_t>(position_ / static_cast<uint64_t>(data_->options.batch_size));
+  last_left_ = st;
+  if (batch < first_batch_) return true;
+  std::lock_guard lock(mu_);
+  shards_left_[batch].push_back(StreamShardSkip{data_->shards[shard], std::move(st)});
+  return true;
 }
 
 bool StreamRun::Emit(std::unique_ptr<StreamSample> sample) {
@@ -238,6 +260,10 @@ Result<std::unique_ptr<StreamBatch>> StreamRun::NextReady(int wait_ms, std::chro
     if (it != in_flight_.end() && it->second->done) {
       std::unique_ptr<StreamBatch> work = std::move(it->second);
       in_flight_.erase(it);
+      if (auto left = shards_left_.find(next_deliver_); left != shards_left_.end()) {
+        work->shards_left = std::move(left->second);
+        shards_left_.erase(left);
+      }
       ++next_deliver_;
       pool_->RevokeOverflow();
       if (Recorder* rec = data_->recorder) rec->batches_delivered++;

@@ -24,9 +24,12 @@
 // first window: none grows with the dataset.
 // A sample that fails to decode leaves its slot failed (StreamBatch::
 // failures): the loader raises the lowest slot's error, or with
-// on_error="skip" fills it (stream_skips.h). A read or parse error ends the
-// stream: the batch it would have filled returns it (the batches before it
-// are delivered).
+// on_error="skip" fills it (stream_skips.h). A shard that cannot be opened,
+// read or parsed ends the stream: the batch it would have filled returns the
+// error (the batches before it are delivered). With on_error="skip" the
+// stream leaves that shard there and goes on with the next, and the batch
+// being filled then carries the error to the loader's skip log
+// (StreamBatch::shards_left); a pass whose shards all fail ends the stream.
 // Teardown (the destructor): cancel the producer's reads (io/cancel.h: a
 // remote read in a retry back-off or on a stalled server gives up), the queue
 // and the pool, join, reset the pool.
@@ -70,6 +73,14 @@ struct StreamSlotFailure {
   Status status;       // names shard, member, offset and cause
 };
 
+// A shard the stream left early (on_error="skip"): it could not be opened,
+// or could not be read or parsed on from some offset (a truncated tar); the
+// sample being read then is lost with the rest of the shard.
+struct StreamShardSkip {
+  std::string shard;
+  Status status;  // names the shard, and the member and offset where it broke
+};
+
 // A batch being filled: its slots count down as decoders finish them.
 struct StreamBatch {
   int64_t number = 0;  // along the rank's stream
@@ -79,6 +90,7 @@ struct StreamBatch {
   std::mutex failures_mu;
   std::vector<StreamSlotFailure> failures;  // guarded by failures_mu until done, in no order
   bool done = false;                        // guarded by StreamRun::mu_
+  std::vector<StreamShardSkip> shards_left;  // set at delivery: the shards left while it filled
 };
 
 // A shard opened and its first sample read (none: the shard holds none).
@@ -129,6 +141,9 @@ class StreamRun {
   // queued to decode into its slot. False once cancelled.
   bool Emit(std::unique_ptr<StreamSample> sample);
   void Fail(Status st);  // the stream ends here: the batch being filled returns st
+  // Shard `shard` broke with st: false (the stream failed) unless on_error="skip",
+  // which leaves the shard and notes it for the batch being filled.
+  bool LeaveShard(uint32_t shard, Status st);
   void DecodeLoop();
   void Finish(StreamBatch* batch, std::optional<StreamSlotFailure> failure);
 
@@ -140,11 +155,13 @@ class StreamRun {
   Cancellation cancel_reads_;  // the producer's remote reads obey it
   uint64_t position_ = 0;          // producer only: the stream's next sample
   StreamBatch* filling_ = nullptr;  // producer only: the batch position_ falls in, once begun
+  Status last_left_;                // producer only: the last shard left this pass (on_error="skip")
 
   mutable std::mutex mu_;
   std::condition_variable ready_;
   std::map<uint64_t, uint64_t> pass_starts_;  // guarded by mu_: first sample -> pass, as begun
   std::map<int64_t, std::unique_ptr<StreamBatch>> in_flight_;  // guarded by mu_
+  std::map<int64_t, std::vector<StreamShardSkip>> shards_left_;  // guarded by mu_: by the batch then filling
   int64_t next_deliver_;                                      // guarded by mu_ (read by its thread)
   bool cancelled_ = false;                                    // guarded by mu_
   int64_t failed_at_ = -1;                                    // guarded by mu_: the batch the stream ended in

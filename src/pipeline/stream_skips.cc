@@ -16,6 +16,11 @@ Status StreamSkips::Resolve(StreamBatch& work, uint64_t epoch, int64_t batch) {
   }
   const int size = layout_->batch_size;
   counts_.seen += size;
+  for (StreamShardSkip& left : work.shards_left) {
+    ++counts_.skipped;  // the sample being read; the rest of the shard is not counted
+    last_cause_ = left.status.ToString() + " (the rest of the shard is skipped)";
+    Note(epoch, batch, /*slot=*/-1, /*sample=*/0, std::move(left.shard));
+  }
   if (failures.empty()) return CheckSkipBudget(*options_, counts_, last_cause_);
   std::sort(failures.begin(), failures.end(),
             [](const StreamSlotFailure& a, const StreamSlotFailure& b) { return a.slot < b.slot; });
@@ -24,15 +29,7 @@ Status StreamSkips::Resolve(StreamBatch& work, uint64_t epoch, int64_t batch) {
     bad[static_cast<size_t>(f.slot)] = true;
     ++counts_.skipped;
     last_cause_ = f.status.ToString();
-    SkipRecord r;
-    r.epoch = epoch;
-    r.batch = batch;
-    r.slot = f.slot;
-    r.sample = static_cast<uint64_t>(f.sample);
-    r.key = std::move(f.key);
-    r.cause = last_cause_;
-    log_.push_back(std::move(r));
-    if (log_.size() > 10000) log_.erase(log_.begin());  // nobody takes them: keep the newest
+    Note(epoch, batch, f.slot, static_cast<uint64_t>(f.sample), std::move(f.key));
   }
   STOKER_RETURN_IF_ERROR(CheckSkipBudget(*options_, counts_, last_cause_));
   if (failures.size() == static_cast<size_t>(size)) {
@@ -54,6 +51,18 @@ Status StreamSkips::Resolve(StreamBatch& work, uint64_t epoch, int64_t batch) {
     ++counts_.refilled;
   }
   return Status::Ok();
+}
+
+void StreamSkips::Note(uint64_t epoch, int64_t batch, int slot, uint64_t sample, std::string key) {
+  SkipRecord r;
+  r.epoch = epoch;
+  r.batch = batch;
+  r.slot = slot;
+  r.sample = sample;
+  r.key = std::move(key);
+  r.cause = last_cause_;
+  log_.push_back(std::move(r));
+  if (log_.size() > 10000) log_.erase(log_.begin());  // nobody takes them: keep the newest
 }
 
 std::vector<SkipRecord> StreamSkips::TakeLog() {

@@ -13,8 +13,11 @@
 // same bad samples in the same places again, so the loader's state carries
 // only the counts. Each bad sample met is counted and logged (a later pass
 // meets it, and counts it, again); `seen` counts the stream's samples tried,
-// batch_size a batch. A batch with no good sample, or a budget
-// exceeded (skip_budget.h), is an error naming the last cause.
+// batch_size a batch. A shard the stream left early (stream_run.h) is
+// logged with slot -1 and its path as the key, and counted as one skipped
+// sample (the one being read; how many more it held is not known). A batch
+// with no good sample, or a budget exceeded (skip_budget.h), is an error
+// naming the last cause.
 // Thread-safety: one consumer thread (the loader's).
 #pragma once
 
@@ -44,6 +47,9 @@ class StreamSkips {
   Status FromJson(const nlohmann::json& j);  // absent counts stay 0
 
  private:
+  // Logs last_cause_ for the sample (or, slot -1, the shard) `key`.
+  void Note(uint64_t epoch, int64_t batch, int slot, uint64_t sample, std::string key);
+
   const LoaderOptions* options_;
   const BatchLayout* layout_;
   SkipCounts counts_;

@@ -330,6 +330,77 @@ def test_skip_repeats_a_good_sample_of_the_batch_in_a_bad_ones_slot(bad_data, ca
             rows(ld)
 
 
+def test_skip_leaves_a_broken_shard_where_it_breaks_and_goes_on(bad_data, tmp_path, caplog):
+    import webdataset as wds
+
+    root, _, bad = bad_data
+    for s in range(2):
+        shutil.copy(root / f"shard-{s:06d}.tar", tmp_path)
+    # Shard 2: ten good samples, cut inside the data of s0025's image (its first member);
+    # shard 3: no tar at all.
+    with wds.TarWriter(str(tmp_path / "shard-000002.tar")) as sink:
+        for n in range(20, 30):
+            sink.write({"__key__": f"s{n:04d}", "jpg": jpeg_bytes(natural_image(np.random.default_rng(n), 40, 32)),
+                        "vec.npy": npy_bytes(np.zeros(5, np.float32)), "cls": str(n).encode(),
+                        "txt": f"sample {n}".encode()})
+    with tarfile.open(tmp_path / "shard-000002.tar") as t:
+        cut = t.getmember("s0025.jpg")
+    with open(tmp_path / "shard-000002.tar", "r+b") as f:
+        f.truncate(cut.offset_data + 100)
+    (tmp_path / "shard-000003.tar").write_bytes(b"not a tar " * 200)
+    shards = [str(tmp_path / f"shard-{s:06d}.tar") for s in range(4)]
+
+    # Pass 0 is shards 0 and 1, then s0020..s0024 (s0025 is where shard 2 breaks), then nothing of
+    # shard 3; pass 1 starts again at shard 0. 28 samples: 7 batches of 4, the last one in pass 1.
+    order = [s["__key__"] for s in wds.WebDataset(shards[:2], shardshuffle=False)]
+    order += [f"s{n:04d}" for n in range(20, 25)] + order[:3]
+    want = []
+    for b in range(0, 28, 4):
+        keys = order[b:b + 4]
+        for slot in range(4):
+            good = slot
+            while keys[good] in bad:
+                good = (good + 1) % 4
+            want.append(keys[good])
+
+    def run():
+        return stoker.Loader(shards, fields(), batch_size=4, output="numpy", stream=True, samples_per_epoch=28,
+                             shuffle=False, on_error="skip")
+
+    with caplog.at_level("WARNING", logger="stoker"), closing(run()) as ld:
+        assert [r[0] for r in rows(ld)] == want
+        # 4 bad samples in pass 0, s0002 again in pass 1, and the two shards left early.
+        assert ld.skips == {"skipped": 7, "refilled": 5, "seen": 28}
+    logged = "\n".join(r.getMessage() for r in caplog.records)
+    assert re.search(rf"skipped the rest of shard \S*shard-000002\.tar \(epoch 0, batch 6\): DataLoss: "
+                     rf"\S*shard-000002\.tar: member 's0025\.jpg' at offset {cut.offset}: archive truncated.*"
+                     r"\(the rest of the shard is skipped\)", logged), logged
+    assert re.search(r"skipped the rest of shard \S*shard-000003\.tar \(epoch 0, batch 6\): .*shard-000003\.tar",
+                     logged), logged
+
+    # Resumed in the middle: the same stream on, shards left again where they broke.
+    with closing(run()) as ld:
+        it = iter(ld)
+        [next(it) for _ in range(3)]
+        state = ld.state_dict()
+    with closing(run()) as fresh:
+        fresh.load_state_dict(state)
+        assert [r[0] for r in rows(fresh)] == want[12:]
+        assert fresh.skips == {"skipped": 7, "refilled": 5, "seen": 28}
+
+    # Without skip the stream ends at the break, as before. A rank's first shard teaches the layout, so
+    # when it is broken the loader is not made, skip or not.
+    with closing(stoker.Loader([shards[2]], fields(), batch_size=4, output="numpy", stream=True,
+                               samples_per_epoch=8, shuffle=False)) as ld:
+        it = iter(ld)
+        assert list(next(it)["__key__"]) == ["s0020", "s0021", "s0022", "s0023"]
+        with pytest.raises(RuntimeError, match="s0025.jpg.*archive truncated"):
+            next(it)
+    with pytest.raises(RuntimeError, match=r"shard-000003\.tar: header at offset 0: bad header checksum"):
+        stoker.Loader([shards[0], shards[3]], fields(), batch_size=4, output="numpy", stream=True,
+                      samples_per_epoch=40, shuffle=False, on_error="skip", rank=1, world_size=2)
+
+
 def test_a_truncated_shard_names_shard_member_and_offset(data, tmp_path):
     bad = tmp_path / "bad"
     bad.mkdir()
