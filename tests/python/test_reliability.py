@@ -366,9 +366,11 @@ def test_state_from_another_dataset_is_refused(tmp_path, damaged):
 
 SHUTDOWN = textwrap.dedent(
     """
-    import gc, json, os, signal, sys, threading, time
+    import faulthandler, gc, json, os, signal, sys, threading, time
     import numpy  # its BLAS threads start at import: count ours only
     import stoker
+    # Should it hang (once in CI, at stop 38, in "interrupt"), where every thread is, before the test's timeout.
+    faulthandler.dump_traceback_later(100, exit=True)
     shards, scenario = sys.argv[1], sys.argv[2]
     threads = lambda: len(os.listdir("/proc/self/task"))
     fds = lambda: len(os.listdir("/proc/self/fd"))
