@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The one device run for issue 26 (GPU JPEG decode), from the repository root
-# on a machine with a CUDA GPU, under 7 minutes:
+# on a machine with a CUDA GPU, under 8 minutes:
 #   1. installs the carried wheels (.whl/*.whl, made here by
 #      scripts/device_wheels.sh: stoker built with nvcc, nvidia-nvjpeg,
 #      webdataset, braceexpand) into /tmp/site, without the network;
@@ -10,6 +10,7 @@
 #      in flight, where nvJPEG's hardware decoder stopped returning in 6 of 6
 #      runs before each batch waited for its lane's last one and initialized
 #      the state (README, "JPEG decode on the GPU"); stacks after 25 s;
+#      if it stalls, again with the wheel's libnvjpeg rather than torchvision's;
 #   4. bench/nvjpeg_hw_repro.py, nvJPEG without stoker, 20 s each: as stoker
 #      drove it before (a stall there is nvJPEG's or the driver's) and as now;
 #   5. bench/gpu_decode.py: every figure of the issue's "Done means" against
@@ -23,8 +24,8 @@
 #   OUT=/tmp/out bash bench/device_gpu_decode.sh
 #
 # On the lent device machine ($OUT is set there): carry [".whl"], command
-# `bash bench/device_gpu_decode.sh`, timeout_s 420 (at most ~10 s install +
-# 50 s tests + 60 s stall + 90 s repro + 170 s bench: under 7 minutes).
+# `bash bench/device_gpu_decode.sh`, timeout_s 480 (at most ~10 s install +
+# 50 s tests + 120 s stall + 90 s repro + 170 s bench: under 8 minutes).
 set -u
 OUT=${OUT:-/tmp/gpu-decode-out}
 mkdir -p "$OUT"
@@ -54,7 +55,17 @@ run() {
     echo "== bench/gpu_decode.py --parts Stall (stacks at 25 s, killed at 60 s) =="
     SECONDS=0
     timeout 60 python3 bench/gpu_decode.py --out "$OUT/gpu_decode_stall.json" --parts Stall --watchdog 25
-    echo "stall: rc=$? in ${SECONDS} s"
+    rc=$?
+    echo "stall: rc=$rc in ${SECONDS} s"
+    if [[ $rc != 0 ]]; then
+        # The stalls ran on torchvision's libnvjpeg (CUDA 13.0), loaded first; the wheel's is 13.3.
+        wheel_nvjpeg=/tmp/site/nvidia/cu13/lib/libnvjpeg.so.13
+        echo "== the Stall part again with the wheel's libnvjpeg ($wheel_nvjpeg) =="
+        SECONDS=0
+        STOKER_NVJPEG=$wheel_nvjpeg timeout 60 python3 bench/gpu_decode.py --out "$OUT/gpu_decode_stall_wheel.json" \
+            --parts Stall --watchdog 25
+        echo "stall, wheel's libnvjpeg: rc=$? in ${SECONDS} s"
+    fi
 
     echo "== bench/nvjpeg_hw_repro.py: nvJPEG alone, as stoker drove it before and as now (killed at 45 s each) =="
     for variant in "" "--reinit --sync"; do
