@@ -233,6 +233,34 @@ def test_a_stream_goes_to_the_device(data):
         stoker.Loader(urls(data), {"jpg": stoker.image(16, decode="gpu")}, device="cpu-late", **kw)
 
 
+def with_refills(order, bad, batch_size=4):
+    """The keys a skipping stream delivers: `order` cut into batches, each bad slot taking the
+    batch's next good slot after it, wrapping round."""
+    out = []
+    for b in range(0, len(order), batch_size):
+        keys = order[b:b + batch_size]
+        for slot in range(len(keys)):
+            good = slot
+            while keys[good] in bad:
+                good = (good + 1) % len(keys)
+            out.append(keys[good])
+    return out
+
+
+def resumed(make_loader, after: int):
+    """A loader's state after `after` batches, restored in a fresh one: (its skips as restored,
+    the keys it delivers, its skips at the end)."""
+    with closing(make_loader()) as ld:
+        it = iter(ld)
+        [next(it) for _ in range(after)]
+        state = ld.state_dict()
+    with closing(make_loader()) as fresh:
+        fresh.load_state_dict(state)
+        restored = fresh.skips
+        keys = [r[0] for r in rows(fresh)]
+        return restored, keys, fresh.skips
+
+
 @pytest.fixture(scope="module")
 def bad_data(tmp_path_factory):
     """Two shards of 10 by webdataset's TarWriter, four samples bad in three ways: a truncated
@@ -270,15 +298,7 @@ def test_skip_repeats_a_good_sample_of_the_batch_in_a_bad_ones_slot(bad_data, ca
     shards = [str(root / f"shard-{s:06d}.tar") for s in range(2)]
     # The stream's order, from webdataset's reader; each batch of 4 with its bad slots taking the
     # next good slot of the batch, wrapping round.
-    order = [s["__key__"] for s in wds.WebDataset(shards, shardshuffle=False)]
-    want = []
-    for b in range(0, len(order), 4):
-        keys = order[b:b + 4]
-        for slot, key in enumerate(keys):
-            good = slot
-            while keys[good] in bad:
-                good = (good + 1) % len(keys)
-            want.append(keys[good])
+    want = with_refills([s["__key__"] for s in wds.WebDataset(shards, shardshuffle=False)], bad)
 
     def run(**kw):
         return stoker.Loader(shards, fields(), batch_size=4, output="numpy", stream=True, samples_per_epoch=20,
@@ -305,15 +325,8 @@ def test_skip_repeats_a_good_sample_of_the_batch_in_a_bad_ones_slot(bad_data, ca
         assert re.search(rf"skipped sample \S*shard-00000\d\.tar:{key} .*{cause}", logged), (key, logged)
 
     # Resumed after two batches (past the first bad samples): the rest of the uninterrupted run, the counts going on.
-    with closing(run()) as ld:
-        it = iter(ld)
-        [next(it) for _ in range(2)]
-        state = ld.state_dict()
-    with closing(run()) as fresh:
-        fresh.load_state_dict(state)
-        assert fresh.skips == {"skipped": 2, "refilled": 2, "seen": 8}
-        assert [r[0] for r in rows(fresh)] == want[8:]
-        assert fresh.skips == {"skipped": 4, "refilled": 4, "seen": 20}
+    assert resumed(run, 2) == ({"skipped": 2, "refilled": 2, "seen": 8}, want[8:],
+                               {"skipped": 4, "refilled": 4, "seen": 20})
 
     # A budget turns the skips into an error naming it; a batch with no good sample cannot be filled.
     with closing(run(max_skips=1)) as ld, pytest.raises(RuntimeError, match=r"budget exceeded: 2 samples skipped, "
@@ -354,14 +367,7 @@ def test_skip_leaves_a_broken_shard_where_it_breaks_and_goes_on(bad_data, tmp_pa
     # shard 3; pass 1 starts again at shard 0. 28 samples: 7 batches of 4, the last one in pass 1.
     order = [s["__key__"] for s in wds.WebDataset(shards[:2], shardshuffle=False)]
     order += [f"s{n:04d}" for n in range(20, 25)] + order[:3]
-    want = []
-    for b in range(0, 28, 4):
-        keys = order[b:b + 4]
-        for slot in range(4):
-            good = slot
-            while keys[good] in bad:
-                good = (good + 1) % 4
-            want.append(keys[good])
+    want = with_refills(order, bad)
 
     def run():
         return stoker.Loader(shards, fields(), batch_size=4, output="numpy", stream=True, samples_per_epoch=28,
@@ -379,14 +385,8 @@ def test_skip_leaves_a_broken_shard_where_it_breaks_and_goes_on(bad_data, tmp_pa
                      logged), logged
 
     # Resumed in the middle: the same stream on, shards left again where they broke.
-    with closing(run()) as ld:
-        it = iter(ld)
-        [next(it) for _ in range(3)]
-        state = ld.state_dict()
-    with closing(run()) as fresh:
-        fresh.load_state_dict(state)
-        assert [r[0] for r in rows(fresh)] == want[12:]
-        assert fresh.skips == {"skipped": 7, "refilled": 5, "seen": 28}
+    assert resumed(run, 3) == ({"skipped": 2, "refilled": 2, "seen": 12}, want[12:],
+                               {"skipped": 7, "refilled": 5, "seen": 28})
 
     # Without skip the stream ends at the break, as before. A rank's first shard teaches the layout, so
     # when it is broken the loader is not made, skip or not.
