@@ -44,9 +44,9 @@ Result<std::vector<TarMember>> ScanTar(const RandomAccessReader& reader, uint64_
 // header walk over a forward window: a remote reader's PreferredReadSize (at
 // least kStreamWindow), so a remote shard is a few large ranged GETs; a local
 // file's kLocalStreamWindow (a pread costs no round trip, and a stream holds
-// its window, the one before and the next shard's); over a
-// remote reader the next read runs ahead on a thread while the window is
-// parsed. `small_start` (a stream's first shard): the window starts at
+// its window, the one before and the next shard's). Over a remote reader the
+// next read runs ahead on a thread while the window is parsed.
+// `small_start` (a stream's first shard): the window starts at
 // kStreamWindow and doubles with each read, so the first member costs one
 // small GET. Errors are ScanTar's (file, member, offset).
 // Single-threaded (besides its read ahead); the reader outlives it.
