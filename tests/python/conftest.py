@@ -122,3 +122,34 @@ def wait_ready(loader, at_least=1, timeout=60.0) -> dict:
         if s["batches_ready"] >= at_least or time.monotonic() > deadline:
             return s
         time.sleep(0.01)
+
+
+def lightning_run(loader, max_epochs, ckpt_path=None, save_at=None, save_to=None):
+    """Fits a tiny module; returns [(epoch, keys)] per training step."""
+    L = pytest.importorskip("lightning.pytorch")
+    import torch
+
+    steps = []
+
+    class Module(L.LightningModule):
+        def __init__(self):
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.zeros(1))
+
+        def training_step(self, batch, batch_idx):
+            steps.append((self.current_epoch, list(batch["__key__"])))
+            return (self.w - batch["cls"].float().mean()).pow(2).sum()
+
+        def configure_optimizers(self):
+            return torch.optim.SGD(self.parameters(), lr=0.01)
+
+    class SaveAt(L.Callback):
+        def on_train_batch_end(self, trainer, *args):
+            if trainer.global_step == save_at:
+                trainer.save_checkpoint(save_to)
+
+    trainer = L.Trainer(max_epochs=max_epochs, accelerator="cpu", logger=False, enable_checkpointing=False,
+                        enable_progress_bar=False, enable_model_summary=False,
+                        callbacks=[SaveAt()] if save_at is not None else [])
+    trainer.fit(Module(), train_dataloaders=loader, ckpt_path=ckpt_path)
+    return steps

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import stoker
-from conftest import wait_ready
+from conftest import lightning_run, wait_ready
 
 SAMPLES = 56  # 60 samples in batches of 8, drop_last
 
@@ -137,40 +137,9 @@ def test_token_loader_does_not_advance(tmp_path):
 
 
 # -- through PyTorch Lightning's real Trainer ----------------------------------
-def _lightning_run(loader, max_epochs, ckpt_path=None, save_at=None, save_to=None):
-    """Fits a tiny module; returns [(epoch, keys)] per training step."""
-    L = pytest.importorskip("lightning.pytorch")
-    import torch
-
-    steps = []
-
-    class Module(L.LightningModule):
-        def __init__(self):
-            super().__init__()
-            self.w = torch.nn.Parameter(torch.zeros(1))
-
-        def training_step(self, batch, batch_idx):
-            steps.append((self.current_epoch, list(batch["__key__"])))
-            return (self.w - batch["cls"].float().mean()).pow(2).sum()
-
-        def configure_optimizers(self):
-            return torch.optim.SGD(self.parameters(), lr=0.01)
-
-    class SaveAt(L.Callback):
-        def on_train_batch_end(self, trainer, *args):
-            if trainer.global_step == save_at:
-                trainer.save_checkpoint(save_to)
-
-    trainer = L.Trainer(max_epochs=max_epochs, accelerator="cpu", logger=False, enable_checkpointing=False,
-                        enable_progress_bar=False, enable_model_summary=False,
-                        callbacks=[SaveAt()] if save_at is not None else [])
-    trainer.fit(Module(), train_dataloaders=loader, ckpt_path=ckpt_path)
-    return steps
-
-
 def test_lightning_epochs_differ(vision_dir, orders):
     loader = make(vision_dir, output="torch")
-    steps = _lightning_run(loader, max_epochs=3)
+    steps = lightning_run(loader, max_epochs=3)
     loader.close()
     per_epoch = [[k for e, ks in steps if e == epoch for k in ks] for epoch in range(3)]
     assert per_epoch == orders[:3]  # each exactly once, each a new shuffle
@@ -179,10 +148,10 @@ def test_lightning_epochs_differ(vision_dir, orders):
 def test_lightning_mid_epoch_resume(vision_dir, tmp_path):
     ckpt = tmp_path / "mid.ckpt"
     first = make(vision_dir, output="torch")
-    whole = _lightning_run(first, max_epochs=3, save_at=10, save_to=ckpt)  # step 10: batch 3 of epoch 1
+    whole = lightning_run(first, max_epochs=3, save_at=10, save_to=ckpt)  # step 10: batch 3 of epoch 1
     first.close()
     second = make(vision_dir, output="torch")
-    resumed = _lightning_run(second, max_epochs=3, ckpt_path=str(ckpt))
+    resumed = lightning_run(second, max_epochs=3, ckpt_path=str(ckpt))
     second.close()
     assert len(whole) == 21
     assert resumed == whole[10:]

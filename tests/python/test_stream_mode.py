@@ -22,7 +22,7 @@ import pytest
 import stoker
 from stoker import _stoker
 
-from conftest import jpeg_bytes, natural_image, stoker_env
+from conftest import jpeg_bytes, lightning_run, natural_image, stoker_env
 from fault_proxy import FaultProxy
 from nginx_server import NGINX, NginxServer
 
@@ -78,7 +78,8 @@ def rows(loader, epochs=(0,)):
 
 def make(root, **kw):
     kw.setdefault("samples_per_epoch", TOTAL)
-    return stoker.Loader(urls(root), fields(), batch_size=kw.pop("batch_size", 4), output="numpy", stream=True, **kw)
+    return stoker.Loader(urls(root), fields(), batch_size=kw.pop("batch_size", 4), output=kw.pop("output", "numpy"),
+                         stream=True, **kw)
 
 
 def test_unshuffled_stream_is_webdatasets_and_decodes_as_the_indexed_mode(data):
@@ -137,6 +138,23 @@ def test_epochs_continue_one_stream(data):
         got = [r[0] for r in rows(ld, epochs=(0, 1))]
     # Epoch 1 goes on where epoch 0 stopped, into the next pass.
     assert got == order[:40] + order[40:] + order[:20]
+
+
+def test_lightning_epochs_continue_the_stream_and_resume_mid_epoch(data, tmp_path):
+    """A stream driven by Lightning as users run it (shuffled, defaults, no set_epoch): its 3
+    epochs are the stream's first 3 * samples_per_epoch samples, and a fit resumed from a
+    mid-epoch checkpoint trains on exactly the steps the whole fit had left."""
+    kw = dict(shuffle=True, seed=7, samples_per_epoch=24)
+    with closing(make(data, **kw)) as ld:
+        stream = [r[0] for r in rows(ld, epochs=(0, 1, 2))]
+    ckpt = tmp_path / "mid.ckpt"
+    with closing(make(data, output="torch", **kw)) as ld:
+        whole = lightning_run(ld, max_epochs=3, save_at=8, save_to=ckpt)  # step 8: batch 2 of epoch 1
+    assert [e for e, _ in whole] == [0] * 6 + [1] * 6 + [2] * 6
+    assert [k for _, ks in whole for k in ks] == stream
+    with closing(make(data, output="torch", **kw)) as ld:
+        resumed = lightning_run(ld, max_epochs=3, ckpt_path=str(ckpt))
+    assert resumed == whole[8:]
 
 
 def test_state_dict_mid_epoch_resumes_the_uninterrupted_stream(data):
