@@ -369,8 +369,11 @@ SHUTDOWN = textwrap.dedent(
     import faulthandler, gc, json, os, signal, sys, threading, time
     import numpy  # its BLAS threads start at import: count ours only
     import stoker
-    # Should it hang (once in CI, at stop 38, in "interrupt"), where every thread is, before the test's timeout.
+    # Should it hang, where every thread is, before the test's timeout.
     faulthandler.dump_traceback_later(100, exit=True)
+    # Ctrl-C as in a Python started from a terminal: a test run started in the background
+    # (`cmd &` in a script) passes SIGINT down ignored, and Python then leaves it ignored.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     shards, scenario = sys.argv[1], sys.argv[2]
     threads = lambda: len(os.listdir("/proc/self/task"))
     fds = lambda: len(os.listdir("/proc/self/fd"))
