@@ -26,6 +26,13 @@ struct ArraySlot {
   std::vector<int64_t> sample_shape;
   size_t sample_bytes = 0;
   size_t offset = 0;                 // of the [batch_size, ...] region in the buffer
+  // Slot `slot`'s sample in a batch buffer laid out so.
+  uint8_t* At(uint8_t* batch_buffer, int slot) const {
+    return batch_buffer + offset + sample_bytes * static_cast<size_t>(slot);
+  }
+  const uint8_t* At(const uint8_t* batch_buffer, int slot) const {
+    return batch_buffer + offset + sample_bytes * static_cast<size_t>(slot);
+  }
 };
 
 struct FieldLayout {

@@ -11,11 +11,6 @@ namespace stoker {
 
 namespace {
 
-uint8_t* SlotOf(const BatchLayout& layout, size_t array, uint8_t* batch_buffer, int slot) {
-  const ArraySlot& a = layout.arrays[array];
-  return batch_buffer + a.offset + a.sample_bytes * static_cast<size_t>(slot);
-}
-
 // The header says what the slot expects, stored plainly, with its data at `data_offset` and nothing after it.
 bool PlainAt(const ArrayInfo& info, const ArraySlot& slot, uint64_t data_offset, uint64_t npy_size) {
   return info.dtype == slot.dtype && info.shape == slot.sample_shape && IsPlainNpyData(info) &&
@@ -80,7 +75,7 @@ bool VerifyDirect(const BatchLayout& layout, const FieldLayout& field, std::span
     if (!info.ok() || !PlainAt(*info, a, range->offset - member_offset - *at, npy.size())) return false;
     // The entry's CRC over its bytes: the header here, the data in the slot.
     const uint32_t head = ZipCrc32(0, npy.first(info->data_offset));
-    if (ZipCrc32(head, {SlotOf(layout, range->array, batch_buffer, slot), a.sample_bytes}) != e->crc32) return false;
+    if (ZipCrc32(head, {layout.arrays[range->array].At(batch_buffer, slot), a.sample_bytes}) != e->crc32) return false;
   }
   return true;
 }
@@ -88,8 +83,7 @@ bool VerifyDirect(const BatchLayout& layout, const FieldLayout& field, std::span
 void RestoreDirect(const BatchLayout& layout, std::span<const DirectRange> ranges, const uint8_t* batch_buffer,
                    int slot, std::span<uint8_t> sample) {
   for (const DirectRange& r : ranges) {
-    const ArraySlot& a = layout.arrays[r.array];
-    std::memcpy(sample.data() + r.offset, batch_buffer + a.offset + a.sample_bytes * static_cast<size_t>(slot), r.size);
+    std::memcpy(sample.data() + r.offset, layout.arrays[r.array].At(batch_buffer, slot), r.size);
   }
 }
 

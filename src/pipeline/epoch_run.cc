@@ -483,9 +483,7 @@ bool EpochRun::ReadRun(const ReadTask& run, const std::shared_ptr<const ShardInd
     PredictDirect(layout, samples[run.ref.sample], &buf->direct);
     uint8_t* base = run.batch->lease->data();
     for (const DirectRange& r : buf->direct) {
-      const ArraySlot& a = layout.arrays[r.array];
-      buf->detours.push_back(
-          {r.offset, {base + a.offset + a.sample_bytes * static_cast<size_t>(run.slot), r.size}});
+      buf->detours.push_back({r.offset, {layout.arrays[r.array].At(base, run.slot), r.size}});
     }
   }
   const uint64_t begin = NowNs();
@@ -624,7 +622,7 @@ void EpochRun::DecodeOne(SampleDecoder& decoder, DecodeTask& task, uint32_t thre
   }
   int64_t global = static_cast<int64_t>(ref.global);
   const ArraySlot& index = layout.arrays[layout.index_array];
-  std::memcpy(base + index.offset + index.sample_bytes * slot, &global, sizeof(global));
+  std::memcpy(index.At(base, slot), &global, sizeof(global));
   if (!batch->keys.empty()) {
     Result<std::string> key = UserKey(data_->options, data_->shards[ref.shard], entry, task.bytes);
     if (key.ok()) {
@@ -652,9 +650,9 @@ void EpochRun::ReadTokens(const ReadTask& task, uint32_t thread) {
     const int slot = task.slot + k;
     const int64_t global = static_cast<int64_t>(task.batch->plan->At(task.batch->index * bs + slot).global);
     // A remote .bin can fail: the run's error names its first sample.
-    st = tokens.Fill(global, reinterpret_cast<int64_t*>(base + out.offset + out.sample_bytes * slot));
+    st = tokens.Fill(global, reinterpret_cast<int64_t*>(out.At(base, slot)));
     if (!st.ok()) st = st.WithContext("token sample " + std::to_string(global));
-    std::memcpy(base + index.offset + index.sample_bytes * slot, &global, sizeof(global));
+    std::memcpy(index.At(base, slot), &global, sizeof(global));
     if (!task.batch->keys.empty()) task.batch->keys[slot] = std::to_string(global);
   }
   if (rec_) {

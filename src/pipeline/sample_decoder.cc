@@ -66,11 +66,6 @@ Status CopyCheckedNpy(std::span<const uint8_t> npy, const ArraySlot& slot, std::
   return CopyNpyData(info, npy, out);
 }
 
-uint8_t* SampleDecoder::SlotOf(uint8_t* batch_buffer, size_t array, int slot) const {
-  const ArraySlot& a = layout_->arrays[array];
-  return batch_buffer + a.offset + a.sample_bytes * static_cast<size_t>(slot);
-}
-
 Status SampleDecoder::Decode(const std::string& shard, SampleView entry, std::span<uint8_t> bytes,
                              uint8_t* batch_buffer, int slot, uint64_t sample_seed,
                              std::span<const DirectRange> direct, const GpuSlot* gpu) {
@@ -108,7 +103,7 @@ Status SampleDecoder::DecodeField(size_t f, const MemberView& member, std::span<
                                   uint8_t* batch_buffer, int slot, uint64_t seed, const GpuSlot* gpu) {
   const FieldLayout& field = layout_->fields[f];
   const ArraySlot& first = layout_->arrays[field.arrays[0]];
-  std::span<uint8_t> out(SlotOf(batch_buffer, field.arrays[0], slot), first.sample_bytes);
+  std::span<uint8_t> out(first.At(batch_buffer, slot), first.sample_bytes);
   switch (field.spec.kind) {
     case FieldKind::kImage: {
       const bool gpu_field = gpu && gpu->decode && gpu->decode->Decodes(f);
@@ -140,7 +135,7 @@ Status SampleDecoder::DecodeField(size_t f, const MemberView& member, std::span<
       std::memcpy(out.data(), data.data(), data.size());
       std::memset(out.data() + data.size(), 0, out.size() - data.size());
       int64_t len = static_cast<int64_t>(data.size());
-      std::memcpy(SlotOf(batch_buffer, field.arrays[1], slot), &len, sizeof(len));
+      std::memcpy(layout_->arrays[field.arrays[1]].At(batch_buffer, slot), &len, sizeof(len));
       return Status::Ok();
     }
   }
@@ -157,7 +152,7 @@ Status SampleDecoder::DecodeNpz(const FieldLayout& field, std::span<const uint8_
       if (e.name == want) entry = &e;
     if (entry == nullptr) return NotFound("npz has no array '" + field.names[i] + "' (the first sample had it)");
     const ArraySlot& slot_info = layout_->arrays[field.arrays[i]];
-    std::span<uint8_t> out(SlotOf(batch_buffer, field.arrays[i], slot), slot_info.sample_bytes);
+    std::span<uint8_t> out(slot_info.At(batch_buffer, slot), slot_info.sample_bytes);
     std::span<const uint8_t> npy;
     if (entry->method == 0) {
       STOKER_ASSIGN_OR_RETURN(npy, StoredZipEntryData(data, *entry));

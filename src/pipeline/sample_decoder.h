@@ -47,7 +47,6 @@ class SampleDecoder {
   Status DecodeField(size_t f, const MemberView& member, std::span<const uint8_t> data, uint8_t* batch_buffer,
                      int slot, uint64_t seed, const GpuSlot* gpu);
   Status DecodeNpz(const FieldLayout& field, std::span<const uint8_t> data, uint8_t* batch_buffer, int slot);
-  uint8_t* SlotOf(uint8_t* batch_buffer, size_t array, int slot) const;
 
   const BatchLayout* layout_;
   ImageDecoder image_;  // JPEG, PNG or WebP, by content

@@ -90,7 +90,7 @@ Status SkipRefiller::Fill(const Target& batch, int slot, const SampleRef& ref) {
   const BatchLayout& layout = data_->layout;
   const ArraySlot& index = layout.arrays[layout.index_array];
   const int64_t global = static_cast<int64_t>(ref.global);
-  std::memcpy(base + index.offset + index.sample_bytes * static_cast<size_t>(slot), &global, sizeof(global));
+  std::memcpy(index.At(base, slot), &global, sizeof(global));
   if (batch.keys && !batch.keys->empty()) {
     STOKER_ASSIGN_OR_RETURN((*batch.keys)[static_cast<size_t>(slot)], UserKey(data_->options, shard, entry, bytes));
     (*batch.urls)[static_cast<size_t>(slot)] = shard;

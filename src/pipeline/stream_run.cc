@@ -219,7 +219,7 @@ void StreamRun::DecodeLoop() {
     // Unique across ranks: the stream position interleaved by rank.
     const int64_t global = static_cast<int64_t>(task->position) * o.world_size + o.rank;
     const ArraySlot& index = layout.arrays[layout.index_array];
-    std::memcpy(base + index.offset + index.sample_bytes * static_cast<size_t>(task->slot), &global, sizeof(global));
+    std::memcpy(index.At(base, task->slot), &global, sizeof(global));
     if (!task->batch->keys.empty()) {
       Result<std::string> key = UserKey(o, shard, s.entry, s.bytes);
       if (key.ok()) {

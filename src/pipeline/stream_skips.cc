@@ -41,8 +41,7 @@ Status StreamSkips::Resolve(StreamBatch& work, uint64_t epoch, int64_t batch) {
     int good = (f.slot + 1) % size;
     while (bad[static_cast<size_t>(good)]) good = (good + 1) % size;
     for (const ArraySlot& a : layout_->arrays) {
-      std::memcpy(base + a.offset + a.sample_bytes * static_cast<size_t>(f.slot),
-                  base + a.offset + a.sample_bytes * static_cast<size_t>(good), a.sample_bytes);
+      std::memcpy(a.At(base, f.slot), a.At(base, good), a.sample_bytes);
     }
     if (!work.keys.empty()) {
       work.keys[static_cast<size_t>(f.slot)] = work.keys[static_cast<size_t>(good)];
