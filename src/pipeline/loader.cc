@@ -825,13 +825,8 @@ Result<std::unique_ptr<Loader>> Loader::Create(LoaderOptions options) {
   STOKER_ASSIGN_OR_RETURN(data.gpu, GpuDecode::Create(options, data.layout, &data.gpu_why_not));
   if (data.gpu && data.device) data.device->SetGpu(data.gpu);
   options.io_depth = AutoIoDepth(options, data.layout, summaries, remote, data.row_group_bytes);
-  if (data.gpu && user.prefetch_batches < 0) {
-    // Deeper with GPU decode (tune_config.h), within the memory budget.
-    options.prefetch_batches = GpuDecodePrefetch(options.batch_size, data.layout.buffer_bytes);
-    while (options.memory_budget > 0 && options.prefetch_batches > kDefaultPrefetch &&
-           EstimateMemory(options, data.layout, summaries, data.row_group_bytes).total() > options.memory_budget) {
-      --options.prefetch_batches;
-    }
+  if (data.gpu && user.prefetch_batches < 0) {  // deeper with GPU decode, within the memory budget
+    options.prefetch_batches = GpuDecodePrefetch(options, data.layout, summaries, data.row_group_bytes);
   }
   if (parquet) {
     // Decoded row groups kept: one per read in flight and two more, so the

@@ -22,11 +22,20 @@ uint64_t BatchBytes(const LoaderOptions& o, const std::vector<ShardSummary>& sha
 
 }  // namespace
 
-int GpuDecodePrefetch(int batch_size, uint64_t buffer_bytes) {
-  const int batch = std::max(1, batch_size);
+int GpuDecodePrefetch(const LoaderOptions& options, const BatchLayout& layout,
+                      const std::vector<ShardSummary>& shards, uint64_t row_group_bytes) {
+  const int batch = std::max(1, options.batch_size);
   const int wanted = std::max(kGpuDecodePrefetch, (kGpuDecodePrefetchImages + batch - 1) / batch);
-  const uint64_t fit = kMaxGpuDecodePrefetchBytes / std::max<uint64_t>(1, buffer_bytes);
-  return std::clamp(static_cast<int>(std::min<uint64_t>(wanted, fit)), kDefaultPrefetch, kMaxGpuDecodePrefetch);
+  const uint64_t fit = kMaxGpuDecodePrefetchBytes / std::max<uint64_t>(1, layout.buffer_bytes);
+  LoaderOptions o = options;
+  o.prefetch_batches =
+      std::clamp(static_cast<int>(std::min<uint64_t>(wanted, fit)), kDefaultPrefetch, kMaxGpuDecodePrefetch);
+  // Fewer batches in flight rather than a refusal, as AutoIoDepth (memory_budget.h) lowers reads.
+  while (o.memory_budget > 0 && o.prefetch_batches > kDefaultPrefetch &&
+         EstimateMemory(o, layout, shards, row_group_bytes).total() > o.memory_budget) {
+    --o.prefetch_batches;
+  }
+  return o.prefetch_batches;
 }
 
 LoaderOptions WithSettings(LoaderOptions o, const TuneSettings& s) {

@@ -45,7 +45,10 @@ inline constexpr int kGpuDecodePrefetch = 8;
 inline constexpr int kGpuDecodePrefetchImages = 128;
 inline constexpr int kMaxGpuDecodePrefetch = 16;
 inline constexpr uint64_t kMaxGpuDecodePrefetchBytes = 1ull << 30;
-int GpuDecodePrefetch(int batch_size, uint64_t buffer_bytes);
+// That auto prefetch for `options` (io_depth resolved), lowered (not below
+// kDefaultPrefetch) while the need exceeds options.memory_budget.
+int GpuDecodePrefetch(const LoaderOptions& options, const BatchLayout& layout,
+                      const std::vector<ShardSummary>& shards, uint64_t row_group_bytes);
 
 // `user`: the options as given (auto knobs still -1 / 0); `resolved`: with
 // io_depth, shuffle_block and prefetch_batches resolved. `cores`: hardware
