@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The one device run for issue 26 (GPU JPEG decode), from the repository root
-# on a machine with a CUDA GPU, under 8 minutes:
+# on a machine with a CUDA GPU, under 5 minutes when nothing stalls:
 #   1. installs the carried wheels (.whl/*.whl, made here by
 #      scripts/device_wheels.sh: stoker built with nvcc, nvidia-nvjpeg,
 #      webdataset, braceexpand) into /tmp/site, without the network;
@@ -9,11 +9,12 @@
 #   3. bench/gpu_decode.py's Stall part: S with decode="gpu" and 16 batches
 #      in flight, where nvJPEG's hardware decoder stopped returning in 6 of 6
 #      runs before each batch waited for its lane's last one and initialized
-#      the state (README, "JPEG decode on the GPU"); stacks after 25 s;
-#      if it stalls, again with the wheel's libnvjpeg rather than torchvision's;
-#   4. bench/nvjpeg_hw_repro.py, nvJPEG without stoker, 20 s each: as stoker
-#      drove it before (a stall there is nvJPEG's or the driver's) and as now;
-#   5. bench/gpu_decode.py: every figure of the issue's "Done means" against
+#      the state (README, "JPEG decode on the GPU"); stacks after 25 s. If it
+#      still stalls (up to 3 minutes more): again on the wheel's libnvjpeg
+#      rather than torchvision's, and bench/nvjpeg_hw_repro.py, nvJPEG
+#      without stoker, 20 s each, as stoker drove it before (a stall there is
+#      nvJPEG's or the driver's) and as now;
+#   4. bench/gpu_decode.py: every figure of the issue's "Done means" against
 #      its target, 2 rounds (V and S took 58 s on the H200), JSON to
 #      $OUT/gpu_decode.json, rewritten after every part; a run not ended
 #      after 130 s prints every thread's Python and native stacks (--watchdog;
@@ -25,7 +26,8 @@
 #
 # On the lent device machine ($OUT is set there): carry [".whl"], command
 # `bash bench/device_gpu_decode.sh`, timeout_s 480 (at most ~10 s install +
-# 50 s tests + 120 s stall + 90 s repro + 170 s bench: under 8 minutes).
+# 50 s tests + 60 s stall + 170 s bench: under 5 minutes; a stall adds 60 s
+# for the second library and 90 s for the repro).
 set -u
 OUT=${OUT:-/tmp/gpu-decode-out}
 mkdir -p "$OUT"
@@ -57,7 +59,7 @@ run() {
     timeout 60 python3 bench/gpu_decode.py --out "$OUT/gpu_decode_stall.json" --parts Stall --watchdog 25
     rc=$?
     echo "stall: rc=$rc in ${SECONDS} s"
-    if [[ $rc != 0 ]]; then
+    if [[ $rc != 0 ]]; then  # still stalls: what it takes to tell where (up to 3 minutes more)
         # The stalls ran on torchvision's libnvjpeg (CUDA 13.0), loaded first; the wheel's is 13.3.
         wheel_nvjpeg=/tmp/site/nvidia/cu13/lib/libnvjpeg.so.13
         echo "== the Stall part again with the wheel's libnvjpeg ($wheel_nvjpeg) =="
@@ -65,14 +67,13 @@ run() {
         STOKER_NVJPEG=$wheel_nvjpeg timeout 60 python3 bench/gpu_decode.py --out "$OUT/gpu_decode_stall_wheel.json" \
             --parts Stall --watchdog 25
         echo "stall, wheel's libnvjpeg: rc=$? in ${SECONDS} s"
+        echo "== bench/nvjpeg_hw_repro.py: nvJPEG alone, as stoker drove it before and as now (killed at 45 s each) =="
+        for variant in "" "--reinit --sync"; do
+            SECONDS=0
+            timeout 45 python3 bench/nvjpeg_hw_repro.py --threads 3 --seconds 20 --stall-s 8 $variant
+            echo "repro ${variant:-as before}: rc=$? in ${SECONDS} s"
+        done
     fi
-
-    echo "== bench/nvjpeg_hw_repro.py: nvJPEG alone, as stoker drove it before and as now (killed at 45 s each) =="
-    for variant in "" "--reinit --sync"; do
-        SECONDS=0
-        timeout 45 python3 bench/nvjpeg_hw_repro.py --threads 3 --seconds 20 --stall-s 8 $variant
-        echo "repro ${variant:-as before}: rc=$? in ${SECONDS} s"
-    done
 
     echo "== bench/gpu_decode.py (stacks at 130 s, killed at 170 s) =="
     SECONDS=0
