@@ -58,6 +58,7 @@ sys.path.insert(0, str(HERE))
 import common  # noqa: E402
 
 BATCH, RANK, WORLD, SEED, SHUFFLE_BUFFER = 64, 0, 8, 0, 1000
+STEADY_BATCHES = 100  # 6,400 samples: a 1,000-sample shuffle buffer that fills as it goes is full
 MANIFEST = "stoker-manifest.json"
 CHILD_TIMEOUT_S = 300
 LOADERS = ("stoker, shards", "stoker, .idx", "stoker, manifest", "stoker, stream", "Mosaic Streaming", "webdataset")
@@ -112,6 +113,22 @@ def _status_mb() -> dict:
     return out
 
 
+def _code_pages_mb() -> float:
+    """Resident pages of mapped shared libraries (*.so): code, loaded once per node and
+    shared by its ranks, that a native loader first touches during its first batch where a
+    Python one ran its code at import. The rest of RssFile is data: mapped shard pages."""
+    kb, code = 0, False
+    with open("/proc/self/smaps") as f:
+        for line in f:
+            head = line.split(None, 6)
+            if "-" in head[0] and len(head) >= 5:  # a mapping's first line: range perms offset dev inode [path]
+                path = head[5].strip() if len(head) > 5 else ""
+                code = ".so" in Path(path).name
+            elif code and head[0] == "Rss:":
+                kb += int(head[1])
+    return kb / 1024
+
+
 def child(spec: dict) -> dict:
     """Import, measure, make the loader, take the first batch, measure again."""
     kind = spec["kind"]
@@ -119,12 +136,13 @@ def child(spec: dict) -> dict:
         import numpy as np
         import stoker
 
-        before = _status_mb()
+        before, code_before = _status_mb(), _code_pages_mb()
         t0 = time.monotonic()
         stream = {"stream": True, "samples_per_epoch": spec["samples"]} if spec.get("stream") else {}
         loader = stoker.Loader(spec["source"], {"cls": stoker.scalar("int64")}, batch_size=BATCH, shuffle=True,
                                seed=SEED, rank=RANK, world_size=WORLD, output="numpy", observe=False, **stream)
-        batch = next(iter(loader))
+        batches = iter(loader)
+        batch = next(batches)
         t1 = time.monotonic()
         labels = np.asarray(batch["cls"])
     elif kind == "mosaic":
@@ -143,34 +161,50 @@ def child(spec: dict) -> dict:
         # barriers) return at once.
         dist.init_process_group(backend="fake", rank=RANK, world_size=WORLD, store=FakeStore())
         util.clean_stale_shared_memory()  # a killed run's shared memory would block this one
-        before = _status_mb()
+        before, code_before = _status_mb(), _code_pages_mb()
         t0 = time.monotonic()
         ds = base.StreamingDataset(local=spec["source"], shuffle=True, shuffle_algo="py1e", shuffle_seed=SEED,
                                    batch_size=BATCH)
         loader = torch.utils.data.DataLoader(ds, batch_size=BATCH, num_workers=0)
-        batch = next(iter(loader))
+        batches = iter(loader)
+        batch = next(batches)
         t1 = time.monotonic()
         labels = np.asarray(batch["cls"])
     elif kind == "webdataset":
         import numpy as np
         import webdataset as wds
 
-        before = _status_mb()
+        before, code_before = _status_mb(), _code_pages_mb()
         t0 = time.monotonic()
         loader = (wds.WebDataset(spec["source"], shardshuffle=spec["shards"], nodesplitter=wds.split_by_node,
                                  seed=SEED, empty_check=False)
                   .shuffle(SHUFFLE_BUFFER).decode().to_tuple("bin", "cls").batched(BATCH))
-        batch = next(iter(loader))
+        batches = iter(loader)
+        batch = next(batches)
         t1 = time.monotonic()
         labels = np.asarray(batch[1])
     else:
         raise ValueError(f"unknown loader kind {kind!r}")
     after = _status_mb()
+    code_growth = _code_pages_mb() - code_before
+    # The same after STEADY_BATCHES (or the rank's epoch, if shorter): a shuffle buffer that
+    # fills as it goes (webdataset's, stoker stream's) is full by then.
+    taken = 1
+    for _ in range(STEADY_BATCHES - 1):
+        try:
+            next(batches)
+        except StopIteration:
+            break
+        taken += 1
+    steady = _status_mb()
     out = {"rss_before_mb": before["VmRSS"], "rss_growth_mb": after["VmRSS"] - before["VmRSS"],
            "peak_growth_mb": max(0.0, after["VmHWM"] - before["VmRSS"]),
            "anon_growth_mb": after["RssAnon"] - before["RssAnon"],
            "file_growth_mb": after["RssFile"] - before["RssFile"],
+           "code_growth_mb": code_growth, "data_file_growth_mb": after["RssFile"] - before["RssFile"] - code_growth,
            "shmem_growth_mb": after["RssShmem"] - before["RssShmem"],
+           "steady_batches": taken, "steady_anon_growth_mb": steady["RssAnon"] - before["RssAnon"],
+           "steady_peak_growth_mb": max(0.0, steady["VmHWM"] - before["VmRSS"]),
            "first_batch_s": t1 - t0, "batch_rows": int(labels.shape[0]),
            "labels_in_range": bool(((labels >= 0) & (labels < 1000)).all())}
     if spec.get("count_files"):
@@ -364,6 +398,10 @@ def measure_size(n: int, loaders: dict, reps: int, cold: bool) -> dict:
                        peak_growth_mb=median_range([r["peak_growth_mb"] for r in ok]),
                        anon_growth_mb=median_range([r["anon_growth_mb"] for r in ok]),
                        file_growth_mb=median_range([r["file_growth_mb"] for r in ok]),
+                       code_growth_mb=median_range([r["code_growth_mb"] for r in ok]),
+                       data_file_growth_mb=median_range([r["data_file_growth_mb"] for r in ok]),
+                       steady_anon_growth_mb=median_range([r["steady_anon_growth_mb"] for r in ok]),
+                       steady_batches=min(r["steady_batches"] for r in ok),
                        first_batch_s=median_range([r["first_batch_s"] for r in ok]),
                        rss_before_mb=statistics.median(r["rss_before_mb"] for r in ok),
                        batch_ok=all(r["batch_rows"] == BATCH and r["labels_in_range"] for r in ok),
@@ -387,7 +425,7 @@ def ratios(rows: dict) -> dict:
             if "rss_growth_mb" not in a or "rss_growth_mb" not in b:
                 continue
             r = {}
-            for key in ("rss_growth_mb", "anon_growth_mb", "peak_growth_mb", "first_batch_s"):
+            for key in ("rss_growth_mb", "anon_growth_mb", "steady_anon_growth_mb", "peak_growth_mb", "first_batch_s"):
                 r[key] = a[key][0] / b[key][0] if b[key][0] > 0 else None
             if "read_bytes_before_first_batch" in a and "read_bytes_before_first_batch" in b:
                 rb = b["read_bytes_before_first_batch"]
@@ -411,8 +449,9 @@ def targets(results: dict) -> list[dict]:
                     out.append({"size": n, "target": f"{s}: below {p}", "result": "n/a",
                                 "why": rows.get(p, {}).get("unavailable")})
                     continue
+                steady = f"anonymous RSS growth after {rows[s]['steady_batches']} batches"
                 for key, what in (("rss_growth_mb", "RSS growth"), ("anon_growth_mb", "anonymous RSS growth"),
-                                  ("first_batch_s", "time to first batch")):
+                                  ("steady_anon_growth_mb", steady), ("first_batch_s", "time to first batch")):
                     a, b = rows[s][key][0], rows[p][key][0]
                     out.append({"size": n, "target": f"{s}: {what} below {p}'s", "stoker": a, "peer": b,
                                 "result": "PASS" if a < b else "MISS"})
@@ -456,34 +495,43 @@ def write(payload: dict, stem: Path) -> None:
              f"noisy; memory does not depend on it.", "",
              "Growth = VmRSS after the first batch less VmRSS after the imports (the last column: torch's "
              "included for the peers, which import it), split into its anonymous part (RssAnon: what the kernel "
-             "cannot drop) and mapped file pages (RssFile: shard pages in the page cache that the process touched "
-             "through a mapping, which the kernel may drop and read again); peak = VmHWM less the same start. "
+             "cannot drop) and mapped file pages (RssFile), these split again into shard pages (data files in the "
+             "page cache that the process touched through a mapping, which the kernel may drop and read again) and "
+             "code pages (shared libraries, *.so: a native loader's code is paged in as its first batch runs it, "
+             "where a Python loader's ran at import; one copy per node, shared by its ranks); peak = VmHWM less "
+             "the same start. Anon after N batches: RssAnon's growth again after N batches in all (100, or the "
+             "rank's epoch if shorter): a shuffle buffer that fills as it goes is full by then. "
              "Read = bytes of the loader's files in the page cache at its first batch, from a cold cache "
              "(posix_fadvise DONTNEED per file; mincore), the kernel's read-ahead included (read_ahead_kb "
              f"{m.get('read_ahead_kb')} on this disk: a read into a mapped or sequentially read file brings up to that "
              "much around it); one cold run each.", ""]
     for n, res in payload["results"].items():
         lines += [f"## {int(n):,} samples ({res['shards']} shards)", "",
-                  "| loader | RSS growth MB | anon MB | file-mapped MB | peak growth MB | first batch s (hot) | "
-                  "read before first batch MB (of) | first batch s (cold) | RSS after imports MB |",
-                  "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+                  "| loader | RSS growth MB | anon MB | shard pages MB | code pages MB | anon after N batches MB (N) | "
+                  "peak growth MB | first batch s (hot) | read before first batch MB (of) | first batch s (cold) | "
+                  "RSS after imports MB |",
+                  "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
         for name, row in res["loaders"].items():
             if "rss_growth_mb" not in row:
-                lines.append(f"| {name} | {row.get('unavailable', 'did not run')} | | | | | | | |")
+                lines.append(f"| {name} | {row.get('unavailable', 'did not run')} | | | | | | | | | |")
                 continue
             read = row.get("read_bytes_before_first_batch")
             read_s = f"{read / 1e6:,.1f} ({row['dataset_bytes'] / 1e6:,.0f})" if read is not None else \
                 row.get("cold", {}).get("error", "–")
             cold_s = f"{row['cold_first_batch_s']:.2f}" if "cold_first_batch_s" in row else "–"
             lines.append(f"| {name} | {fmt_range(row['rss_growth_mb'])} | {row['anon_growth_mb'][0]:,.1f} | "
-                         f"{row['file_growth_mb'][0]:,.1f} | {fmt_range(row['peak_growth_mb'])} | "
+                         f"{row['data_file_growth_mb'][0]:,.1f} | {row['code_growth_mb'][0]:,.1f} | "
+                         f"{row['steady_anon_growth_mb'][0]:,.1f} ({row['steady_batches']}) | "
+                         f"{fmt_range(row['peak_growth_mb'])} | "
                          f"{fmt_range(row['first_batch_s'], 2)} | {read_s} | {cold_s} | {row['rss_before_mb']:,.0f} |")
         if res["ratios"]:
-            lines += ["", "| stoker / peer (medians) | RSS growth | anon growth | peak growth | first batch | read |",
-                      "| --- | ---: | ---: | ---: | ---: | ---: |"]
+            lines += ["", "| stoker / peer (medians) | RSS growth | anon growth | anon after N batches | peak growth | "
+                          "first batch | read |",
+                      "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
             f = lambda v: "–" if v is None else f"{v:.2f}"  # noqa: E731
             for k, r in res["ratios"].items():
-                lines.append(f"| {k} | {f(r['rss_growth_mb'])} | {f(r['anon_growth_mb'])} | {f(r['peak_growth_mb'])} | "
+                lines.append(f"| {k} | {f(r['rss_growth_mb'])} | {f(r['anon_growth_mb'])} | "
+                             f"{f(r['steady_anon_growth_mb'])} | {f(r['peak_growth_mb'])} | "
                              f"{f(r['first_batch_s'])} | "
                              f"{f(r.get('read_bytes'))} |")
         lines.append("")

@@ -53,7 +53,7 @@ Result<std::vector<TarMember>> ScanTar(const RandomAccessReader& reader, uint64_
 class TarStream {
  public:
   static constexpr size_t kStreamWindow = 1 << 20;
-  static constexpr size_t kLocalStreamWindow = 256 << 10;
+  static constexpr size_t kLocalStreamWindow = 64 << 10;
   TarStream(const RandomAccessReader& file, uint64_t file_size, bool small_start = false);
   ~TarStream();
   TarStream(const TarStream&) = delete;

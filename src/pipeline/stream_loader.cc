@@ -13,6 +13,7 @@
 #include "observe/recorder.h"
 #include "pipeline/device_stage.h"
 #include "pipeline/epoch_order.h"
+#include "pipeline/shuffle_buffer.h"
 #include "pipeline/stream_order.h"
 #include "pipeline/stream_run.h"
 #include "pipeline/stream_skips.h"
@@ -235,7 +236,9 @@ class StreamLoader : public Loader {
     s.stream_shuffle_buffer = o.shuffle ? o.shuffle_buffer : 1;
     s.order = std::string("stream: ") +
               (o.shuffle ? "shards permuted each pass, then a shuffle buffer of " + std::to_string(o.shuffle_buffer) +
-                               " samples"
+                               " samples (first out once " +
+                               std::to_string(std::min<int64_t>(o.shuffle_buffer, kShuffleBufferInitial)) +
+                               " are held)"
                          : "shards in the order given, samples in shard order") +
               "; rank " + std::to_string(o.rank) + " of " + std::to_string(o.world_size) +
               " reads every " + std::to_string(o.world_size) + "th shard front to back; epochs of " +

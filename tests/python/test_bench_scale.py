@@ -48,6 +48,12 @@ def check_figures(name: str, row: dict) -> None:
     for r in row["runs"]:
         parts = r["anon_growth_mb"] + r["file_growth_mb"] + r["shmem_growth_mb"]
         assert abs(parts - r["rss_growth_mb"]) < 1, (name, r)
+        # RssFile's code part (mapped *.so, from smaps) is within RssFile's growth (from status)
+        assert r["code_growth_mb"] <= r["file_growth_mb"] + 0.5, (name, r)
+        if name.startswith("stoker"):  # its first batch runs native code that importing it did not
+            assert r["code_growth_mb"] > 0, (name, r)
+        assert 1 <= r["steady_batches"] <= 100, (name, r)
+        assert r["steady_anon_growth_mb"] > -50, (name, r)
     assert growth[0] > -50 and peak[0] >= 0, name  # a start of hundreds of MB, measured twice in one process
     assert 0 < first[0] < 120, name
     assert row["batch_ok"], f"{name}: a first batch of other than 64 rows or labels outside 0-999"

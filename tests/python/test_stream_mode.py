@@ -419,6 +419,41 @@ def test_skip_leaves_a_broken_shard_where_it_breaks_and_goes_on(bad_data, tmp_pa
                       samples_per_epoch=40, shuffle=False, on_error="skip", rank=1, world_size=2)
 
 
+def test_skip_ends_the_stream_at_a_pass_whose_shards_all_broke(data, tmp_path):
+    """Skipping leaves broken shards, but a pass in which none of a rank's shards gives a sample
+    ends the stream with an error naming the last one left, rather than reading on forever."""
+    good = tmp_path / "good"
+    good.mkdir()
+    for u in urls(data)[:4]:
+        shutil.copy(u, good)
+    shards = [str(good / f"shard-{s:06d}.tar") for s in range(4)]
+
+    def run(paths, seed, **kw):  # rank 1 of 2: 2 shards (20 samples) a pass, an epoch a pass
+        return stoker.Loader(paths, fields(), batch_size=4, output="numpy", stream=True, samples_per_epoch=40,
+                             shuffle=True, seed=seed, rank=1, world_size=2, **kw)
+
+    # A seed whose pass 1 gives rank 1 the two shards its pass 0 did not (seen from __url__).
+    for seed in range(50):
+        with closing(run(shards, seed)) as ld:
+            got = rows(ld, epochs=(0, 1))
+        first, second = {r[1] for r in got[:20]}, {r[1] for r in got[20:]}
+        if not first & second:
+            break
+    else:
+        pytest.fail("no seed in 50 gives rank 1 disjoint shards in passes 0 and 1")
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    for u in shards:
+        (broken / os.path.basename(u)).write_bytes(b"not a tar " * 200 if u in second else open(u, "rb").read())
+    with closing(run([str(broken / os.path.basename(u)) for u in shards], seed, on_error="skip")) as ld:
+        assert [r[0] for r in rows(ld)] == [r[0] for r in got[:20]]  # pass 0 as before
+        ld.set_epoch(1)
+        with pytest.raises(RuntimeError, match=r"rank 1's shards of pass 1 hold no samples; the last shard left: "
+                                               r".*shard-00000\d\.tar: header at offset 0: bad header checksum") as e:
+            next(iter(ld))
+    assert any(os.path.basename(u) in str(e.value) for u in second), e.value
+
+
 def test_a_truncated_shard_names_shard_member_and_offset(data, tmp_path):
     bad = tmp_path / "bad"
     bad.mkdir()
@@ -522,6 +557,41 @@ def test_over_http_shards_of_several_windows_stream_as_local_ones(tmp_path):
     finally:
         proxy.close()
         server.close()
+
+
+@pytest.mark.skipif(not os.path.exists(NGINX), reason="nginx is not installed (scripts/setup.sh)")
+def test_over_http_skip_leaves_a_missing_and_a_truncated_shard_and_goes_on(tmp_path, caplog):
+    """on_error="skip" over HTTP: a shard the server does not have (404) and one cut inside a
+    member are left where they break, as local ones are; the stream delivers the rest."""
+    import webdataset as wds
+
+    rng = np.random.default_rng(3)
+    for s in (0, 2, 3):
+        with wds.TarWriter(str(tmp_path / f"shard-{s:06d}.tar")) as sink:
+            for i in range(8):
+                sink.write({"__key__": f"s{s}{i}", "jpg": jpeg_bytes(natural_image(rng, 40, 32)),
+                            "vec.npy": npy_bytes(np.zeros(5, np.float32)), "cls": str(i).encode(), "txt": b"t"})
+    with tarfile.open(tmp_path / "shard-000002.tar") as t:
+        cut = t.getmember("s24.jpg")
+    with open(tmp_path / "shard-000002.tar", "r+b") as f:
+        f.truncate(cut.offset_data + 100)  # shard 2 holds s20..s23, then breaks in s24's image
+    server = NginxServer(tmp_path)  # shard-000001.tar is not there: 404
+    _stoker.set_io_options(attempts=2, timeout_ms=5000, backoff_ms=5, backoff_max_ms=50, s3_endpoint="",
+                           cache_dir="", cache_bytes=0)
+    want = [f"s0{i}" for i in range(8)] + [f"s2{i}" for i in range(4)] + [f"s3{i}" for i in range(8)]
+    try:
+        with caplog.at_level("WARNING", logger="stoker"), \
+                closing(stoker.Loader(f"http://127.0.0.1:{server.port}/shard-{{000000..000003}}.tar", fields(),
+                                      batch_size=4, output="numpy", stream=True, samples_per_epoch=20,
+                                      shuffle=False, on_error="skip")) as ld:
+            assert [r[0] for r in rows(ld)] == want
+            assert ld.skips == {"skipped": 2, "refilled": 0, "seen": 20}
+    finally:
+        server.close()
+    logged = "\n".join(r.getMessage() for r in caplog.records)
+    assert re.search(r"skipped the rest of shard http://\S*/shard-000001\.tar .*404", logged), logged
+    assert re.search(rf"skipped the rest of shard http://\S*/shard-000002\.tar .*member 's24\.jpg' at offset "
+                     rf"{cut.offset}: archive truncated", logged), logged
 
 
 CLOSE_IN_BACKOFF = """

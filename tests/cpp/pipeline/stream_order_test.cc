@@ -60,6 +60,36 @@ TEST(ShuffleBufferTest, LetsEverySampleOutOnceAndIsSeeded) {
   for (size_t i = 0; i + 16 < a.size(); ++i) EXPECT_LT(a[i], static_cast<int>(i) + 16);
 }
 
+// webdataset's ramp (its _shuffle with initial=100): the first sample out
+// after 100 in, then one out for every two in until 1,000 are held, then one
+// for one; a pass that begins again (Reseed) ramps again.
+TEST(ShuffleBufferTest, RampsFromOneHundredHeldToCapacity) {
+  ShuffleBuffer<int> buffer(1000, 7);
+  for (int pass = 0; pass < 2; ++pass) {
+    buffer.Reseed(static_cast<uint64_t>(pass));
+    size_t held = 0, out = 0;
+    std::vector<size_t> held_at_out;
+    for (int i = 0; i < 3000; ++i) {
+      ++held;
+      if (buffer.Push(i)) {
+        --held;
+        ++out;
+        held_at_out.push_back(held + 1);
+      }
+    }
+    ASSERT_FALSE(held_at_out.empty());
+    EXPECT_EQ(held_at_out.front(), 100u) << "pass " << pass;  // the first out once 100 are held
+    EXPECT_EQ(held_at_out[1], 101u);                          // then the buffer grows by one per out
+    EXPECT_EQ(held_at_out[899], 999u);
+    EXPECT_EQ(held_at_out[900], 1000u);                       // full: one for one from here
+    EXPECT_EQ(held_at_out.back(), 1000u);
+    EXPECT_EQ(held, 999u);  // a full buffer lets one out as each sample comes in
+    EXPECT_EQ(out, 2001u);
+    while (buffer.Drain()) --held;
+    EXPECT_EQ(held, 0u);
+  }
+}
+
 TEST(ShuffleBufferTest, CapacityOneIsStreamOrder) {
   std::vector<int> want(50);
   std::iota(want.begin(), want.end(), 0);
