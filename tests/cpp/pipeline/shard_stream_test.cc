@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -74,6 +75,52 @@ TEST(ShardStreamTest, SamplesComeInOrderWithTheirDataPackedAndTrimmedToSize) {
   Result<std::optional<StreamSample>> end = (*stream)->Next();
   ASSERT_TRUE(end.ok());
   EXPECT_FALSE(end->has_value());
+  std::filesystem::remove_all(std::filesystem::path(path).parent_path());
+}
+
+// Members of 1 byte to 30 KB, under half a local read window each, so they
+// come through the window: over a 4 MB shard they straddle the window's edge
+// at every offset the sizes give (the window keeps the part it holds and
+// reads on). Every member's bytes are the file's.
+TEST(ShardStreamTest, SmallMembersAcrossManyWindowsAreTheFilesBytes) {
+  char tmpl[] = "/tmp/stoker-shard-stream-XXXXXX";
+  const std::string path = std::string(mkdtemp(tmpl)) + "/small.tar";
+  {
+    auto w = TarWriter::Create(path);
+    ASSERT_TRUE(w.ok());
+    uint32_t x = 12345;
+    for (int i = 0; i < 400; ++i) {
+      for (const char* ext : {"a", "b"}) {
+        x = x * 1664525u + 1013904223u;
+        std::vector<uint8_t> bytes(1 + (x >> 8) % 30'000);
+        for (size_t j = 0; j < bytes.size(); ++j) bytes[j] = static_cast<uint8_t>((x >> 16) + j * 7 + i);
+        ASSERT_TRUE(w->Add("k" + std::to_string(i) + "." + ext, bytes).ok());
+      }
+    }
+    ASSERT_TRUE(w->Close().ok());
+  }
+  auto stream = ShardStream::Open(path, /*shard=*/0, DefaultIoOptions());
+  ASSERT_TRUE(stream.ok()) << stream.status().ToString();
+  for (int i = 0; i < 400; ++i) {
+    Result<std::optional<StreamSample>> next = (*stream)->Next();
+    ASSERT_TRUE(next.ok()) << next.status().ToString();
+    ASSERT_TRUE(next->has_value());
+    const StreamSample& s = **next;
+    ASSERT_EQ(s.entry.key, "k" + std::to_string(i));
+    const SampleView view = s.entry.view();
+    ASSERT_EQ(view.members.size(), 2u);
+    for (size_t m = 0; m < 2; ++m) {
+      const MemberView member = view.members[m];
+      const std::span<const uint8_t> data = member.data(s.bytes);
+      ASSERT_EQ(std::string(reinterpret_cast<const char*>(data.data()), data.size()),
+                FileBytes(path, member.offset, member.size))
+          << "sample " << i << " member " << member.name();
+    }
+  }
+  Result<std::optional<StreamSample>> end = (*stream)->Next();
+  ASSERT_TRUE(end.ok());
+  EXPECT_FALSE(end->has_value());
+  std::filesystem::remove_all(std::filesystem::path(path).parent_path());
 }
 
 }  // namespace
