@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -26,10 +27,29 @@
 
 namespace stoker {
 
-struct StreamSample {
-  uint32_t shard = 0;          // in the loader's shard list
-  SampleEntry entry;           // offsets in the shard
-  std::vector<uint8_t> bytes;  // its members' data, packed (entry.packed)
+// One sample of a stream, compact: thousands wait in a shuffle buffer, so it
+// is one vector, its members' data packed end to end (SampleEntry::packed)
+// and then its SampleEntry encoded (key, begin, end, each member's field,
+// name unless it is key.field, offset and size), which Entry() decodes where
+// the sample is used. A 2-member sample with an 11-byte key takes about 150
+// bytes besides its data, in the buffer and its vector; a SampleEntry with its
+// vector of members took about 380.
+class StreamSample {
+ public:
+  StreamSample() = default;
+  // `data`: the members' data, packed, as `entry` (packed) places them.
+  StreamSample(uint32_t shard, const SampleEntry& entry, std::vector<uint8_t> data);
+
+  uint32_t shard() const { return shard_; }  // in the loader's shard list
+  std::span<uint8_t> data() { return {bytes_.data(), data_size_}; }
+  std::span<const uint8_t> data() const { return {bytes_.data(), data_size_}; }
+  SampleEntry Entry() const;  // offsets in the shard
+  size_t HeldBytes() const { return bytes_.capacity(); }  // data and entry, as allocated
+
+ private:
+  std::vector<uint8_t> bytes_;  // data, then the entry encoded
+  size_t data_size_ = 0;
+  uint32_t shard_ = 0;
 };
 
 class ShardStream {
@@ -45,15 +65,22 @@ class ShardStream {
 
  private:
   ShardStream(std::unique_ptr<RandomAccessReader> reader, uint32_t shard, bool first);
+  // The sample being read (held): its entry and data so far. Kept from one
+  // sample to the next, so its strings and member list reuse their memory.
+  struct Building {
+    bool held = false;
+    SampleEntry entry;
+    std::vector<uint8_t> data;
+  };
   // Adds member m to the open sample (its bytes from the sample's end so far).
   Status Add(const TarMember& m, std::string_view field);
-  // The open sample, done (nullopt if none), its bytes trimmed to their size.
+  // The open sample, done and made compact (nullopt if none).
   std::optional<StreamSample> Complete();
 
   std::unique_ptr<RandomAccessReader> reader_;
   TarStream tar_;
   uint32_t shard_;
-  std::optional<StreamSample> open_;
+  Building open_;
   // The member after the open sample's last: it begins the next sample.
   std::optional<TarMember> ahead_;
   bool done_ = false;

@@ -350,8 +350,9 @@ Result<std::unique_ptr<Loader>> CreateStreamLoader(LoaderOptions options) {
   STOKER_ASSIGN_OR_RETURN(head->shard, ShardStream::Open(data.shards[first], first, *options.storage, /*first=*/true));
   STOKER_ASSIGN_OR_RETURN(head->first, head->shard->Next());
   if (!head->first) return Refuse(data.shards[first] + " holds no samples (the rank's first shard)");
-  STOKER_ASSIGN_OR_RETURN(data.layout, MakeBatchLayout(options.fields, options.batch_size, head->first->entry,
-                                                       head->first->bytes, data.shards[first]));
+  const SampleEntry probe = head->first->Entry();
+  STOKER_ASSIGN_OR_RETURN(data.layout, MakeBatchLayout(options.fields, options.batch_size, probe,
+                                                       head->first->data(), data.shards[first]));
   data.options = std::move(options);
   return std::unique_ptr<Loader>(
       std::make_unique<StreamLoader>(std::move(data), std::move(device), std::move(head), cpu.cores, cpu.ToString()));

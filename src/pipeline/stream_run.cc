@@ -73,7 +73,7 @@ void StreamRun::Produce() {
   auto pass_seed = [&](uint64_t pass) {
     return MixSeed(o.seed, static_cast<uint64_t>(o.rank), 0x42554646ull + pass);
   };
-  ShuffleBuffer<std::unique_ptr<StreamSample>> buffer(o.shuffle ? static_cast<size_t>(o.shuffle_buffer) : 1,
+  ShuffleBuffer<StreamSample> buffer(o.shuffle ? static_cast<size_t>(o.shuffle_buffer) : 1,
                                                       pass_seed(start_.pass));
   // The shard after the one being read, opened and its first window read
   // on a thread of its own meanwhile, so a shard's start (a HEAD and a GET
@@ -120,8 +120,7 @@ void StreamRun::Produce() {
           following = std::async(std::launch::async, OpenHead, std::cref(*data_), after, &cancel_reads_);
         }
         any = true;
-        std::optional<std::unique_ptr<StreamSample>> out =
-            buffer.Push(std::make_unique<StreamSample>(std::move(*next)));
+        std::optional<StreamSample> out = buffer.Push(std::move(*next));
         if (out && !Emit(std::move(*out))) return;
         const uint64_t begin = NowNs();
         Result<std::optional<StreamSample>> read = head->shard->Next();
@@ -130,12 +129,12 @@ void StreamRun::Produce() {
           break;  // the shard is left here: on to the next
         }
         next = std::move(read).value();
-        if (Recorder* rec = data_->recorder; rec && next) rec->read.Add(next->bytes.size(), NowNs() - begin);
+        if (Recorder* rec = data_->recorder; rec && next) rec->read.Add(next->data().size(), NowNs() - begin);
       }
       if (last) break;
     }
     // The pass's end: what the buffer holds goes out before the next pass's samples come in.
-    while (std::optional<std::unique_ptr<StreamSample>> out = buffer.Drain()) {
+    while (std::optional<StreamSample> out = buffer.Drain()) {
       if (!Emit(std::move(*out))) return;
     }
     if (!any) {
@@ -170,7 +169,7 @@ bool StreamRun::LeaveShard(uint32_t shard, Status st) {
   return true;
 }
 
-bool StreamRun::Emit(std::unique_ptr<StreamSample> sample) {
+bool StreamRun::Emit(StreamSample sample) {
   const int bs = data_->options.batch_size;
   const uint64_t pos = position_++;
   const int64_t b = static_cast<int64_t>(pos / static_cast<uint64_t>(bs));
@@ -208,20 +207,21 @@ void StreamRun::DecodeLoop() {
   const BatchLayout& layout = data_->layout;
   SampleDecoder decoder(&layout);
   while (std::optional<DecodeTask> task = decode_queue_.Pop()) {
-    StreamSample& s = *task->sample;
+    StreamSample& s = task->sample;
+    const SampleEntry entry = s.Entry();
     uint8_t* base = task->batch->lease->data();
-    const std::string& shard = data_->shards[s.shard];
+    const std::string& shard = data_->shards[s.shard()];
     // Augmentation seeds follow the sample's place in the rank's stream.
     const uint64_t seed = MixSeed(o.seed, task->position, static_cast<uint64_t>(o.rank));
     const uint64_t begin = NowNs();
-    Status st = decoder.Decode(shard, s.entry, s.bytes, base, task->slot, seed);
-    if (Recorder* rec = data_->recorder) rec->decode.Add(s.bytes.size(), NowNs() - begin);
+    Status st = decoder.Decode(shard, entry, s.data(), base, task->slot, seed);
+    if (Recorder* rec = data_->recorder) rec->decode.Add(s.data().size(), NowNs() - begin);
     // Unique across ranks: the stream position interleaved by rank.
     const int64_t global = static_cast<int64_t>(task->position) * o.world_size + o.rank;
     const ArraySlot& index = layout.arrays[layout.index_array];
     std::memcpy(index.At(base, task->slot), &global, sizeof(global));
     if (!task->batch->keys.empty()) {
-      Result<std::string> key = UserKey(o, shard, s.entry, s.bytes);
+      Result<std::string> key = UserKey(o, shard, entry, s.data());
       if (key.ok()) {
         task->batch->keys[static_cast<size_t>(task->slot)] = std::move(key.value());
       } else if (st.ok()) {
@@ -230,8 +230,8 @@ void StreamRun::DecodeLoop() {
       task->batch->urls[static_cast<size_t>(task->slot)] = shard;
     }
     std::optional<StreamSlotFailure> failure;
-    if (!st.ok()) failure = StreamSlotFailure{task->slot, global, InternalKey(shard, s.entry), std::move(st)};
-    task->sample.reset();
+    if (!st.ok()) failure = StreamSlotFailure{task->slot, global, InternalKey(shard, entry), std::move(st)};
+    task->sample = {};
     Finish(task->batch, std::move(failure));
   }
 }

@@ -134,12 +134,12 @@ class StreamRun {
     StreamBatch* batch;
     int slot;
     uint64_t position;  // along the rank's stream
-    std::unique_ptr<StreamSample> sample;
+    StreamSample sample;
   };
   void Produce();
   // Places the stream's next sample: dropped before the first batch, else
   // queued to decode into its slot. False once cancelled.
-  bool Emit(std::unique_ptr<StreamSample> sample);
+  bool Emit(StreamSample sample);
   void Fail(Status st);  // the stream ends here: the batch being filled returns st
   // Shard `shard` broke with st: false (the stream failed) unless on_error="skip",
   // which leaves the shard and notes it for the batch being filled.
