@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstring>
 #include <future>
 
 #include <unordered_set>
@@ -639,11 +640,108 @@ class SidecarReader : public nlohmann::json_sax<json> {
   std::string error_;
 };
 
+// ParseWrittenShardIndex's reader: a cursor over the text that fails at the
+// first byte out of the writer's form.
+class WrittenSidecar {
+ public:
+  explicit WrittenSidecar(std::string_view text) : p_(text.data()), end_(text.data() + text.size()) {}
+
+  bool Parse(ShardIndex* index, std::string* key_rule) {
+    std::string format;
+    if (!Lit("{\"format\":") || !Str(&format) || format != "stoker-index") return false;
+    if (!Lit(",\"key_rule\":") || !Str(key_rule) || !Lit(",\"samples\":[")) return false;
+    SampleEntry e;
+    MemberRef m;
+    uint64_t max_end = 0;
+    if (!Lit("]")) {
+      do {
+        if (!Lit("[") || !Str(&e.key) || !Lit(",") || !Num(&e.begin) || !Lit(",") || !Num(&e.end) ||
+            e.begin > e.end || !Lit(",[")) {
+          return false;
+        }
+        e.members.clear();
+        if (!Lit("]")) {
+          do {
+            if (!Lit("[") || !Str(&m.field) || !Lit(",") || !Str(&m.name) || !Lit(",") || !Num(&m.offset) ||
+                !Lit(",") || !Num(&m.size) || !Lit("]")) {
+              return false;
+            }
+            if (m.offset < e.begin || m.offset > e.end || m.size > e.end - m.offset) return false;
+            e.members.push_back(m);
+          } while (Lit(","));
+          if (!Lit("]")) return false;
+        }
+        if (!Lit("]")) return false;
+        max_end = std::max(max_end, e.end);
+        index->samples.push_back(e);
+      } while (Lit(","));
+      if (!Lit("]")) return false;
+    }
+    uint64_t version = 0;
+    if (!Lit(",\"shard_size\":") || !Num(&index->shard_size) || !Lit(",\"version\":") || !Num(&version) ||
+        version != static_cast<uint64_t>(kIndexVersion) || !Lit("}")) {
+      return false;
+    }
+    Lit("\n");
+    return p_ == end_ && max_end <= index->shard_size;
+  }
+
+ private:
+  bool Lit(std::string_view s) {
+    if (static_cast<size_t>(end_ - p_) < s.size() || std::memcmp(p_, s.data(), s.size()) != 0) return false;
+    p_ += s.size();
+    return true;
+  }
+  bool Str(std::string* out) {
+    if (p_ == end_ || *p_ != '"') return false;
+    const char* begin = ++p_;
+    for (; p_ != end_ && *p_ != '"'; ++p_) {
+      const auto c = static_cast<unsigned char>(*p_);
+      if (c == '\\' || c < 0x20 || c >= 0x80) return false;
+    }
+    if (p_ == end_) return false;
+    out->assign(begin, p_++);
+    return true;
+  }
+  bool Num(uint64_t* v) {
+    const char* begin = p_;
+    uint64_t x = 0;
+    for (; p_ != end_ && *p_ >= '0' && *p_ <= '9'; ++p_) {
+      const uint64_t digit = static_cast<uint64_t>(*p_ - '0');
+      if (x > (UINT64_MAX - digit) / 10) return false;
+      x = x * 10 + digit;
+    }
+    if (p_ == begin || (*begin == '0' && p_ - begin > 1)) return false;
+    *v = x;
+    return true;
+  }
+
+  const char* p_;
+  const char* end_;
+};
+
 }  // namespace
+
+bool ParseWrittenShardIndex(std::string_view text, ShardIndex* index) {
+  std::string key_rule;
+  if (!WrittenSidecar(text).Parse(index, &key_rule)) return false;
+  Result<KeyRule> rule = ParseKeyRule(key_rule);
+  if (!rule.ok()) return false;
+  index->key_rule = *rule;
+  return true;
+}
 
 Result<ShardIndex> ReadShardIndex(const std::string& index_path, const IoOptions& io) {
   STOKER_ASSIGN_OR_RETURN(std::string text, ReadWholeObject(index_path, io));  // a path or a URL
   auto bad = [&](const std::string& why) { return DataLoss(index_path + ": not a stoker index: " + why); };
+  auto named = [&](ShardIndex index) {
+    index.samples.shrink_to_fit();
+    if (UrlParts p = SplitQuery(index_path); p.path.ends_with(".idx")) {
+      index.shard_path = p.path.substr(0, p.path.size() - 4) + p.suffix;
+    }
+    return index;
+  };
+  if (ShardIndex written; ParseWrittenShardIndex(text, &written)) return named(std::move(written));
   ShardIndex index;
   SidecarReader reader(&index);
   const bool parsed = json::sax_parse(text, &reader);
@@ -670,11 +768,7 @@ Result<ShardIndex> ReadShardIndex(const std::string& index_path, const IoOptions
   if (!rule.ok()) return bad(rule.status().message());
   index.key_rule = *rule;
   if (!parsed || !whole) return bad(reader.error().empty() ? std::string("invalid JSON") : reader.error());
-  index.samples.shrink_to_fit();
-  if (UrlParts p = SplitQuery(index_path); p.path.ends_with(".idx")) {
-    index.shard_path = p.path.substr(0, p.path.size() - 4) + p.suffix;
-  }
-  return index;
+  return named(std::move(index));
 }
 
 Result<ShardIndex> LoadOrBuildShardIndex(const std::string& shard_path, KeyRule rule, const IoOptions& io,

@@ -419,5 +419,97 @@ TEST(SampleTable, IrregularMembersReadBackExactly) {
   EXPECT_EQ(SampleTable(upper)[0].Find("jpg")->name(), "x.JPEG");
 }
 
+// ParseWrittenShardIndex reads WriteShardIndex's own output, checked against
+// nlohmann's parse of the same text; any other form of the same document
+// (spaces, an escaped or non-ASCII name) it leaves to ReadShardIndex's JSON
+// parser, which reads the same samples; and a document out of bounds it
+// refuses, leaving the error to that parser.
+TEST(SampleIndexTest, WrittenSidecarsParseByHandAsNlohmannReadsThem) {
+  std::vector<SampleEntry> entries = {
+      {"a/0001", {{"jpg", "a/0001.jpg", 512, 100}, {"cls", "a/0001.cls", 1536, 1}}, 0, 1537},
+      {"a/0002", {{"txt", "other-name.txt", 2560, 7}}, 2048, 2567},
+      {"a/0003", {}, 3072, 3072},
+  };
+  ShardIndex index;
+  index.shard_size = 4096;
+  index.key_rule = KeyRule::kWebDataset;
+  index.samples = SampleTable(entries);
+  const std::string idx = TempPath("written.idx");
+  ASSERT_TRUE(WriteShardIndex(index, idx).ok());
+  const std::string text = testing::ReadFileBytes(idx);
+
+  ShardIndex fast;
+  ASSERT_TRUE(ParseWrittenShardIndex(text, &fast));
+  const nlohmann::json doc = nlohmann::json::parse(text);
+  EXPECT_EQ(fast.shard_size, doc["shard_size"].get<uint64_t>());
+  EXPECT_EQ(fast.key_rule, KeyRule::kWebDataset);
+  ASSERT_EQ(fast.samples.size(), doc["samples"].size());
+  for (size_t i = 0; i < fast.samples.size(); ++i) {
+    const SampleView got = fast.samples[i];
+    const nlohmann::json& want = doc["samples"][i];
+    EXPECT_EQ(got.key, want[0].get<std::string>());
+    EXPECT_EQ(got.begin, want[1].get<uint64_t>());
+    EXPECT_EQ(got.end, want[2].get<uint64_t>());
+    ASSERT_EQ(got.members.size(), want[3].size()) << "sample " << i;
+    for (size_t m = 0; m < got.members.size(); ++m) {
+      EXPECT_EQ(got.members[m].field, want[3][m][0].get<std::string>());
+      EXPECT_EQ(got.members[m].name(), want[3][m][1].get<std::string>());
+      EXPECT_EQ(got.members[m].offset, want[3][m][2].get<uint64_t>());
+      EXPECT_EQ(got.members[m].size, want[3][m][3].get<uint64_t>());
+    }
+  }
+
+  auto same_as_written = [&](const ShardIndex& r) {
+    ASSERT_EQ(r.samples.size(), fast.samples.size());
+    for (size_t i = 0; i < r.samples.size(); ++i) {
+      EXPECT_EQ(r.samples[i].key, fast.samples[i].key);
+      EXPECT_EQ(r.samples[i].end, fast.samples[i].end);
+      ASSERT_EQ(r.samples[i].members.size(), fast.samples[i].members.size());
+      for (size_t m = 0; m < r.samples[i].members.size(); ++m) {
+        EXPECT_EQ(r.samples[i].members[m].name(), fast.samples[i].members[m].name());
+        EXPECT_EQ(r.samples[i].members[m].offset, fast.samples[i].members[m].offset);
+      }
+    }
+  };
+  // Spaces and newlines (another writer): the JSON parser's, the same samples.
+  const std::string spaced = doc.dump(1) + "\n";
+  ShardIndex unused;
+  EXPECT_FALSE(ParseWrittenShardIndex(spaced, &unused));
+  {
+    FILE* f = std::fopen(idx.c_str(), "wb");
+    std::fwrite(spaced.data(), 1, spaced.size(), f);
+    std::fclose(f);
+  }
+  auto back = ReadShardIndex(idx);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  same_as_written(*back);
+
+  // An escaped quote and a non-ASCII name: the JSON parser's, read as written.
+  entries[0].members[0].name = "a/\"0001\".jpg";
+  entries[1].key = "a/\xd0\xba\xd0\xbb\xd1\x8e\xd1\x87";
+  entries[1].members[0].name = "other-\xc3\xa9.txt";
+  index.samples = SampleTable(entries);
+  ASSERT_TRUE(WriteShardIndex(index, idx).ok());
+  EXPECT_FALSE(ParseWrittenShardIndex(testing::ReadFileBytes(idx), &unused));
+  back = ReadShardIndex(idx);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->samples[0].members[0].name(), "a/\"0001\".jpg");
+  EXPECT_EQ(back->samples[1].key, "a/\xd0\xba\xd0\xbb\xd1\x8e\xd1\x87");
+  EXPECT_EQ(back->samples[1].members[0].name(), "other-\xc3\xa9.txt");
+
+  // A sample past the shard's end: refused here, named by the JSON parser's reader.
+  std::string past = text;
+  past.replace(past.find("\"shard_size\":4096"), 17, "\"shard_size\":3000");
+  EXPECT_FALSE(ParseWrittenShardIndex(past, &unused));
+  {
+    FILE* f = std::fopen(idx.c_str(), "wb");
+    std::fwrite(past.data(), 1, past.size(), f);
+    std::fclose(f);
+  }
+  back = ReadShardIndex(idx);
+  ASSERT_FALSE(back.ok());
+  EXPECT_NE(back.status().message().find("not a stoker index: sample #"), std::string::npos) << back.status().ToString();
+}
+
 }  // namespace
 }  // namespace stoker
