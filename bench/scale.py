@@ -46,6 +46,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -114,18 +115,21 @@ def _status_mb() -> dict:
 
 
 def _code_pages_mb() -> float:
-    """Resident pages of mapped shared libraries (*.so): code, loaded once per node and
+    """Resident pages of mapped shared libraries (*.so, *.so.N): code, loaded once per node and
     shared by its ranks, that a native loader first touches during its first batch where a
-    Python one ran its code at import. The rest of RssFile is data: mapped shard pages."""
-    kb, code = 0, False
+    Python one ran its code at import. Their copy-on-write pages (a library's written data) are
+    anonymous and left out: RssAnon counts them. The rest of RssFile is data: mapped shard pages."""
+    kb, code, rss = 0, False, 0
     with open("/proc/self/smaps") as f:
         for line in f:
-            head = line.split(None, 6)
+            head = line.split(None, 5)
             if "-" in head[0] and len(head) >= 5:  # a mapping's first line: range perms offset dev inode [path]
                 path = head[5].strip() if len(head) > 5 else ""
-                code = ".so" in Path(path).name
+                code = re.search(r"\.so(\.|$)", Path(path).name) is not None
             elif code and head[0] == "Rss:":
-                kb += int(head[1])
+                rss = int(head[1])
+            elif code and head[0] == "Anonymous:":
+                kb += rss - int(head[1])
     return kb / 1024
 
 

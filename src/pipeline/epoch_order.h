@@ -16,7 +16,9 @@
 //    of K shards one after another, and inside each window its samples
 //    (B = 1) or its blocks (cut as above) permuted by an IndexShuffle keyed
 //    by (seed, epoch, window);
-//  * streamed through a buffer (shuffle_buffer > 0): WebDataset's scheme.
+//  * streamed through a buffer (shuffle_buffer > 0): WebDataset's scheme,
+//    without its ramp (stream mode's buffer has it: shuffle_buffer.h): the
+//    order is listed whole before the epoch, so no batch waits on the buffer.
 // A sample's shard comes from the per-shard prefix sums by binary search.
 // Memory: O(shards) for the first two and for windowed single samples, which
 // is what a rank keeps however large the dataset (400M samples in 41,000

@@ -18,6 +18,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "formats/sample_index.h"
@@ -31,14 +32,24 @@ namespace stoker {
 // is one vector, its members' data packed end to end (SampleEntry::packed)
 // and then its SampleEntry encoded (key, begin, end, each member's field,
 // name unless it is key.field, offset and size), which Entry() decodes where
-// the sample is used. A 2-member sample with an 11-byte key takes about 150
-// bytes besides its data, in the buffer and its vector; a SampleEntry with its
-// vector of members took about 380.
+// the sample is used. A 2-member sample with an 11-byte key and 3-letter
+// fields takes about 150 bytes besides its data (90 of them the entry), in the
+// buffer and its vector; a SampleEntry with its vector of members took about
+// 380.
 class StreamSample {
  public:
   StreamSample() = default;
   // `data`: the members' data, packed, as `entry` (packed) places them.
   StreamSample(uint32_t shard, const SampleEntry& entry, std::vector<uint8_t> data);
+  // Moved from, a sample is empty (no data), not a size over no bytes.
+  StreamSample(StreamSample&& o) noexcept
+      : bytes_(std::move(o.bytes_)), data_size_(std::exchange(o.data_size_, 0)), shard_(o.shard_) {}
+  StreamSample& operator=(StreamSample&& o) noexcept {
+    bytes_ = std::move(o.bytes_);
+    data_size_ = std::exchange(o.data_size_, 0);
+    shard_ = o.shard_;
+    return *this;
+  }
 
   uint32_t shard() const { return shard_; }  // in the loader's shard list
   std::span<uint8_t> data() { return {bytes_.data(), data_size_}; }
@@ -66,7 +77,8 @@ class ShardStream {
  private:
   ShardStream(std::unique_ptr<RandomAccessReader> reader, uint32_t shard, bool first);
   // The sample being read (held): its entry and data so far. Kept from one
-  // sample to the next, so its strings and member list reuse their memory.
+  // sample to the next, so its key and its member list's array reuse their
+  // memory (the data moves into the sample made of it).
   struct Building {
     bool held = false;
     SampleEntry entry;

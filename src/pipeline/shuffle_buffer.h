@@ -25,13 +25,16 @@ namespace stoker {
 
 inline constexpr size_t kShuffleBufferInitial = 100;
 
+// How many a buffer of `capacity` holds before its first sample out.
+inline size_t ShuffleBufferInitial(size_t capacity) {
+  return capacity < 1 ? 1 : (capacity < kShuffleBufferInitial ? capacity : kShuffleBufferInitial);
+}
+
 template <typename T>
 class ShuffleBuffer {
  public:
   ShuffleBuffer(size_t capacity, uint64_t seed)
-      : capacity_(capacity < 1 ? 1 : capacity),
-        initial_(capacity_ < kShuffleBufferInitial ? capacity_ : kShuffleBufferInitial),
-        rng_(seed) {}
+      : capacity_(capacity < 1 ? 1 : capacity), initial_(ShuffleBufferInitial(capacity)), rng_(seed) {}
 
   // A pass begins: the buffer is empty (drained) and draws from `seed` on.
   void Reseed(uint64_t seed) {

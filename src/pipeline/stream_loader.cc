@@ -156,6 +156,7 @@ class StreamLoader : public Loader {
                            {"batch_size", o.batch_size},
                            {"samples_per_epoch", o.samples_per_epoch},
                            {"shuffle_buffer", o.shuffle ? o.shuffle_buffer : 1},
+                           {"shuffle_initial", ShuffleInitial()},
                            {"shards", data_.shards.size()},
                            {"skip", skips_.ToJson()}})
         .dump();
@@ -185,6 +186,17 @@ class StreamLoader : public Loader {
         return InvalidArgument(std::string("loader state was saved with ") + key + "=" + std::to_string(theirs) +
                                ", this loader has " + std::to_string(mine) + ": the stream would differ");
       }
+    }
+    // A state saved before the buffer ramped has no "shuffle_initial": its
+    // buffer let the first sample out once full. Up to 100 samples that is
+    // this one's order too.
+    const int64_t initial = j.contains("shuffle_initial") && j["shuffle_initial"].is_number_integer()
+                                ? j["shuffle_initial"].get<int64_t>()
+                                : j["shuffle_buffer"].get<int64_t>();
+    if (initial != ShuffleInitial()) {
+      return InvalidArgument("loader state was saved by a stream whose shuffle buffer let its first sample out once " +
+                             std::to_string(initial) + " were held; this one's does once " +
+                             std::to_string(ShuffleInitial()) + " are (webdataset's ramp): the stream would differ");
     }
     for (const char* key : {"epoch", "next_batch"}) {
       if (!j.contains(key) || !j[key].is_number_integer() || j[key].get<int64_t>() < 0) {
@@ -237,7 +249,7 @@ class StreamLoader : public Loader {
     s.order = std::string("stream: ") +
               (o.shuffle ? "shards permuted each pass, then a shuffle buffer of " + std::to_string(o.shuffle_buffer) +
                                " samples (first out once " +
-                               std::to_string(std::min<int64_t>(o.shuffle_buffer, kShuffleBufferInitial)) +
+                               std::to_string(ShuffleInitial()) +
                                " are held)"
                          : "shards in the order given, samples in shard order") +
               "; rank " + std::to_string(o.rank) + " of " + std::to_string(o.world_size) +
@@ -251,6 +263,11 @@ class StreamLoader : public Loader {
   std::vector<TuneChange> TakeTuneLog() override { return {}; }
 
  private:
+  // The samples the stream's shuffle buffer holds before its first one out.
+  int64_t ShuffleInitial() const {
+    const LoaderOptions& o = data_.options;
+    return static_cast<int64_t>(ShuffleBufferInitial(o.shuffle ? static_cast<size_t>(o.shuffle_buffer) : 1));
+  }
   // The next batch's number along the rank's stream.
   int64_t Along() const { return static_cast<int64_t>(epoch_) * batches_ + next_batch_; }
   // The latest known pass start at or before batch `along`'s first sample:

@@ -73,8 +73,7 @@ void StreamRun::Produce() {
   auto pass_seed = [&](uint64_t pass) {
     return MixSeed(o.seed, static_cast<uint64_t>(o.rank), 0x42554646ull + pass);
   };
-  ShuffleBuffer<StreamSample> buffer(o.shuffle ? static_cast<size_t>(o.shuffle_buffer) : 1,
-                                                      pass_seed(start_.pass));
+  ShuffleBuffer<StreamSample> buffer(o.shuffle ? static_cast<size_t>(o.shuffle_buffer) : 1, pass_seed(start_.pass));
   // The shard after the one being read, opened and its first window read
   // on a thread of its own meanwhile, so a shard's start (a HEAD and a GET
   // over HTTP) overlaps the previous shard's parse. Not while the run's

@@ -64,7 +64,7 @@ def main(out: Path) -> None:
             # as `stoker index` writes it (keys sorted, no spaces): the form read by hand
             "written": json.dumps({"format": "stoker-index", "version": 1, "shard_size": 10240,
                                    "key_rule": "webdataset",
-                                   "samples": [["a", 0, 1034, [["jpg", "a.jpg", 512, 10],
+                                   "samples": [["a", 0, 1537, [["jpg", "a.jpg", 512, 10],
                                                                ["cls", "a.cls", 1536, 1]]],
                                                ["b", 2048, 3073, [["jpg", "x.jpg", 2560, 1]]]]},
                                   sort_keys=True, separators=(",", ":")).encode() + b"\n",

@@ -197,13 +197,62 @@ def test_a_state_in_a_later_pass_resumes_from_that_pass_start(data):
         state = ld.state_dict()
     native = state["stoker"]
     assert (native["epoch"], native["next_batch"], native["pass"], native["pass_start"]) == (2, 2, 1, 60)
-    older = {"stoker": {k: v for k, v in native.items() if k not in ("pass", "pass_start")}}
+    # A state of a build before passes were recorded (and before the buffer ramped: with
+    # 7 samples it never did) replays from the stream's start.
+    older = {"stoker": {k: v for k, v in native.items() if k not in ("pass", "pass_start", "shuffle_initial")}}
     for saved in (state, older):
         with closing(make(data, **kw)) as fresh:
             fresh.load_state_dict(saved)
             assert rows(fresh, epochs=(2,)) == whole[88:120]
     with closing(make(data, **kw)) as fresh, pytest.raises(ValueError, match="pass_start"):
         fresh.load_state_dict({"stoker": dict(native, pass_start=100)})
+
+
+def test_a_state_saved_while_the_buffer_ramps_resumes_the_uninterrupted_stream(tmp_path):
+    """A buffer of 150 lets its first sample out once 100 are held and grows to 150 as it goes
+    (webdataset's ramp). A state saved three batches in, with the buffer still growing, resumes
+    the uninterrupted stream; each pass delivers every sample once. A state saved before the
+    buffer ramped (no "shuffle_initial": its first sample out once 150 were held) is refused."""
+    keys = []
+    for s in range(4):
+        with tarfile.open(tmp_path / f"t-{s}.tar", "w", format=tarfile.USTAR_FORMAT) as tar:
+            for i in range(80):
+                key = f"t{s}{i:03d}"
+                keys.append(key)
+                info = tarfile.TarInfo(f"{key}.cls")
+                info.size = len(str(i).encode())
+                tar.addfile(info, io.BytesIO(str(i).encode()))
+    shards = [str(tmp_path / f"t-{s}.tar") for s in range(4)]
+
+    def run():
+        return stoker.Loader(shards, {"cls": stoker.scalar("int64")}, batch_size=16, output="numpy", stream=True,
+                             samples_per_epoch=320, shuffle=True, seed=5, shuffle_buffer=150)
+
+    def delivered(ld, epochs):
+        out = []
+        for e in epochs:
+            ld.set_epoch(e)
+            out += [k for b in ld for k in b["__key__"]]
+        return out
+
+    with closing(run()) as ld:
+        whole = delivered(ld, (0, 1))
+        assert ld.settings["order"].startswith("stream: shards permuted each pass, then a shuffle buffer of 150 "
+                                               "samples (first out once 100 are held)")
+    assert sorted(whole[:320]) == sorted(keys) and sorted(whole[320:]) == sorted(keys)
+    with closing(run()) as ld:
+        it = iter(ld)
+        for _ in range(3):
+            next(it)
+        state = ld.state_dict()
+    assert state["stoker"]["shuffle_initial"] == 100
+    with closing(run()) as fresh:
+        fresh.load_state_dict(state)
+        assert delivered(fresh, (0, 1)) == whole[48:]
+    before_ramp = {"stoker": {k: v for k, v in state["stoker"].items() if k != "shuffle_initial"}}
+    with closing(run()) as fresh, pytest.raises(ValueError, match=r"let its first sample out once 150 were held; "
+                                                               r"this one's does once 100 are"):
+        fresh.load_state_dict(before_ramp)
 
 
 def test_gzipped_shards_stream_the_same_samples(data, tmp_path):

@@ -344,7 +344,7 @@ TEST(TarStreamTest, YieldsScanTarsMembersWithTheirBytesFrontToBack) {
   ASSERT_TRUE(reader.ok());
   CountingReader local(reader->get(), 64 * 1024);
   CheckStream(tar, *scanned, local);
-  // Every byte once, near enough: local windows of 256 KiB, the huge member in one read.
+  // Every byte once, near enough: local windows of kLocalStreamWindow, the huge member in one read.
   EXPECT_LE(local.bytes.load(), tar.size() + TarStream::kLocalStreamWindow);
   EXPECT_LE(local.reads.load(), tar.size() / TarStream::kLocalStreamWindow + 4);
   RemoteCountingReader remote(reader->get(), 4 << 20);
