@@ -8,7 +8,7 @@
 
 #include "io/url.h"
 #include "pipeline/sample_keys.h"
-#include "pipeline/skip_budget.h"
+#include "pipeline/skip_ledger.h"
 
 namespace stoker {
 
@@ -30,8 +30,8 @@ Status SkipRefiller::Resolve(BatchWork& work, const EpochPlan& plan) {
 }
 
 Status SkipRefiller::Resolve(const Target& batch, std::vector<SlotFailure> failures, const EpochPlan& plan) {
-  counts_.seen += batch.size;
-  if (failures.empty()) return CheckBudget();
+  ledger_.counts.seen += batch.size;
+  if (failures.empty()) return ledger_.CheckBudget(data_->options);
   const int64_t bs = data_->options.batch_size;
   // Slot order, not completion order: the refills must not depend on timing.
   std::sort(failures.begin(), failures.end(), [](const auto& a, const auto& b) { return a.slot < b.slot; });
@@ -44,24 +44,24 @@ Status SkipRefiller::Resolve(const Target& batch, std::vector<SlotFailure> failu
     NoteBad(batch.index, failure.slot, plan.At(batch.index * bs + failure.slot), failure.cause);
     uint64_t tries = 0;
     while (true) {
-      STOKER_RETURN_IF_ERROR(CheckBudget());
+      STOKER_RETURN_IF_ERROR(ledger_.CheckBudget(data_->options));
       if (++tries > partition) {
         return DataLoss("on_error='skip': no good sample left in this rank's partition of " +
                         std::to_string(partition) + " samples to refill batch " + std::to_string(batch.index) +
-                        "; the last error: " + last_cause_);
+                        "; the last error: " + ledger_.last_cause());
       }
       const SampleRef cand = plan.At(static_cast<int64_t>(reserve_cursor_ % partition));
       ++reserve_cursor_;
       if (known_bad_.count(cand.global)) continue;
       Status st = Fill(batch, failure.slot, cand);
       if (st.ok()) {
-        ++counts_.refilled;
+        ++ledger_.counts.refilled;
         break;
       }
       NoteBad(batch.index, failure.slot, cand, st.ToString());
     }
   }
-  return CheckBudget();
+  return ledger_.CheckBudget(data_->options);
 }
 
 Status SkipRefiller::Fill(const Target& batch, int slot, const SampleRef& ref) {
@@ -98,11 +98,9 @@ Status SkipRefiller::Fill(const Target& batch, int slot, const SampleRef& ref) {
   return Status::Ok();
 }
 
-void SkipRefiller::NoteBad(int64_t batch, int slot, const SampleRef& ref, const std::string& cause) {
+void SkipRefiller::NoteBad(int64_t batch, int slot, const SampleRef& ref, std::string cause) {
   if (!known_bad_.insert(ref.global).second) return;  // met before this epoch: counted and logged then
-  ++counts_.skipped;
-  ++counts_.seen;
-  last_cause_ = cause;
+  ++ledger_.counts.seen;
   SkipRecord r;
   r.epoch = epoch_;
   r.batch = batch;
@@ -112,25 +110,15 @@ void SkipRefiller::NoteBad(int64_t batch, int slot, const SampleRef& ref, const 
   Result<std::shared_ptr<const ShardIndex>> index = data_->indexes->Get(ref.shard);
   r.key = index.ok() ? InternalKey(data_->shards[ref.shard], (*index)->samples[ref.sample])
                      : data_->shards[ref.shard] + ":" + std::to_string(ref.sample);
-  r.cause = last_cause_;
-  log_.push_back(std::move(r));
-  if (log_.size() > 10000) log_.erase(log_.begin());  // nobody takes them: keep the newest
-}
-
-Status SkipRefiller::CheckBudget() const { return CheckSkipBudget(data_->options, counts_, last_cause_); }
-
-std::vector<SkipRecord> SkipRefiller::TakeLog() {
-  std::vector<SkipRecord> out;
-  out.swap(log_);
-  return out;
+  ledger_.Skip(std::move(r), std::move(cause));
 }
 
 nlohmann::json SkipRefiller::ToJson() const {
   return {{"reserve_cursor", reserve_cursor_},
           {"known_bad", std::vector<uint64_t>(known_bad_.begin(), known_bad_.end())},
-          {"skipped", counts_.skipped},
-          {"refilled", counts_.refilled},
-          {"seen", counts_.seen}};
+          {"skipped", ledger_.counts.skipped},
+          {"refilled", ledger_.counts.refilled},
+          {"seen", ledger_.counts.seen}};
 }
 
 Status SkipRefiller::FromJson(const nlohmann::json& j) {
@@ -141,9 +129,9 @@ Status SkipRefiller::FromJson(const nlohmann::json& j) {
       known_bad_.clear();
       for (const auto& v : j["known_bad"]) known_bad_.insert(v.get<uint64_t>());
     }
-    if (j.contains("skipped")) counts_.skipped = j["skipped"].get<int64_t>();
-    if (j.contains("refilled")) counts_.refilled = j["refilled"].get<int64_t>();
-    if (j.contains("seen")) counts_.seen = j["seen"].get<int64_t>();
+    if (j.contains("skipped")) ledger_.counts.skipped = j["skipped"].get<int64_t>();
+    if (j.contains("refilled")) ledger_.counts.refilled = j["refilled"].get<int64_t>();
+    if (j.contains("seen")) ledger_.counts.seen = j["seen"].get<int64_t>();
   } catch (const nlohmann::json::exception& e) {
     return InvalidArgument(std::string("loader state 'skip' is malformed: ") + e.what());
   }

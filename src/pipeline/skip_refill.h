@@ -30,6 +30,7 @@
 #include "pipeline/planner.h"
 #include "pipeline/sample_decoder.h"
 #include "pipeline/shard_files.h"
+#include "pipeline/skip_ledger.h"
 #include "stoker/loader.h"
 
 namespace stoker {
@@ -59,8 +60,8 @@ class SkipRefiller {
   // (Loader::Receive); `plan` is the rank's whole plan of the epoch.
   Status Resolve(const Target& batch, std::vector<SlotFailure> failures, const EpochPlan& plan);
 
-  SkipCounts counts() const { return counts_; }
-  std::vector<SkipRecord> TakeLog();
+  SkipCounts counts() const { return ledger_.counts; }
+  std::vector<SkipRecord> TakeLog() { return ledger_.TakeLog(); }
 
   nlohmann::json ToJson() const;
   Status FromJson(const nlohmann::json& j);  // absent fields keep a fresh epoch's values
@@ -69,8 +70,7 @@ class SkipRefiller {
   // Reads and decodes `ref` into `slot` of the batch (keys, __index__ too).
   Status Fill(const Target& batch, int slot, const SampleRef& ref);
   // Counts a bad sample (once per epoch) and logs it.
-  void NoteBad(int64_t batch, int slot, const SampleRef& ref, const std::string& cause);
-  Status CheckBudget() const;
+  void NoteBad(int64_t batch, int slot, const SampleRef& ref, std::string cause);
 
   const Dataset* data_;
   ShardFiles* files_;
@@ -82,9 +82,7 @@ class SkipRefiller {
   uint64_t epoch_ = 0;
   uint64_t reserve_cursor_ = 0;   // next partition position the reserve hands out
   std::set<uint64_t> known_bad_;  // this epoch's bad samples (dataset indexes)
-  SkipCounts counts_;
-  std::string last_cause_;
-  std::vector<SkipRecord> log_;   // not yet taken
+  SkipLedger ledger_;
 };
 
 // The dataset's identity for a saved state: shard base names, sizes and sample

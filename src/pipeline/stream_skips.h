@@ -16,7 +16,7 @@
 // batch_size a batch. A shard the stream left early (stream_run.h) is
 // logged with slot -1 and its path as the key, and counted as one skipped
 // sample (the one being read; how many more it held is not known). A batch
-// with no good sample, or a budget exceeded (skip_budget.h), is an error
+// with no good sample, or a budget exceeded (skip_ledger.h), is an error
 // naming the last cause.
 // Thread-safety: one consumer thread (the loader's).
 #pragma once
@@ -27,6 +27,7 @@
 #include <nlohmann/json.hpp>
 
 #include "pipeline/batch_layout.h"
+#include "pipeline/skip_ledger.h"
 #include "pipeline/stream_run.h"
 #include "stoker/loader.h"
 
@@ -40,21 +41,19 @@ class StreamSkips {
   // `epoch` and `batch` (the loader's numbering) go into the log.
   Status Resolve(StreamBatch& work, uint64_t epoch, int64_t batch);
 
-  SkipCounts counts() const { return counts_; }
-  std::vector<SkipRecord> TakeLog();
+  SkipCounts counts() const { return ledger_.counts; }
+  std::vector<SkipRecord> TakeLog() { return ledger_.TakeLog(); }
 
   nlohmann::json ToJson() const;
   Status FromJson(const nlohmann::json& j);  // absent counts stay 0
 
  private:
-  // Logs last_cause_ for the sample (or, slot -1, the shard) `key`.
-  void Note(uint64_t epoch, int64_t batch, int slot, uint64_t sample, std::string key);
+  // Counts and logs the sample (or, slot -1, the shard) `key` as skipped for `cause`.
+  void Note(uint64_t epoch, int64_t batch, int slot, uint64_t sample, std::string key, std::string cause);
 
   const LoaderOptions* options_;
   const BatchLayout* layout_;
-  SkipCounts counts_;
-  std::string last_cause_;
-  std::vector<SkipRecord> log_;  // not yet taken
+  SkipLedger ledger_;
 };
 
 }  // namespace stoker

@@ -19,9 +19,14 @@
 namespace stoker {
 namespace {
 
-std::string LargeThenSmall(int samples) {
+// `name` in a folder of its own (ExpectEndAndRemove removes it).
+std::string TempShardPath(const std::string& name) {
   char tmpl[] = "/tmp/stoker-shard-stream-XXXXXX";
-  const std::string path = std::string(mkdtemp(tmpl)) + "/s.tar";
+  return std::string(mkdtemp(tmpl)) + "/" + name;
+}
+
+std::string LargeThenSmall(int samples) {
+  const std::string path = TempShardPath("s.tar");
   auto w = TarWriter::Create(path);
   EXPECT_TRUE(w.ok());
   for (int i = 0; i < samples; ++i) {
@@ -41,6 +46,25 @@ std::string FileBytes(const std::string& path, uint64_t offset, size_t size) {
   std::string out(size, '\0');
   in.read(out.data(), static_cast<std::streamsize>(size));
   return out;
+}
+
+// Each member's bytes, cut from the sample's packed data, are the file's at
+// the member's offset.
+void ExpectMembersAreTheFilesBytes(const std::string& path, const StreamSample& s, const SampleView& view) {
+  for (const MemberView member : view.members) {
+    const std::span<const uint8_t> data = member.data(s.data());
+    EXPECT_EQ(std::string(reinterpret_cast<const char*>(data.data()), data.size()),
+              FileBytes(path, member.offset, member.size))
+        << view.key << " member " << member.name();
+  }
+}
+
+// The stream has no sample left; its shard's folder is removed.
+void ExpectEndAndRemove(ShardStream& stream, const std::string& path) {
+  Result<std::optional<StreamSample>> end = stream.Next();
+  ASSERT_TRUE(end.ok());
+  EXPECT_FALSE(end->has_value());
+  std::filesystem::remove_all(std::filesystem::path(path).parent_path());
 }
 
 TEST(ShardStreamTest, SamplesComeInOrderWithTheirDataPackedAndTrimmedToSize) {
@@ -66,30 +90,20 @@ TEST(ShardStreamTest, SamplesComeInOrderWithTheirDataPackedAndTrimmedToSize) {
     EXPECT_EQ(entry.members[0].name, first_name);
     EXPECT_EQ(entry.members[1].field, "txt");
     const SampleView view = entry.view();
-    for (size_t m = 0; m < 2; ++m) {
-      const MemberView member = view.members[m];
-      const std::span<const uint8_t> data = member.data(s.data());
-      EXPECT_EQ(std::string(reinterpret_cast<const char*>(data.data()), data.size()),
-                FileBytes(path, member.offset, member.size))
-          << "sample " << i << " member " << member.name();
-    }
+    ExpectMembersAreTheFilesBytes(path, s, view);
     EXPECT_EQ(view.members[0].size, 50'000u + i);
     const std::span<const uint8_t> txt = view.members[1].data(s.data());
     EXPECT_EQ(std::string(reinterpret_cast<const char*>(txt.data()), txt.size()), "caption " + std::to_string(i));
   }
-  Result<std::optional<StreamSample>> end = (*stream)->Next();
-  ASSERT_TRUE(end.ok());
-  EXPECT_FALSE(end->has_value());
-  std::filesystem::remove_all(std::filesystem::path(path).parent_path());
+  ExpectEndAndRemove(**stream, path);
 }
 
 // Members of 1 byte to half a local read window, so they come through the
-// window: over a 4 MB shard they straddle the window's edge
-// at every offset the sizes give (the window keeps the part it holds and
-// reads on). Every member's bytes are the file's.
+// window: over a 13 MB shard they straddle the window's edge at every offset
+// the sizes give (the window keeps the part it holds and reads on). Every
+// member's bytes are the file's.
 TEST(ShardStreamTest, SmallMembersAcrossManyWindowsAreTheFilesBytes) {
-  char tmpl[] = "/tmp/stoker-shard-stream-XXXXXX";
-  const std::string path = std::string(mkdtemp(tmpl)) + "/small.tar";
+  const std::string path = TempShardPath("small.tar");
   {
     auto w = TarWriter::Create(path);
     ASSERT_TRUE(w.ok());
@@ -115,18 +129,9 @@ TEST(ShardStreamTest, SmallMembersAcrossManyWindowsAreTheFilesBytes) {
     ASSERT_EQ(entry.key, "k" + std::to_string(i));
     const SampleView view = entry.view();
     ASSERT_EQ(view.members.size(), 2u);
-    for (size_t m = 0; m < 2; ++m) {
-      const MemberView member = view.members[m];
-      const std::span<const uint8_t> data = member.data(s.data());
-      ASSERT_EQ(std::string(reinterpret_cast<const char*>(data.data()), data.size()),
-                FileBytes(path, member.offset, member.size))
-          << "sample " << i << " member " << member.name();
-    }
+    ExpectMembersAreTheFilesBytes(path, s, view);
   }
-  Result<std::optional<StreamSample>> end = (*stream)->Next();
-  ASSERT_TRUE(end.ok());
-  EXPECT_FALSE(end->has_value());
-  std::filesystem::remove_all(std::filesystem::path(path).parent_path());
+  ExpectEndAndRemove(**stream, path);
 }
 
 }  // namespace

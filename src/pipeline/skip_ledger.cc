@@ -1,8 +1,9 @@
-// pipeline/skip_budget.cc — see skip_budget.h.
-#include "pipeline/skip_budget.h"
+// pipeline/skip_ledger.cc — see skip_ledger.h.
+#include "pipeline/skip_ledger.h"
 
 #include <algorithm>
 #include <cstdio>
+#include <utility>
 
 namespace stoker {
 
@@ -30,6 +31,20 @@ Status CheckSkipBudget(const LoaderOptions& o, const SkipCounts& counts, const s
                     "); the last: " + last_cause);
   }
   return Status::Ok();
+}
+
+void SkipLedger::Skip(SkipRecord record, std::string cause) {
+  ++counts.skipped;
+  last_cause_ = std::move(cause);
+  record.cause = last_cause_;
+  log_.push_back(std::move(record));
+  if (log_.size() > 10000) log_.erase(log_.begin());  // nobody takes them: keep the newest
+}
+
+std::vector<SkipRecord> SkipLedger::TakeLog() {
+  std::vector<SkipRecord> out;
+  out.swap(log_);
+  return out;
 }
 
 }  // namespace stoker
