@@ -712,6 +712,16 @@ def gpt_indices(sequence_lengths: Annotated[NDArray[numpy.int32], dict(shape=(No
 
 def blending_indices(weights: Sequence[float], size: int) -> tuple: ...
 
+def blend_dataset_index(weights: Sequence[float], num_samples: int) -> object:
+    """
+    The dataset of each sample of the blend TokenSource builds for (weights, num_samples): megatron's BlendedDataset.dataset_index.
+    """
+
+def megatron_summary(prefix: str, storage: StorageOptions) -> dict:
+    """
+    dtype, sequences, documents, idx_bytes, bin_bytes of a pair, from the .idx header and the sizes.
+    """
+
 def blend_sizes(weights: Sequence[float], size: int) -> tuple: ...
 
 def numpy_shuffled_arange(n: int, seed: int) -> object:

@@ -131,7 +131,10 @@ Status RunPackTokens(const PackTokensOptions& o) {
       progress.Add(1, size);
     }
   }
-  STOKER_RETURN_IF_ERROR(writer->Finish());
+  // No document (or only empty ones: a --key that names no field, empty
+  // lines) is refused by Finish, naming the output; the inputs are added.
+  STOKER_RETURN_IF_ERROR(writer->Finish().WithContext("pack-tokens of " + std::to_string(o.inputs.size()) +
+                                                      " input(s), --key '" + o.key + "'"));
   if (!o.quiet) {
     std::printf("%s.{bin,idx}: %llu documents, %llu tokens, %s\n", o.out_prefix.c_str(),
                 static_cast<unsigned long long>(docs), static_cast<unsigned long long>(writer->tokens()),

@@ -6,7 +6,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
+#include <filesystem>
 #include <limits>
 
 #include "io/url.h"
@@ -112,6 +114,32 @@ Result<DType> DTypeFromMegatronCode(uint8_t code) {
 
 DType MegatronTokenDType(int64_t max_id) { return max_id + 1 < 65500 ? DType::kU16 : DType::kI32; }
 
+Result<MegatronSummary> ReadMegatronSummary(const std::string& prefix, const IoOptions& io) {
+  const std::string idx_path = WithSuffix(prefix, ".idx");
+  STOKER_ASSIGN_OR_RETURN(auto idx, OpenReader(idx_path, io));
+  STOKER_ASSIGN_OR_RETURN(auto bin, OpenReader(WithSuffix(prefix, ".bin"), io));
+  MegatronSummary out;
+  out.idx_bytes = idx->Size();
+  out.bin_bytes = bin->Size();
+  if (out.idx_bytes < kMegatronHeaderBytes) {
+    return DataLoss(idx_path + ": truncated header: " + std::to_string(out.idx_bytes) +
+                    " bytes, the header alone is " + std::to_string(kMegatronHeaderBytes));
+  }
+  uint8_t head[kMegatronHeaderBytes];
+  STOKER_RETURN_IF_ERROR(idx->PRead(0, head));
+  if (std::memcmp(head, kMegatronMagic, sizeof(kMegatronMagic)) != 0) {
+    return DataLoss(At(idx_path, "magic", 0) + ": not b\"MMIDIDX\\x00\\x00\" (not a megatron index)");
+  }
+  out.dtype_code = head[17];
+  Result<DType> dtype = DTypeFromMegatronCode(out.dtype_code);
+  if (!dtype.ok()) return DataLoss(At(idx_path, "dtype", 17) + ": " + dtype.status().message());
+  out.dtype = *dtype;
+  out.sequences = Load<uint64_t>(head + 18);
+  const uint64_t docs = Load<uint64_t>(head + 26);
+  out.documents = docs > 0 ? docs - 1 : 0;
+  return out;
+}
+
 MegatronDataset::~MegatronDataset() {
   if (bin_ != nullptr) ::munmap(const_cast<uint8_t*>(bin_), bin_size_);
 }
@@ -179,6 +207,8 @@ Result<std::unique_ptr<MegatronDataset>> MegatronDataset::Open(const std::string
   out->bin_ = bin.data;
   out->bin_size_ = bin.size;
   const uint64_t item = DTypeSize(out->dtype_);
+  uint64_t used = 0;    // the end of the furthest sequence in .bin
+  uint64_t tokens = 0;  // the tokens the .idx describes
   for (uint64_t s = 0; s < seqs; ++s) {
     const int32_t len = out->lengths_[s];
     const int64_t ptr = out->pointers_[s];
@@ -186,12 +216,40 @@ Result<std::unique_ptr<MegatronDataset>> MegatronDataset::Open(const std::string
       return DataLoss(At(idx_path, "sequence_lengths", lengths_at + 4 * s) + ": sequence " + std::to_string(s) +
                       " has negative length " + std::to_string(len));
     }
-    if (ptr < 0 || static_cast<uint64_t>(ptr) + item * static_cast<uint64_t>(len) > bin.size) {
+    if (ptr < 0) {
       return DataLoss(At(idx_path, "sequence_pointers", pointers_at + 8 * s) + ": sequence " + std::to_string(s) +
-                      " spans bytes [" + std::to_string(ptr) + ", " +
-                      std::to_string(ptr + static_cast<int64_t>(item) * len) + ") past the end of " + bin_path + " (" +
-                      std::to_string(bin.size) + " bytes)");
+                      " has negative byte offset " + std::to_string(ptr));
     }
+    // Unsigned: a pointer near 2^63 plus the length would overflow int64.
+    const uint64_t span_end = static_cast<uint64_t>(ptr) + item * static_cast<uint64_t>(len);
+    if (span_end > bin.size) {
+      return DataLoss(At(idx_path, "sequence_pointers", pointers_at + 8 * s) + ": sequence " + std::to_string(s) +
+                      " spans bytes [" + std::to_string(ptr) + ", " + std::to_string(span_end) + ") past the end of " +
+                      bin_path + " (" + std::to_string(bin.size) + " bytes)");
+    }
+    used = std::max(used, static_cast<uint64_t>(ptr) + item * static_cast<uint64_t>(len));
+    tokens += static_cast<uint64_t>(len);
+  }
+  // Every sequence lies inside .bin; the .bin must also end where the last
+  // one does (megatron's builder writes them back to back). A .bin of
+  // another dtype than the .idx names is longer or shorter by the width
+  // ratio, and read as the .idx's dtype it is garbage (an int32 .bin read as
+  // uint16: every other token 0).
+  if (bin.size != used) {
+    std::string other;
+    for (const DType d : {DType::kU8, DType::kU16, DType::kI32, DType::kI64}) {
+      if (DTypeSize(d) != item && tokens > 0 && bin.size == tokens * DTypeSize(d)) other = DTypeName(d);
+    }
+    std::string msg = bin_path + ": " + std::to_string(bin.size) + " bytes, but " + idx_path + " (dtype " +
+                      DTypeName(out->dtype_) + ", code " + std::to_string(out->code_) + ") describes " +
+                      std::to_string(tokens) + " tokens of " + std::to_string(item) + " bytes, ending at byte " +
+                      std::to_string(used);
+    if (!other.empty()) {
+      msg += "; " + std::to_string(bin.size) + " bytes is " + std::to_string(tokens) + " tokens of " + other +
+             ": the .bin was written as " + other + ", its .idx says " + DTypeName(out->dtype_);
+    }
+    return DataLoss(msg + ". Pair each .bin with the .idx written beside it (or write both again: stoker "
+                          "pack-tokens, stoker.write_megatron)");
   }
   // document_indices: 0, ascending, last == sequence_count (megatron's invariant).
   if (docs == 0 || out->documents_[0] != 0 || out->documents_.back() != static_cast<int64_t>(seqs)) {
@@ -273,6 +331,17 @@ Status MegatronWriter::Finish() {
   finished_ = true;
   STOKER_RETURN_IF_ERROR(Flush());
   STOKER_RETURN_IF_ERROR(bin_.Close());
+  // Refused here, not at the first load: a pair with no token has no sample
+  // at any seq_len. The empty .bin goes; no .idx is written.
+  if (tokens_ == 0) {
+    std::error_code ec;
+    std::filesystem::remove(prefix_ + ".bin", ec);
+    return InvalidArgument(prefix_ + ".{bin,idx}: " +
+                           (lengths_.empty() ? std::string("no documents were given")
+                                             : std::to_string(lengths_.size()) + " documents, all empty") +
+                           ": a megatron dataset needs at least one token; nothing was written (check the input "
+                           "and, for JSON lines, the key that holds the ids)");
+  }
   const uint64_t seqs = lengths_.size();
   std::vector<uint8_t> idx(kMegatronHeaderBytes + seqs * (4 + 8 + 8) + 8);
   uint8_t* p = idx.data();

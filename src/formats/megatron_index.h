@@ -12,7 +12,9 @@
 // 7 float32, 8 uint16 (floats are refused: they are not token ids).
 // Open refuses a corrupt or mismatched pair with an error that names the
 // file, the field and its byte offset; after Open every sequence lies inside
-// .bin, so CopyTokens needs no checks.
+// .bin and .bin ends where its last sequence does (a .bin written in another
+// dtype than the .idx names is refused, naming both), so CopyTokens needs no
+// checks. The writer refuses to finish a pair without a single token.
 // Thread-safety: a MegatronDataset is immutable after Open (any thread may
 // read it); a MegatronWriter belongs to one thread.
 #pragma once
@@ -40,6 +42,18 @@ Result<DType> DTypeFromMegatronCode(uint8_t code);
 // Smallest dtype holding ids in [0, max_id] as megatron's optimal_dtype would
 // for a vocabulary of max_id + 1: uint16 below 65500, else int32.
 DType MegatronTokenDType(int64_t max_id);
+
+// What a resume state fingerprints of a pair: the .idx header and the two
+// files' sizes, read without loading the index (a few bytes, also remote).
+struct MegatronSummary {
+  DType dtype = DType::kU16;
+  uint8_t dtype_code = 0;
+  uint64_t sequences = 0;
+  uint64_t documents = 0;  // document_count - 1 (the last index is the end)
+  uint64_t idx_bytes = 0;
+  uint64_t bin_bytes = 0;
+};
+Result<MegatronSummary> ReadMegatronSummary(const std::string& prefix, const IoOptions& io = DefaultIoOptions());
 
 class MegatronDataset {
  public:

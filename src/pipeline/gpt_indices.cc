@@ -204,7 +204,7 @@ void BuildBlendingIndices(std::span<const double> weights, int64_t size, std::ve
                           std::vector<int64_t>* dataset_sample_index) {
   const size_t n = weights.size();
   dataset_index->assign(static_cast<size_t>(size), 0);
-  dataset_sample_index->assign(static_cast<size_t>(size), 0);
+  if (dataset_sample_index != nullptr) dataset_sample_index->assign(static_cast<size_t>(size), 0);
   std::vector<int64_t> current(n, 0);
   for (int64_t s = 0; s < size; ++s) {
     const double sd = std::max(static_cast<double>(s), 1.0);
@@ -218,7 +218,7 @@ void BuildBlendingIndices(std::span<const double> weights, int64_t size, std::ve
       }
     }
     (*dataset_index)[s] = static_cast<int16_t>(best);
-    (*dataset_sample_index)[s] = current[best];
+    if (dataset_sample_index != nullptr) (*dataset_sample_index)[s] = current[best];
     current[best] += 1;
   }
 }

@@ -63,6 +63,7 @@ struct BlendSizes {
 BlendSizes PlanBlendSizes(std::span<const double> weights, int64_t size, double surplus = 0.005);
 
 // helpers.cpp build_blending_indices: greedy, largest sampling error first.
+// dataset_sample_index may be null (only the dataset of each sample wanted).
 void BuildBlendingIndices(std::span<const double> weights, int64_t size, std::vector<int16_t>* dataset_index,
                           std::vector<int64_t>* dataset_sample_index);
 

@@ -166,6 +166,18 @@ Result<std::unique_ptr<TokenSource>> TokenSource::Open(const TokenOptions& o, ui
     std::string origin;
     Result<GptIndices> indices = LoadOrBuild(*file, o, g, range.first, range.second, &origin, io.cache_dir);
     if (!indices.ok()) return indices.status().WithContext(o.paths[d]);
+    if (indices->size() == 0) {
+      // One epoch (num_samples unset) shorter than one window: megatron's
+      // GPTDataset is empty, and a loader over it would end at once.
+      int64_t tokens = 0;
+      for (int64_t doc = range.first; doc < range.second; ++doc) tokens += file->sequence_lengths()[doc];
+      return FailedPrecondition(
+          o.paths[d] + ": no sample at seq_len " + std::to_string(o.seq_len) + ": split '" + o.split + "' (split " +
+          std::to_string(o.split_index) + ") holds " + std::to_string(tokens) + " tokens in " +
+          std::to_string(range.second - range.first) + " documents, fewer than one window of " +
+          std::to_string(src->sample_tokens_) + " tokens (seq_len" + (o.add_extra_token ? " + 1" : "") +
+          "). Pass a smaller seq_len, more documents, or num_samples (megatron then repeats the documents)");
+    }
     src->origin_.push_back(origin);
     src->parts_.push_back(Part{file.get(), std::move(indices).value()});
     src->files_.push_back(std::move(file));

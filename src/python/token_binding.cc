@@ -12,6 +12,7 @@
 
 #include "core/numpy_random.h"
 #include "formats/megatron_index.h"
+#include "io/reader.h"
 #include "pipeline/gpt_indices.h"
 #include "python/status_binding.h"
 #include "stoker/loader.h"
@@ -138,6 +139,38 @@ void RegisterTokens(nb::module_& m) {
         return nb::make_tuple(ToNumpy(std::move(di)), ToNumpy(std::move(dsi)));
       },
       "weights"_a, "size"_a);
+  m.def(
+      "blend_dataset_index",
+      [](const std::vector<double>& weights, int64_t num_samples) {
+        std::vector<int16_t> di;
+        {
+          nb::gil_scoped_release release;
+          BlendSizes b = PlanBlendSizes(weights, num_samples);
+          BuildBlendingIndices(b.weights, b.size, &di, nullptr);
+        }
+        return ToNumpy(std::move(di));
+      },
+      "weights"_a, "num_samples"_a,
+      "The dataset of each sample of the blend TokenSource builds for (weights, num_samples): "
+      "megatron's BlendedDataset.dataset_index.");
+  m.def(
+      "megatron_summary",
+      [](const std::string& prefix, const IoOptions& io) {
+        Result<MegatronSummary> r = [&] {
+          nb::gil_scoped_release release;  // a remote pair: two requests
+          return ReadMegatronSummary(prefix, io);
+        }();
+        MegatronSummary s = ValueOrRaise(std::move(r));
+        nb::dict d;
+        d["dtype"] = std::string(DTypeName(s.dtype));
+        d["sequences"] = s.sequences;
+        d["documents"] = s.documents;
+        d["idx_bytes"] = s.idx_bytes;
+        d["bin_bytes"] = s.bin_bytes;
+        return d;
+      },
+      "prefix"_a, "storage"_a,
+      "dtype, sequences, documents, idx_bytes, bin_bytes of a pair, from the .idx header and the sizes.");
   m.def(
       "blend_sizes",
       [](const std::vector<double>& weights, int64_t size) {

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <limits>
 #include <filesystem>
 
 #include "core/file.h"
@@ -134,6 +135,23 @@ TEST_F(MegatronIndexTest, LengthPastTheEndOfBin) {
   EXPECT_NE(OpenError().find("past the end of"), std::string::npos) << OpenError();
 }
 
+TEST_F(MegatronIndexTest, PointerNearInt64MaxIsPastTheEndNotAnOverflow) {
+  // Found by the fuzzer's reading (tests/fuzz/regressions/megatron_index): the
+  // message's end offset, pointer + bytes, overflowed int64 (UB).
+  WritePair(DType::kU16);
+  std::string idx = ReadIdx();
+  const int64_t near_max = std::numeric_limits<int64_t>::max() - 1;
+  std::memcpy(idx.data() + kMegatronHeaderBytes + 4 * 4, &near_max, 8);  // sequence 0's pointer
+  WriteIdx(idx);
+  const std::string e = OpenError();
+  EXPECT_NE(e.find("past the end of"), std::string::npos) << e;
+  EXPECT_NE(e.find("[" + std::to_string(near_max) + ", "), std::string::npos) << e;
+  const int64_t negative = -8;
+  std::memcpy(idx.data() + kMegatronHeaderBytes + 4 * 4, &negative, 8);
+  WriteIdx(idx);
+  EXPECT_NE(OpenError().find("negative byte offset -8"), std::string::npos) << OpenError();
+}
+
 TEST_F(MegatronIndexTest, BinShorterThanIndexSays) {
   WritePair(DType::kI32);
   std::filesystem::resize_file(prefix_ + ".bin", 8);
@@ -149,6 +167,60 @@ TEST_F(MegatronIndexTest, CountsThatDisagree) {
   std::string e = OpenError();
   EXPECT_NE(e.find("document_indices"), std::string::npos) << e;
   EXPECT_NE(e.find("counts disagree"), std::string::npos) << e;
+}
+
+TEST_F(MegatronIndexTest, BinOfAnotherDtypeIsRefusedNamingBoth) {
+  // The same documents written as int32, that .bin put beside the uint16 .idx:
+  // every sequence lies inside it, yet read as uint16 half the tokens are 0.
+  const std::string u16 = prefix_;
+  prefix_ = (dir_ / "wide").string();
+  WritePair(DType::kI32);
+  prefix_ = u16;
+  WritePair(DType::kU16);
+  std::filesystem::copy_file(dir_ / "wide.bin", prefix_ + ".bin", std::filesystem::copy_options::overwrite_existing);
+  std::string e = OpenError();
+  EXPECT_NE(e.find("corpus.bin: 44 bytes"), std::string::npos) << e;
+  EXPECT_NE(e.find("dtype uint16"), std::string::npos) << e;
+  EXPECT_NE(e.find("11 tokens of 2 bytes, ending at byte 22"), std::string::npos) << e;
+  EXPECT_NE(e.find("written as int32"), std::string::npos) << e;
+}
+
+TEST_F(MegatronIndexTest, BinLongerThanItsSequencesIsRefused) {
+  WritePair(DType::kU16);
+  std::filesystem::resize_file(prefix_ + ".bin", 22 + 6);
+  std::string e = OpenError();
+  EXPECT_NE(e.find("28 bytes"), std::string::npos) << e;
+  EXPECT_NE(e.find("ending at byte 22"), std::string::npos) << e;
+  EXPECT_EQ(e.find("written as"), std::string::npos) << e;  // no dtype makes 28 bytes of 11 tokens
+}
+
+TEST_F(MegatronIndexTest, WriterRefusesToFinishWithoutTokens) {
+  for (size_t empty_docs : {0u, 2u}) {
+    auto writer = MegatronWriter::Create(prefix_, DType::kU16);
+    ASSERT_TRUE(writer.ok());
+    for (size_t i = 0; i < empty_docs; ++i) ASSERT_TRUE((*writer)->AddDocument({}).ok());
+    Status st = (*writer)->Finish();
+    EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.ToString();
+    EXPECT_NE(st.message().find(empty_docs ? "2 documents, all empty" : "no documents"), std::string::npos)
+        << st.ToString();
+    EXPECT_NE(st.message().find("corpus.{bin,idx}"), std::string::npos) << st.ToString();
+    EXPECT_FALSE(std::filesystem::exists(prefix_ + ".bin"));
+    EXPECT_FALSE(std::filesystem::exists(prefix_ + ".idx"));
+  }
+}
+
+TEST_F(MegatronIndexTest, SummaryIsTheHeaderAndSizes) {
+  WritePair(DType::kI32);
+  auto summary = ReadMegatronSummary(prefix_);
+  ASSERT_TRUE(summary.ok()) << summary.status().ToString();
+  auto data = MegatronDataset::Open(prefix_);
+  ASSERT_TRUE(data.ok());
+  EXPECT_EQ(summary->dtype, DType::kI32);
+  EXPECT_EQ(summary->dtype_code, (*data)->dtype_code());
+  EXPECT_EQ(summary->sequences, (*data)->num_sequences());
+  EXPECT_EQ(summary->documents, (*data)->document_indices().size() - 1);
+  EXPECT_EQ(summary->bin_bytes, (*data)->bin_bytes());
+  EXPECT_EQ(summary->idx_bytes, ReadIdx().size());
 }
 
 TEST_F(MegatronIndexTest, MissingBin) {

@@ -51,6 +51,15 @@ TEST(GptIndices, BlendFollowsWeights) {
   EXPECT_EQ(count, (std::vector<int64_t>{500, 300, 200}));
 }
 
+TEST(GptIndices, BlendDatasetIndexAloneIsTheSame) {
+  std::vector<int16_t> with, alone;
+  std::vector<int64_t> dsi;
+  std::vector<double> w = {0.2, 0.3, 0.5};
+  BuildBlendingIndices(w, 777, &with, &dsi);
+  BuildBlendingIndices(w, 777, &alone, nullptr);
+  EXPECT_EQ(alone, with);
+}
+
 TEST(GptIndices, SampleIndexCoversTheTokens) {
   std::vector<int32_t> lengths = {100, 7, 300, 55, 1, 250};
   GptIndexOptions o;
