@@ -133,6 +133,15 @@ struct LoaderOptions {
   // index_cache_bytes, else as many shards as half of it holds (two windows'
   // tables at a window's edge), at least kMinShuffleWindow; unresolved means 0.
   int shuffle_window = -1;
+  // With shuffle, shuffle_buffer 0 and blocks (shuffle_block > 1), the mix
+  // inside blocks (pipeline/planner.h): M > 0: the samples of each run of M
+  // consecutive blocks of the order are permuted among themselves, and blocks
+  // are cut at multiples of shuffle_block (for Parquet, its row groups) rather
+  // than at a moving phase; 0: a block's samples keep their member order.
+  // -1: auto: 0 for tar shards, whose blocks are ranged reads; for Parquet
+  // files kParquetMixBlocks (planner.h) row-group blocks, fewer where
+  // memory_budget cannot hold them decoded at once.
+  int shuffle_mix = -1;
 
   // Stream mode (README, "Stream mode"), for tar shards with no index and no
   // manifest: each rank reads its shards front to back once, as webdataset

@@ -66,7 +66,13 @@ class ParquetGroup;
 Result<ShardIndex> LoadParquetIndex(const std::string& path, const IoOptions& io = DefaultIoOptions());
 
 // The shuffle block (pipeline/planner.h) that moves rows a row group at a
-// time: the mean rows per row group over these files, in [2, 1024].
+// time: the files' row group size, i.e. the most common row count of a row
+// group that is not its file's last (a writer's row_group_size; the last
+// group holds the rest), or of a file's only group; ties go to the larger;
+// at least 2. Blocks cut at its multiples then fall on row group edges, so
+// the mix (planner.h) holds a run of M blocks as about M decoded row groups.
+// Not the mean: groups of 100, 100, 100 and 37 rows have a mean of 84, and
+// blocks of 84 would straddle two row groups each.
 int ParquetShuffleBlock(const std::vector<ShardIndex>& indexes);
 
 // The largest row group's uncompressed bytes (all columns: a bound on what

@@ -40,11 +40,34 @@ void CutShard(uint32_t n, uint32_t block, uint32_t phase, Emit emit) {
   emit(begin, n);
 }
 
+// The mix in effect (planner.h): options.shuffle_mix for blocks of several
+// samples; none for single samples (already permuted one by one) and for -1
+// (auto) that reaches the planner unresolved.
+uint32_t MixOf(const LoaderOptions& o) {
+  return o.shuffle_block > 1 && o.shuffle_mix > 0 ? static_cast<uint32_t>(o.shuffle_mix) : 0;
+}
+
 // The last index i in [lo, hi) with starts[i] <= x (starts sorted, starts[lo] <= x).
 size_t LastAtOrBefore(const std::vector<uint64_t>& starts, size_t lo, size_t hi, uint64_t x) {
   return static_cast<size_t>(std::upper_bound(starts.begin() + static_cast<std::ptrdiff_t>(lo),
                                               starts.begin() + static_cast<std::ptrdiff_t>(hi), x) -
                              starts.begin() - 1);
+}
+
+// The mix (planner.h): blocks j of a list whose first positions are `start`
+// (`end` one past the last block's) form runs of `mix` consecutive blocks,
+// and the positions of each run are permuted among themselves by an
+// IndexShuffle keyed by `key` and the run's index. Position x of block j
+// moves to the returned position, in the returned block (of the same run).
+struct Spot {
+  size_t block;
+  uint64_t pos;
+};
+Spot MixWithin(const std::vector<uint64_t>& start, uint64_t end, size_t j, uint64_t x, size_t mix, uint64_t key) {
+  const size_t run = j / mix, a = run * mix, b = std::min(a + mix, start.size());
+  const uint64_t lo = start[a], hi = b < start.size() ? start[b] : end;
+  const uint64_t q = lo + IndexShuffle(hi - lo, MixSeed(key, run))(x - lo);
+  return {LastAtOrBefore(start, a, b, q), q};
 }
 
 }  // namespace
@@ -68,6 +91,10 @@ Result<std::shared_ptr<const EpochOrder>> EpochOrder::Make(const std::vector<uin
   if (options.shuffle_window < -1) {
     return InvalidArgument("shuffle_window must be -1 (auto), 0 (the whole dataset) or a number of shards > 0, not " +
                            std::to_string(options.shuffle_window));
+  }
+  if (options.shuffle_mix < -1) {
+    return InvalidArgument("shuffle_mix must be -1 (auto), 0 (a block's samples in member order) or a number of "
+                           "blocks > 0, not " + std::to_string(options.shuffle_mix));
   }
   SplitMix64 rng(MixSeed(options.seed, epoch, 0x5EED));
 
@@ -106,11 +133,16 @@ Result<std::shared_ptr<const EpochOrder>> EpochOrder::Make(const std::vector<uin
     // phase drawn in shard order from the epoch's stream.
     o.kind_ = Kind::kBlocks;
     const uint32_t block = static_cast<uint32_t>(options.shuffle_block);
+    o.mix_ = MixOf(options);
     std::vector<Block> blocks;
     for (uint32_t s = 0; s < samples_per_shard.size(); ++s) {
       const uint32_t n = samples_per_shard[s];
       if (n == 0) continue;
-      const uint32_t phase = static_cast<uint32_t>(rng.Below(PhaseSpan(n, block)));
+      // Mixed blocks are cut at multiples of the block (phase 0): their
+      // samples are spread over the run anyway, and for Parquet the cuts
+      // then fall on row group edges, so each row group is decoded once an
+      // epoch and a run of M blocks holds about M row groups, not 2M.
+      const uint32_t phase = o.mix_ > 0 ? 0 : static_cast<uint32_t>(rng.Below(PhaseSpan(n, block)));
       CutShard(n, block, phase, [&](uint32_t begin, uint32_t end) { blocks.push_back({s, begin, end}); });
     }
     // The blocks in plan order, by the same bijection as single samples,
@@ -124,6 +156,7 @@ Result<std::shared_ptr<const EpochOrder>> EpochOrder::Make(const std::vector<uin
       o.block_start_[j] = pos;
       pos += o.blocks_[j].end - o.blocks_[j].begin;
     }
+    if (o.mix_ > 0) o.mix_key_ = rng.Next();  // drawn last: orders without the mix are as before
   } else {
     // shuffle_block -1 (auto) that reaches the planner unresolved (Loader::Create
     // resolves it from where the shards are) means single samples.
@@ -144,8 +177,10 @@ void EpochOrder::MakeWindowed(const std::vector<uint32_t>& samples_per_shard, co
   const size_t shards = samples_per_shard.size();
   window_ = std::min(static_cast<size_t>(options.shuffle_window), shards);
   block_ = options.shuffle_block > 1 ? static_cast<uint32_t>(options.shuffle_block) : 1;
+  mix_ = MixOf(options);
   window_key_ = MixSeed(key, 1);
   phase_key_ = MixSeed(key, 2);
+  mix_key_ = MixSeed(key, 4);
   const IndexShuffle shard_perm(shards, MixSeed(key, 3));
   shard_perm_.resize(shards);
   perm_first_.assign(shards + 1, 0);
@@ -200,7 +235,8 @@ std::shared_ptr<const EpochOrder::WindowTable> EpochOrder::BuildTable(size_t w) 
     const uint32_t s = shard_perm_[i];
     const uint32_t n = static_cast<uint32_t>(first_[s + 1] - first_[s]);
     if (n == 0) continue;
-    const uint32_t phase = static_cast<uint32_t>(SplitMix64(MixSeed(phase_key_, s)).Below(PhaseSpan(n, block_)));
+    const uint32_t phase =
+        mix_ > 0 ? 0 : static_cast<uint32_t>(SplitMix64(MixSeed(phase_key_, s)).Below(PhaseSpan(n, block_)));
     CutShard(n, block_, phase, [&](uint32_t begin, uint32_t end) { blocks.push_back({s, begin, end}); });
   }
   auto table = std::make_shared<WindowTable>();
@@ -265,8 +301,12 @@ SampleRef EpochOrder::At(uint64_t p) const {
     case Kind::kPermuted:
       return RefOf(shuffle_(p));
     case Kind::kBlocks: {
-      const size_t j = static_cast<size_t>(std::upper_bound(block_start_.begin(), block_start_.end(), p) -
-                                           block_start_.begin() - 1);
+      size_t j = LastAtOrBefore(block_start_, 0, block_start_.size(), p);
+      if (mix_ > 0) {
+        const Spot spot = MixWithin(block_start_, size(), j, p, mix_, mix_key_);
+        j = spot.block;
+        p = spot.pos;
+      }
       const Block& b = blocks_[j];
       const uint32_t sample = b.begin + static_cast<uint32_t>(p - block_start_[j]);
       return SampleRef{b.shard, sample, first_[b.shard] + sample};
@@ -284,9 +324,16 @@ SampleRef EpochOrder::At(uint64_t p) const {
         return SampleRef{s, sample, first_[s] + sample};
       }
       const std::shared_ptr<const WindowTable> table = TableOf(w);
-      const size_t j = LastAtOrBefore(table->start, 0, table->start.size(), p - begin);
+      uint64_t x = p - begin;  // the position in the window
+      size_t j = LastAtOrBefore(table->start, 0, table->start.size(), x);
+      if (mix_ > 0) {
+        const Spot spot =
+            MixWithin(table->start, perm_first_[WindowEnd(w)] - begin, j, x, mix_, MixSeed(mix_key_, w));
+        j = spot.block;
+        x = spot.pos;
+      }
       const Block& b = table->blocks[j];
-      const uint32_t sample = b.begin + static_cast<uint32_t>(p - begin - table->start[j]);
+      const uint32_t sample = b.begin + static_cast<uint32_t>(x - table->start[j]);
       return SampleRef{b.shard, sample, first_[b.shard] + sample};
     }
     case Kind::kListed:

@@ -16,10 +16,16 @@
 //    of K shards one after another, and inside each window its samples
 //    (B = 1) or its blocks (cut as above) permuted by an IndexShuffle keyed
 //    by (seed, epoch, window);
+//  * either block order with the mix (shuffle_mix M > 0): blocks cut at
+//    phase 0, then the positions of each run of M consecutive blocks of the
+//    order above permuted among themselves by an IndexShuffle keyed by
+//    (seed, epoch, run) (and the window, windowed);
 //  * streamed through a buffer (shuffle_buffer > 0): WebDataset's scheme,
 //    without its ramp (stream mode's buffer has it: shuffle_buffer.h): the
 //    order is listed whole before the epoch, so no batch waits on the buffer.
-// A sample's shard comes from the per-shard prefix sums by binary search.
+// A sample's shard comes from the per-shard prefix sums by binary search;
+// the mix adds an IndexShuffle of the run's positions and a second search
+// among its M blocks, no memory.
 // Memory: O(shards) for the first two and for windowed single samples, which
 // is what a rank keeps however large the dataset (400M samples in 41,000
 // shards: 330 KB, 820 KB windowed); windowed blocks add the block tables of
@@ -118,6 +124,10 @@ class EpochOrder {
   std::vector<Block> blocks_;    // kBlocks: in plan order
   std::vector<uint64_t> block_start_;  // kBlocks: plan position of each block's first sample
   std::vector<SampleRef> listed_;      // kListed: the whole order
+  // kBlocks and kWindowed with blocks: shuffle_mix (0: none), and the key of
+  // each run's permutation (with the window's index, windowed).
+  uint32_t mix_ = 0;
+  uint64_t mix_key_ = 0;
 
   // kWindowed. The permuted shards one after another: shard_perm_[i] is the
   // i-th, and perm_first_[i] the position of its sample 0 (perm_first_.back()

@@ -64,7 +64,7 @@ void EpochRun::Apply(const TuneSettings& t) {
     tuned_.notify_all();
     ready_.notify_all();  // the scheduler's prefetch gate
   }
-  if (data_->parquet_rows) data_->parquet_rows->SetMaxGroups(ParquetGroupsKept(io));
+  if (data_->parquet_rows) data_->parquet_rows->SetMaxGroups(ParquetGroupsKept(io, data_->options.shuffle_mix));
   if (rec_) {
     rec_->io_depth = readers;
     rec_->decode_threads = decoders;

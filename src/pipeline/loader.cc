@@ -378,6 +378,7 @@ class LoaderImpl : public Loader {
     if (data_.options.shuffle && data_.options.shuffle_buffer == 0) {
       j["shuffle_block"] = data_.options.shuffle_block;
       j["shuffle_window"] = std::max(0, data_.options.shuffle_window);  // -1 unresolved plans as 0
+      j["shuffle_mix"] = std::max(0, data_.options.shuffle_mix);
     }
     if (!elastic_.empty()) {  // this epoch resumed on another world size: the stages before this one
       j["elastic"] = nlohmann::json::array();
@@ -439,6 +440,18 @@ class LoaderImpl : public Loader {
       return InvalidArgument("loader state was saved with shuffle_window=" + j["shuffle_window"].dump() +
                              ", this loader has " + std::to_string(std::max(0, data_.options.shuffle_window)) +
                              ": pass shuffle_window=" + j["shuffle_window"].dump() + " to continue that order");
+    }
+    // A state from before the mix has none: its order kept a block's samples
+    // in member order, which is shuffle_mix 0.
+    const int64_t saved_mix =
+        j.contains("shuffle_mix") && j["shuffle_mix"].is_number_integer() ? j["shuffle_mix"].get<int64_t>() : 0;
+    if (data_.options.shuffle && data_.options.shuffle_buffer == 0 && data_.options.shuffle_block > 1 &&
+        saved_mix != std::max(0, data_.options.shuffle_mix)) {
+      return InvalidArgument("loader state was saved with shuffle_mix=" + std::to_string(saved_mix) +
+                             " (blocks whose samples are mixed together), this loader has " +
+                             std::to_string(std::max(0, data_.options.shuffle_mix)) +
+                             " (auto: Parquet's, lowered to fit memory_budget): load it with the memory_budget it "
+                             "was saved with");
     }
     // Each policy cuts the epoch differently: the batches one delivered are
     // not the batches another would skip.
@@ -771,10 +784,14 @@ Result<std::unique_ptr<Loader>> Loader::Create(LoaderOptions options) {
   // The auto settings (-1) resolved once, from where the shards are: the
   // plan and the engine then see plain numbers, and options() reports them.
   // A Parquet row is read out of its decoded row group, so the order's unit
-  // is the row group's rows (pipeline/planner.h's blocks): a global
-  // permutation of single rows would decode a row group for nearly every row.
+  // is a row group (pipeline/planner.h's blocks, as long as the files' row
+  // groups): a global permutation of single rows would decode a row group for
+  // nearly every row. The auto mix then permutes the rows of runs of such
+  // blocks, held decoded together, so a file of one row group is shuffled too.
   if (parquet && options.shuffle_block == -1) options.shuffle_block = tables.parquet_block;
   options.shuffle_block = AutoShuffleBlock(options, remote);
+  const bool auto_mix = options.shuffle_mix == -1;
+  options.shuffle_mix = AutoShuffleMix(options, parquet);
   // Where the shards' tables do not fit, the auto order is windows of shards
   // (planner.h), so the tables in use fit; with a window given, or none
   // wanted, it is what the user set.
@@ -829,11 +846,24 @@ Result<std::unique_ptr<Loader>> Loader::Create(LoaderOptions options) {
     options.prefetch_batches = GpuDecodePrefetch(options, data.layout, summaries, data.row_group_bytes);
   }
   if (parquet) {
+    // The auto mix holds its run's row groups decoded: under a memory budget
+    // that cannot, fewer of them (0: rows of a block in file order, which
+    // the order's words then say), rather than a refusal. Fixed here, never
+    // tuned: the order is a function of the options, and the state records it.
+    const int mix = options.shuffle_mix;
+    while (auto_mix && options.memory_budget > 0 && options.shuffle_mix > 0 &&
+           EstimateMemory(options, data.layout, summaries, data.row_group_bytes).total() > options.memory_budget) {
+      options.shuffle_mix /= 2;
+    }
+    if (options.shuffle_mix != mix) probed.epoch0.reset();  // planned with the mix before: the loader plans again
+    std::vector<uint32_t> rows;
+    for (const ShardSummary& s : summaries) rows.push_back(s.samples);
+    data.order = DescribeOrder(options) + DescribeParquetMix(options, rows);
     // Decoded row groups kept: one per read in flight and two more, so the
-    // row groups of the blocks being read stay decoded while their rows are
-    // (counted by EstimateMemory); the bound follows the tuned reads in
-    // flight (EpochRun::Apply).
-    data.parquet_rows->SetMaxGroups(ParquetGroupsKept(options.io_depth));
+    // row groups of the blocks being read stay decoded while their rows are,
+    // and the mix's run (counted by EstimateMemory); the bound follows the
+    // tuned reads in flight (EpochRun::Apply).
+    data.parquet_rows->SetMaxGroups(ParquetGroupsKept(options.io_depth, options.shuffle_mix));
   }
   STOKER_RETURN_IF_ERROR(
       CheckMemoryBudget(options, EstimateMemory(options, data.layout, summaries, data.row_group_bytes)));

@@ -61,9 +61,9 @@ MemoryNeed EstimateMemory(const LoaderOptions& o, const BatchLayout& layout, con
   need.read_buffers += ahead * static_cast<uint64_t>(std::max(1, o.batch_size)) * max_sample;
   need.decode_scratch = decoders * ((jpeg ? 12 * max_sample : 0) + (npz ? max_sample : 0));
   need.overhead = uint64_t{16} << 20;
-  // Parquet: the decoded row groups kept, and one more being decoded per
-  // reader; each at most the largest row group.
-  need.row_groups = (ParquetGroupsKept(o.io_depth) + readers) * row_group_bytes;
+  // Parquet: the decoded row groups kept (the mix's run among them), and one
+  // more being decoded per reader; each at most the largest row group.
+  need.row_groups = (ParquetGroupsKept(o.io_depth, o.shuffle_mix) + readers) * row_group_bytes;
   return need;
 }
 

@@ -57,8 +57,15 @@ inline size_t DecodeQueueCapacity(const LoaderOptions& options, bool parquet) {
 
 // Decoded Parquet row groups kept with `io_depth` reads in flight: one per
 // read and two more, so the groups of the blocks being read stay decoded
-// while their rows are (formats/parquet_file.h's ParquetRows bound).
-inline size_t ParquetGroupsKept(int io_depth) { return static_cast<size_t>(std::max(1, io_depth)) + 2; }
+// while their rows are (formats/parquet_file.h's ParquetRows bound); with
+// the mix (LoaderOptions::shuffle_mix M > 0) M + 1 more, as a batch reads
+// rows from every row group of its run (M blocks on row group edges, one of
+// them a file's last block, which holds its short last group too). Reads
+// move through the order a batch or so ahead, so at a run's edge the groups
+// of the run before are the least recently used and go first.
+inline size_t ParquetGroupsKept(int io_depth, int mix = 0) {
+  return static_cast<size_t>(std::max(1, io_depth)) + 2 + (mix > 0 ? static_cast<size_t>(mix) + 1 : 0);
+}
 
 // options.io_depth, or for -1 (auto) kLocalIoDepth, or for `remote` shards
 // RemoteIoDepth (read_runs.h) halved (not below kLocalIoDepth) while the need

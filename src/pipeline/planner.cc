@@ -17,14 +17,48 @@ int AutoShuffleWindow(const LoaderOptions& options, uint64_t table_bytes, uint64
   return k >= shards ? 0 : static_cast<int>(k);
 }
 
+int AutoShuffleMix(const LoaderOptions& options, bool parquet) {
+  if (options.shuffle_mix != -1) return options.shuffle_mix;
+  return parquet && options.shuffle && options.shuffle_buffer == 0 && options.shuffle_block > 1 ? kParquetMixBlocks
+                                                                                                 : 0;
+}
+
 std::string DescribeOrder(const LoaderOptions& o) {
   if (!o.shuffle) return "shard order";
   if (o.shuffle_buffer > 0) {
     return "shards shuffled, then a buffer of " + std::to_string(o.shuffle_buffer) + " samples";
   }
-  const std::string unit = o.shuffle_block > 1 ? "blocks of " + std::to_string(o.shuffle_block) + " samples" : "samples";
+  std::string unit = o.shuffle_block > 1 ? "blocks of " + std::to_string(o.shuffle_block) + " samples" : "samples";
+  if (o.shuffle_block > 1 && o.shuffle_mix > 0) {
+    unit += " (the samples of every " + std::to_string(o.shuffle_mix) + " consecutive blocks mixed)";
+  }
   if (o.shuffle_window > 0) return unit + " permuted within windows of " + std::to_string(o.shuffle_window) + " shards";
   return unit + " permuted over the whole dataset";
+}
+
+std::string DescribeParquetMix(const LoaderOptions& o, const std::vector<uint32_t>& rows) {
+  if (!o.shuffle || o.shuffle_buffer > 0 || o.shuffle_block <= 1) return "";
+  // Blocks as the mix cuts them (epoch_order.cc's CutShard at phase 0): a
+  // file of n rows gives max(1, floor(n / B)).
+  const uint64_t block = static_cast<uint64_t>(o.shuffle_block);
+  uint64_t blocks = 0, total = 0;
+  for (uint32_t n : rows) {
+    total += n;
+    if (n > 0) blocks += std::max<uint64_t>(1, n / block);
+  }
+  const std::string fix = "write the rows shuffled for a uniform mix (pyarrow: "
+                          "table.take(numpy.random.default_rng().permutation(table.num_rows)))";
+  if (o.shuffle_mix <= 0) {
+    return "; a block's rows stay in file order (shuffle_mix 0): rows sorted in the files (by label, by source) "
+           "give batches of one or two runs of that order; let the auto mix hold row groups decoded (a larger "
+           "memory_budget), or " + fix;
+  }
+  const uint64_t mix = static_cast<uint64_t>(o.shuffle_mix);
+  if (blocks <= mix && o.shuffle_window <= 0) return "";
+  return "; a batch draws its rows from " + std::to_string(std::min(mix, blocks)) + " blocks of row groups (" +
+         std::to_string(std::min(total, mix * block)) + " of " + std::to_string(total) +
+         " rows): rows sorted in the files (by label, by source) give a batch about that many runs of that order; " +
+         fix;
 }
 
 Result<RankShare> ShareOfRank(uint64_t total, const LoaderOptions& options, int world, int rank,

@@ -49,6 +49,23 @@
 //    ranks cut it and resume re-cuts it as every other order. shuffle_window
 //    0 (and -1, auto, unresolved) is the whole dataset: the two orders
 //    above, unchanged;
+//  * the mix (shuffle_mix M > 0, with either block order above): blocks are
+//    cut at multiples of B (no phase), and the samples of each run of M
+//    consecutive blocks of the order are permuted among themselves (an
+//    IndexShuffle per run, keyed by seed, epoch and run), so a batch draws
+//    from M blocks taken from anywhere in the dataset (the block order put
+//    them side by side) instead of one or two blocks in member order. It is
+//    Parquet's auto: a row is read out of its decoded row group, so what a
+//    reader needs at once is the run's row groups, not a byte range per
+//    block, and B = the files' row group size makes a block a row group.
+//    Without it a file of one row group came out in file order every epoch
+//    (issue 44). A run holds M * B rows; a dataset larger than that still
+//    has batches of at most M runs of its member order (a label-sorted file
+//    gives about M labels a batch), which DescribeParquetMix says. The
+//    phase is dropped because the mix spreads a block over its run anyway
+//    and cuts on row group edges decode each row group once an epoch;
+//    tf.data's and Mosaic's bounded shuffles trade the same way (a window
+//    of whole units held at once, its elements permuted inside it);
 //  * shuffle, shuffle_buffer > 0: shards permuted, then samples streamed
 //    through a buffer of that many samples (WebDataset's scheme, simulated
 //    here so it is deterministic), so reads stay mostly sequential. This one
@@ -154,6 +171,25 @@ inline constexpr int kMinShuffleWindow = 8;
 // options.shuffle_window, or the auto choice (loader.h) for `shards` whose
 // index tables take `table_bytes` together against a bound of `index_bytes`.
 int AutoShuffleWindow(const LoaderOptions& options, uint64_t table_bytes, uint64_t index_bytes, size_t shards);
+
+// Row-group blocks whose rows the auto mix permutes together over Parquet
+// files (shuffle_mix -1): the decoded row groups kept grow by as many
+// (memory_budget.h's ParquetGroupsKept), lowered to fit a memory budget. 8
+// random row groups give a label-sorted dataset of 10 classes about 5.7
+// distinct labels per batch against 10 for a uniform permutation, and one
+// of up to 8 row groups (or one file of one row group) a uniform permutation.
+inline constexpr int kParquetMixBlocks = 8;
+// options.shuffle_mix, or the auto choice (-1): kParquetMixBlocks for Parquet
+// files shuffled in blocks (shuffle_block > 1, shuffle_buffer 0), else 0.
+int AutoShuffleMix(const LoaderOptions& options, bool parquet);
+
+// Over Parquet files of `rows` rows each, what the order leaves to the
+// files' layout, in words appended to settings["order"] (the one place a
+// user is told): where a batch does not draw from a permutation of the
+// whole dataset (more blocks than one run holds, a window, no mix), how far
+// the rows mix and the fix. Empty where they mix uniformly or no shuffle
+// is asked for.
+std::string DescribeParquetMix(const LoaderOptions& options, const std::vector<uint32_t>& rows);
 
 // The order in words, for settings and the log: "samples permuted within
 // windows of 64 shards", "shard order", ...

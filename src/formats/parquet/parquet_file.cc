@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <map>
 
 #include "formats/npy.h"
 #include "formats/parquet/engine.h"
@@ -94,13 +95,20 @@ Result<ShardIndex> LoadParquetIndex(const std::string& path, const IoOptions& io
 }
 
 int ParquetShuffleBlock(const std::vector<ShardIndex>& indexes) {
-  int64_t rows = 0, groups = 0;
+  std::map<int64_t, int64_t> sizes;  // rows of a row group -> how many groups have them
   for (const ShardIndex& index : indexes) {
     if (!index.parquet) continue;
-    rows += index.parquet->rows();
-    groups += index.parquet->groups();
+    const std::vector<int64_t>& first = index.parquet->group_first_row;
+    const size_t groups = index.parquet->group_bytes.size();
+    for (size_t g = 0; g < groups; ++g) {
+      if (g + 1 < groups || groups == 1) ++sizes[first[g + 1] - first[g]];
+    }
   }
-  return static_cast<int>(std::clamp<int64_t>(groups ? rows / groups : 2, 2, 1024));
+  int64_t best = 2, count = 0;
+  for (const auto& [rows, n] : sizes) {  // ascending: a tie keeps the larger
+    if (n >= count) best = rows, count = n;
+  }
+  return static_cast<int>(std::clamp<int64_t>(best, 2, int64_t{1} << 30));
 }
 
 uint64_t ParquetMaxRowGroupBytes(const ShardIndex& index) {
