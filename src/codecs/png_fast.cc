@@ -151,8 +151,14 @@ bool DecodePngRgbFast(std::span<const uint8_t> png, std::vector<uint8_t>& rgb, i
   size_t palette_n = 0;
   uint8_t max_index = 0;
   bool ended = false;
+  bool in_idat = false, after_idat = false;  // inside the run of IDAT chunks; past it
+  bool palette_after = false;                // a tRNS, bKGD or hIST came before any PLTE
   // Walk the chunks: IHDR first; PLTE, IDAT kept; IEND stops; any other
-  // critical chunk is unknown here (libspng decides).
+  // critical chunk is unknown here (libspng decides). Where the order breaks
+  // the specification (ISO 15948 §5.6) in a way libspng refuses or reads
+  // otherwise, the PNG is declined and libspng decides: a PLTE after IDAT, a
+  // second PLTE, an empty one or one after tRNS/bKGD/hIST (libspng refuses
+  // these); IDATs split by another chunk (libspng reads the first run only).
   for (size_t off = 8; off + 12 <= png.size();) {
     const uint32_t len = Be32(&png[off]);
     if (len > png.size() - off - 12) return false;
@@ -170,23 +176,38 @@ bool DecodePngRgbFast(std::span<const uint8_t> png, std::vector<uint8_t>& rgb, i
       if (ctype != 0 && ctype != 2 && ctype != 3 && ctype != 6) return false;
       if (w == 0 || h == 0 || uint64_t{w} * h > kMaxPixels) return false;
     } else if (std::memcmp(type, "IDAT", 4) == 0) {
+      if (after_idat) return false;
+      in_idat = true;
       s.idat.insert(s.idat.end(), data, data + len);
+      off += 12 + size_t{len};
+      continue;
     } else if (std::memcmp(type, "PLTE", 4) == 0) {
-      if (len % 3 != 0 || len > sizeof(palette_rgb)) return false;
+      if (in_idat || after_idat || palette_n != 0 || palette_after) return false;
+      if (len == 0 || len % 3 != 0 || len > sizeof(palette_rgb)) return false;
       std::memcpy(palette_rgb, data, len);
       palette_n = len / 3;
+    } else if (std::memcmp(type, "tRNS", 4) == 0 || std::memcmp(type, "bKGD", 4) == 0 ||
+               std::memcmp(type, "hIST", 4) == 0) {
+      palette_after = palette_after || palette_n == 0;
     } else if (std::memcmp(type, "IEND", 4) == 0) {
       ended = true;
       break;
     } else if (critical) {
       return false;
     }
+    after_idat = after_idat || in_idat;
+    in_idat = false;
     off += 12 + size_t{len};
   }
   if (!ended || s.idat.empty() || (ctype == 3 && palette_n == 0)) return false;
 
   const size_t bpp = ctype == 0 || ctype == 3 ? 1 : ctype == 2 ? 3 : 4;
   const size_t row = size_t{w} * bpp, n = size_t{w} * h;
+  // Deflate writes at most 258 bytes per 2 bits (a longest match, 1-bit
+  // codes): IDAT data too short for the scanlines is declined before they are
+  // allocated, or a 60-byte file claiming 2^28 pixels would have this
+  // thread's scratch zero-fill and keep 1 GiB.
+  if ((row + 1) * h / 1032 > s.idat.size()) return false;
   s.filtered.resize((row + 1) * h);
   size_t got = 0;
   if (libdeflate_zlib_decompress(s.inflater.get(), s.idat.data(), s.idat.size(), s.filtered.data(), s.filtered.size(),

@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cstring>
 #include <string>
 
 namespace stoker {
@@ -35,6 +36,20 @@ Status CheckUtf8(std::span<const uint8_t> t) {
 }
 
 Status CheckJson(std::span<const uint8_t> text) {
+  // nlohmann skips a UTF-8 byte-order mark before the value; the loader's
+  // bytes.decode("utf-8") keeps it as U+FEFF and json.loads then refuses the
+  // text ("Unexpected UTF-8 BOM"), so it is refused here.
+  if (text.size() >= 3 && text[0] == 0xEF && text[1] == 0xBB && text[2] == 0xBF) {
+    return DataLoss("not valid JSON: a UTF-8 byte-order mark before the value (Python's json.loads refuses it)");
+  }
+  // nlohmann's lexer takes a NUL byte for the end of the input (for C
+  // strings), so "3\0garbage" would pass; json.loads refuses it ("Extra
+  // data"). No JSON text holds a NUL byte: inside a string it is a control
+  // character, which must be escaped.
+  if (const void* nul = std::memchr(text.data(), 0, text.size())) {
+    return DataLoss("not valid JSON: a NUL byte at offset " +
+                    std::to_string(static_cast<const uint8_t*>(nul) - text.data()));
+  }
   if (nlohmann::json::accept(text.begin(), text.end())) return Status::Ok();  // no tree built
   try {
     (void)nlohmann::json::parse(text.begin(), text.end());

@@ -17,7 +17,10 @@ namespace stoker {
 Status CheckUtf8(std::span<const uint8_t> text);
 
 // Ok when `text` is exactly one JSON value (whitespace around it allowed),
-// in valid UTF-8; else DataLoss with the parser's message.
+// in valid UTF-8, with no byte-order mark or NUL byte (Python's json.loads
+// refuses both), no lone surrogate in a \u escape and no number beyond a
+// double's range (RFC 8259 leaves both to the parser; nlohmann refuses them);
+// else DataLoss with the parser's message.
 Status CheckJson(std::span<const uint8_t> text);
 
 }  // namespace stoker

@@ -36,6 +36,15 @@ TEST(TextCheckTest, Json) {
   EXPECT_NE(st.message().find("not valid JSON"), std::string::npos);
   EXPECT_FALSE(CheckJson(B("{} {}")).ok());
   EXPECT_FALSE(CheckJson(B("\"\xff\"")).ok());
+  // A byte-order mark before the value: nlohmann skips it, json.loads refuses it.
+  Status bom = CheckJson(B("\xef\xbb\xbf{}"));
+  EXPECT_FALSE(bom.ok());
+  EXPECT_NE(bom.message().find("byte-order mark"), std::string::npos) << bom.message();
+  EXPECT_FALSE(CheckJson(B(R"("\ud800")")).ok());  // a lone surrogate escape: not a Unicode string
+  // A NUL byte: nlohmann's lexer ends the input there, json.loads does not.
+  Status nul = CheckJson(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>("3\0\0"), 3));
+  EXPECT_FALSE(nul.ok());
+  EXPECT_NE(nul.message().find("NUL byte at offset 1"), std::string::npos) << nul.message();
 }
 
 }  // namespace
