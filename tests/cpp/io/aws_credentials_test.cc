@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -103,11 +104,22 @@ struct FakeSource {
   int calls = 0;
   bool fail = false;
   std::chrono::milliseconds delay{0};
+  // While held, a fetch past the first waits in the source until Release():
+  // a refresh the test can keep in flight as long as it looks.
+  std::condition_variable cv;
+  bool hold = false;
+  int fetching = 0;  // fetches waiting on the hold
 
   CredentialFetch Fetch() {
     return [this]() -> Result<AwsCredentials> {
       std::this_thread::sleep_for(delay);
-      std::lock_guard lock(mu);
+      std::unique_lock lock(mu);
+      if (hold && calls > 0) {
+        ++fetching;
+        cv.notify_all();
+        cv.wait(lock, [&] { return !hold; });
+        --fetching;
+      }
       ++calls;
       if (fail) return IoError("fake source: refused");
       return AwsCredentials{"AK" + std::to_string(calls), "SK", "T" + std::to_string(calls), now + lifetime, "fake"};
@@ -185,23 +197,38 @@ TEST(AwsRefresh, OneThreadRefreshesWhileTheOthersGoOn) {
   FakeSource src;
   auto p = NewRefreshingProvider(src.Fetch(), src.Clock());
   ASSERT_TRUE(p->Get().ok());
-  src.delay = 300ms;
+  {
+    std::lock_guard lock(src.mu);
+    src.hold = true;  // the refresh stays in flight until released below
+  }
   src.Advance(50s);  // advisory window
-  std::atomic<int> fast{0}, old{0};
+  int done = 0, old = 0, ok = 0;  // guarded by src.mu
   std::vector<std::thread> threads;
   for (int i = 0; i < 8; ++i) {
     threads.emplace_back([&] {
-      auto t0 = std::chrono::steady_clock::now();
       auto c = p->Get();
-      ASSERT_TRUE(c.ok());
-      if (std::chrono::steady_clock::now() - t0 < 150ms) ++fast;
-      if (c->key == "AK1") ++old;
+      std::lock_guard lock(src.mu);
+      ++done;
+      ok += c.ok();
+      if (c.ok() && c->key == "AK1") ++old;
+      src.cv.notify_all();
     });
   }
+  {
+    // Seven threads return while the eighth's refresh is held: they did not
+    // wait for it. (Had they, none would return before the release; the
+    // minute is only there so that such a failure ends.)
+    std::unique_lock lock(src.mu);
+    EXPECT_TRUE(src.cv.wait_for(lock, 60s, [&] { return done == 7 && src.fetching == 1; }))
+        << done << " of 8 returned with the refresh held, " << src.fetching << " fetch(es) in flight";
+    EXPECT_EQ(old, 7);
+    src.hold = false;
+    src.cv.notify_all();
+  }
   for (auto& t : threads) t.join();
+  EXPECT_EQ(ok, 8);
   EXPECT_EQ(src.calls, 2);  // one refresh for all eight
-  EXPECT_EQ(fast, 7);       // the others did not wait for it
-  EXPECT_EQ(old, 7);
+  EXPECT_EQ(old, 7);        // the refresher got the new ones
 }
 
 TEST(AwsRefresh, WithoutValidCredentialsCallersWaitForOneFetch) {

@@ -58,13 +58,15 @@ class TinyServer {
       std::make_unique<test_data::LoopbackServer>([this](int c) { Answer(c); }, 16);  // last: serves at once
 };
 
-// Opens `url` (a HEAD with its retries) on a thread obeying `cancel`; the
-// status it ended with and how long after `cancel` fired it returned.
+// Opens `url` (a HEAD with its retries) on a thread obeying `cancel`, which
+// fires once `server` has seen the first request (not after a fixed time:
+// on a loaded machine the request may not have left by then); the status it
+// ended with and how long after `cancel` fired it returned.
 struct Outcome {
   Status status;
   double after_cancel_s = 0;
 };
-Outcome OpenThenCancel(const std::string& url, const IoOptions& o, double cancel_after_s) {
+Outcome OpenThenCancel(const std::string& url, const IoOptions& o, const TinyServer& server) {
   Cancellation cancel;
   Outcome out;
   Clock::time_point done;
@@ -74,7 +76,10 @@ Outcome OpenThenCancel(const std::string& url, const IoOptions& o, double cancel
     out.status = r.ok() ? Status::Ok() : r.status();
     done = Clock::now();
   });
-  std::this_thread::sleep_for(std::chrono::duration<double>(cancel_after_s));
+  const auto deadline = Clock::now() + std::chrono::seconds(60);
+  while (server.requests() < 1 && Clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  EXPECT_GE(server.requests(), 1) << "no request reached the server in a minute";
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // most often into the back-off or the stalled wait
   const Clock::time_point fired = Clock::now();
   cancel.Cancel();
   t.join();
@@ -90,8 +95,8 @@ TEST(CancellationTest, SleepForEndsAtCancelAndLaterOnesReturnAtOnce) {
     c.Cancel();
   });
   const auto t0 = Clock::now();
-  EXPECT_FALSE(c.SleepFor(std::chrono::seconds(30)));
-  EXPECT_LT(SecondsSince(t0), 5.0);
+  EXPECT_FALSE(c.SleepFor(std::chrono::seconds(120)));
+  EXPECT_LT(SecondsSince(t0), 30.0);  // the cancel's 50 ms, not the sleep's two minutes
   t.join();
   EXPECT_TRUE(c.cancelled());
   EXPECT_FALSE(c.SleepFor(std::chrono::seconds(30)));
@@ -118,12 +123,15 @@ TEST(CancellationTest, HttpRetryBackoffEndsAtCancelAndNoFurtherAttemptIsSent) {
   IoOptions o;
   o.attempts = 100;
   o.timeout_ms = 5000;
-  o.backoff_ms = 20000;  // a retry waits 10-20 s: only the cancel ends it soon
-  o.backoff_max_ms = 20000;
-  const Outcome r = OpenThenCancel(server.url(), o, 0.3);
+  o.backoff_ms = 120000;  // a retry waits 60-120 s: only the cancel ends it soon
+  o.backoff_max_ms = 120000;
+  const Outcome r = OpenThenCancel(server.url(), o, server);
   EXPECT_EQ(r.status.code(), StatusCode::kCancelled) << r.status.message();
   EXPECT_NE(r.status.message().find(server.url()), std::string::npos) << r.status.message();
-  EXPECT_LT(r.after_cancel_s, 2.0);  // generous: it is a condition-variable wake-up
+  // A condition-variable wake-up (or, were the cancel to land before the 503
+  // is read, libcurl's once-a-second progress callback): 10 s is ten times
+  // the slower, and far from the minute of back-off it cut short.
+  EXPECT_LT(r.after_cancel_s, 10.0);
   const int sent = server.requests();
   EXPECT_EQ(sent, 1);  // the first attempt only: the back-off was cut short, nothing followed
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
@@ -134,13 +142,14 @@ TEST(CancellationTest, HttpRequestOnAStalledServerIsAbortedAtCancel) {
   TinyServer server(/*stall=*/true);
   IoOptions o;
   o.attempts = 3;
-  o.timeout_ms = 30000;  // the request deadline alone would hold it 30 s
+  o.timeout_ms = 120000;  // the request deadline alone would hold it two minutes
   o.backoff_ms = 10;
   o.backoff_max_ms = 10;
-  const Outcome r = OpenThenCancel(server.url(), o, 0.3);
+  const Outcome r = OpenThenCancel(server.url(), o, server);
   EXPECT_EQ(r.status.code(), StatusCode::kCancelled) << r.status.message();
-  // libcurl's progress callback runs at least once a second while idle.
-  EXPECT_LT(r.after_cancel_s, 5.0);
+  // libcurl's progress callback runs at least once a second while idle: 10 s
+  // is ten times that.
+  EXPECT_LT(r.after_cancel_s, 10.0);
   EXPECT_EQ(server.requests(), 1);
 }
 

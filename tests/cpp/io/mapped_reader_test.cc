@@ -126,7 +126,7 @@ TEST(MappedReaderTest, ConcurrentReadersSurviveATruncation) {
   const std::string path = TempFile(bytes);
   auto r = OpenMapped(path);
   std::atomic<bool> stop{false};
-  std::atomic<int> errors{0}, wrong{0};
+  std::atomic<int> errors{0}, wrong{0}, reads{0};
   std::vector<std::thread> threads;
   for (int t = 0; t < 4; ++t) {
     threads.emplace_back([&, t] {
@@ -134,6 +134,7 @@ TEST(MappedReaderTest, ConcurrentReadersSurviveATruncation) {
       for (uint64_t i = t; !stop.load(); i += 7) {
         const uint64_t off = (i * 4096) % (bytes.size() - out.size());
         Status st = r->PReadDetoured(off, out, {});
+        ++reads;
         if (!st.ok()) {
           if (st.code() != StatusCode::kDataLoss || st.message().find(path) == std::string::npos) ++wrong;
           ++errors;
@@ -143,9 +144,18 @@ TEST(MappedReaderTest, ConcurrentReadersSurviveATruncation) {
       }
     });
   }
-  std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  // Counted, not timed: on a loaded machine 30 ms may pass before a reader
+  // has run at all. Reads before the truncation, then until one fails (a
+  // minute at most, so that a reader that never notices ends the test).
+  const auto wait_for = [](const std::atomic<int>& n, int at_least) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (n.load() < at_least && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  };
+  wait_for(reads, 8);
   ASSERT_EQ(truncate(path.c_str(), 4096), 0);
-  std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  wait_for(errors, 4);
   stop = true;
   for (auto& t : threads) t.join();
   EXPECT_GT(errors.load(), 0);

@@ -60,10 +60,11 @@ IoOptions Fast(int deadline_ms) {
 
 TEST(RetryDeadlineTest, AnOutageShorterThanTheDeadlineIsReadThrough) {
   const std::string body = "0123456789abcdef";
-  const auto healthy_at = Clock::now() + std::chrono::milliseconds(1200);
+  // Down for its first ten answers (counted, not timed: a loaded machine
+  // sends fewer requests a second), about a second at these back-offs.
   std::atomic<int> refused{0};
   LoopbackServer server([&](int fd) {
-    const bool down = Clock::now() < healthy_at;
+    const bool down = refused.load() < 10;
     if (down) ++refused;
     Answer(fd, down ? 503 : 200, body);
   });
@@ -73,7 +74,7 @@ TEST(RetryDeadlineTest, AnOutageShorterThanTheDeadlineIsReadThrough) {
   std::vector<uint8_t> out(6);
   ASSERT_TRUE((*r)->PRead(4, out).ok());
   EXPECT_EQ(std::string(out.begin(), out.end()), "456789");
-  EXPECT_GT(refused.load(), 6);  // more than the old six-attempt budget
+  EXPECT_EQ(refused.load(), 10);  // more than the old six-attempt budget
   EXPECT_EQ(GlobalIoCounters().OutageSeconds(), 0);  // ended by the success
 }
 
@@ -87,7 +88,7 @@ TEST(RetryDeadlineTest, PastTheDeadlineTheErrorNamesIt) {
   EXPECT_NE(m.find("HTTP 503"), std::string::npos) << m;
   EXPECT_NE(m.find("retry deadline of 0.7 s spent"), std::string::npos) << m;
   EXPECT_GE(secs, 0.6);
-  EXPECT_LT(secs, 3.0);
+  EXPECT_LT(secs, 7.0);  // ten times the deadline: it ended the retries
 }
 
 TEST(RetryDeadlineTest, PermanentAnswersAreNotRetried) {

@@ -197,19 +197,33 @@ TEST(DeviceLoaderTest, HeldBatchesKeepTheirBytesAndBoundDeviceBuffersByHostLease
 }
 
 TEST(DeviceLoaderTest, TeardownWithCopiesInFlightIsPrompt) {
+  // Teardown waits for the copies in flight (each reads a pinned host buffer
+  // the loader is about to free: device_stage.h), and for nothing else. Here
+  // each copy completes 2 s after it was issued, all of them issued before
+  // the teardown starts, so a prompt teardown ends within 2 s plus its own
+  // work (milliseconds; more under a sanitizer or on a loaded machine). The
+  // bound, 2 s more, is ten times that work at its slowest and fails a
+  // teardown that waits a copy's time again (or a poll period) on top.
+  constexpr int kCopyMs = 2000;
   const std::string shards = MakeShards();
   LoaderOptions o = Options(shards, "cpu-late", 4);
-  o.late_copy_ms = 400;
+  o.late_copy_ms = kCopyMs;
   auto dev = Loader::Create(o);
   ASSERT_TRUE(dev.ok());
   auto first = (*dev)->Next();  // waits for nothing but the batch: the copy is the consumer's to wait on
   ASSERT_TRUE(first.ok() && *first);
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the next batches' copies are in flight
+  // The next batches' copies are in flight: their device buffers exist.
+  // (Counted, not slept for: on a loaded machine 50 ms may issue none.)
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while ((*dev)->Stats().device_buffers < 3 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ASSERT_GE((*dev)->Stats().device_buffers, 3) << "no later batch's copy was issued";
   const auto t0 = std::chrono::steady_clock::now();
   dev->reset();
   first->reset();
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  EXPECT_LT(s, 1.5) << "teardown waited " << s << " s for copies in flight";
+  EXPECT_LT(s, 2 * kCopyMs / 1000.0) << "teardown took " << s << " s with copies of " << kCopyMs << " ms in flight";
 }
 
 TEST(DeviceLoaderTest, CudaWithoutCudaIsAClearError) {

@@ -184,7 +184,7 @@ TEST(RemoteRunTest, CarriedOverEpochsEqualAFreshLoader) {
 
 TEST(RemoteRunTest, DestroyedDuringARetryBackoffReturnsAtOnceAndSendsNothingMore) {
   RangeServer server(MakeShards());
-  QuickRetries(20000);  // a retry waits 10-20 s: only the cancel ends it soon
+  QuickRetries(120000);  // a retry waits 60-120 s: only the cancel ends it soon
   const size_t threads = Threads();
   auto l = Loader::Create(Options(server));
   ASSERT_TRUE(l.ok()) << l.status().ToString();
@@ -201,7 +201,7 @@ TEST(RemoteRunTest, DestroyedDuringARetryBackoffReturnsAtOnceAndSendsNothingMore
   const auto t0 = Clock::now();
   l->reset();
   const double took = std::chrono::duration<double>(Clock::now() - t0).count();
-  EXPECT_LT(took, 3.0);  // generous; the back-off alone is >= 10 s
+  EXPECT_LT(took, 30.0);  // generous for a teardown (milliseconds); the back-off alone is >= 60 s
   EXPECT_EQ(Threads(), threads);  // every thread of the loader joined
   const uint64_t sent = GlobalIoCounters().requests.load();
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
