@@ -32,6 +32,12 @@ const std::string& Prefix() {
     const char* shm = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp";
     std::string tmpl = std::string(shm) + "/stoker-fuzz-megatron-XXXXXX";
     if (mkdtemp(tmpl.data()) == nullptr) abort();
+    static std::string dir = tmpl;
+    atexit([] {  // the folder goes when the fuzzer exits (a crash leaves it: a few bytes in /dev/shm)
+      unlink((dir + "/d.idx").c_str());
+      unlink((dir + "/d.bin").c_str());
+      rmdir(dir.c_str());
+    });
     return new std::string(tmpl + "/d");
   }();
   return *prefix;
