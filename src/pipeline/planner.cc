@@ -30,7 +30,8 @@ std::string DescribeOrder(const LoaderOptions& o) {
   }
   std::string unit = o.shuffle_block > 1 ? "blocks of " + std::to_string(o.shuffle_block) + " samples" : "samples";
   if (o.shuffle_block > 1 && o.shuffle_mix > 0) {
-    unit += " (the samples of every " + std::to_string(o.shuffle_mix) + " consecutive blocks mixed)";
+    unit += o.shuffle_mix == 1 ? std::string(" (the samples of each block mixed)")
+                               : " (the samples of every " + std::to_string(o.shuffle_mix) + " consecutive blocks mixed)";
   }
   if (o.shuffle_window > 0) return unit + " permuted within windows of " + std::to_string(o.shuffle_window) + " shards";
   return unit + " permuted over the whole dataset";
@@ -55,9 +56,11 @@ std::string DescribeParquetMix(const LoaderOptions& o, const std::vector<uint32_
   }
   const uint64_t mix = static_cast<uint64_t>(o.shuffle_mix);
   if (blocks <= mix && o.shuffle_window <= 0) return "";
-  return "; a batch draws its rows from " + std::to_string(std::min(mix, blocks)) + " blocks of row groups (" +
+  const uint64_t drawn = std::min(mix, blocks);
+  return "; a batch draws its rows from " + std::to_string(drawn) + (drawn == 1 ? " block" : " blocks") +
+         " of row groups (about " +
          std::to_string(std::min(total, mix * block)) + " of " + std::to_string(total) +
-         " rows): rows sorted in the files (by label, by source) give a batch about that many runs of that order; " +
+         " rows): rows sorted in the files (by label, by source) give a batch at most that many runs of their order; " +
          fix;
 }
 

@@ -140,3 +140,24 @@ def test_resume_mid_epoch_continues_the_mixed_order(tmp_path):
     rest.load_state_dict(state)
     tail = np.concatenate([np.asarray(b["idx"]) for b in rest])
     np.testing.assert_array_equal(np.concatenate([head, tail]), full)
+
+
+def test_a_memory_budget_lowers_the_mix_and_the_order_says_so(tmp_path):
+    # Row groups of 256 rows of 16 KiB each (4 MiB decoded): the auto mix of 8
+    # holds 9 more decoded than the reads need; a budget that cannot hold
+    # them gets fewer rather than a refusal, still every row once.
+    rng = np.random.default_rng(0)
+    n = 2048
+    blobs = [bytes(b) for b in rng.integers(0, 256, (n, 16384), dtype=np.uint8)]
+    path = tmp_path / "big.parquet"
+    pq.write_table(pa.table({"idx": np.arange(n), "blob": pa.array(blobs, pa.binary())}), str(path),
+                   row_group_size=256)
+    kw = dict(fields={"idx": stoker.scalar()}, batch_size=64, shuffle=True, drop_last=False, output="numpy",
+              io_depth=2, decode_threads=1, prefetch=1)
+    wide = stoker.Loader([str(path)], **kw)
+    assert "every 8 consecutive blocks mixed" in wide.settings["order"]
+    tight = stoker.Loader([str(path)], memory_budget=60 << 20, **kw)
+    order = tight.settings["order"]
+    assert "every 8 consecutive" not in order and "write the rows shuffled" in order, order
+    idx = np.concatenate([np.asarray(b["idx"]) for b in tight])
+    np.testing.assert_array_equal(np.sort(idx), np.arange(n))
