@@ -241,7 +241,11 @@ def test_expiring_credentials_are_refreshed_while_reading(endpoint, store, local
     # once, about duration / (0.75 ttl) times, far fewer than the requests.
     assert meta.issued >= 2
     gaps = [b - a for a, b in zip(meta.issue_times, meta.issue_times[1:])]
-    assert all(0.5 * TTL_S < g < 0.95 * TTL_S for g in gaps), gaps  # ahead of expiry, not per request
+    # Ahead of expiry, not per request: the expired-key count above says
+    # "ahead"; here, no two fetches closer than a quarter of the lifetime
+    # (a refresh per request would be milliseconds apart). No upper bound on
+    # a gap: a loaded machine may simply send no request for a while.
+    assert all(g > 0.25 * TTL_S for g in gaps), gaps
     assert meta.issued <= duration / (0.75 * TTL_S) + 3, (meta.issued, duration)
     assert meta.issued * 10 < d["signed"], (meta.issued, d)
     assert len(d["new_keys"]) == meta.issued  # every issued key signed something
@@ -303,4 +307,7 @@ def test_nothing_configured_probes_fast_and_reads_unsigned(store, local, monkeyp
     assert_same(got, local)
     d = c.delta()
     assert d["unsigned"] > 0 and d["signed"] == 0
-    assert elapsed < 3, elapsed
+    # A closed metadata port is refused at once (about 0.1 s here); a probe
+    # that waited out its timeouts would take the 1 s connect timeout per
+    # attempt, several times over. 10 s: room for a loaded machine.
+    assert elapsed < 10, elapsed

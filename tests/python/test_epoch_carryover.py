@@ -141,13 +141,16 @@ def test_slow_consumer_never_waits_at_an_epoch_start(big_images):
     decode_per_batch = s["decode"]["busy_s"] / max(1, s["decode"]["items"]) * 4 / max(1, s["decode_threads"])
     loader.set_epoch(1)
     it = iter(loader)
+    # The next epoch's first batch is ready before it is asked for: the
+    # request waits for no read or decode, whatever the machine's load.
+    assert loader._native.stats()["batches_ready"] >= 1
     t = time.perf_counter()
     next(it)
     wait = time.perf_counter() - t
     assert loader._native.stats()["batches_carried"] >= 1
-    # A ready batch: the wait is the hand-over alone. The bound is half the
-    # time its decode takes on all the loader's threads (tens of ms here).
-    assert wait < 0.5 * decode_per_batch, (wait, decode_per_batch)
+    # The hand-over alone: far under what decoding a batch takes (tens of
+    # ms here); 5x that is room for a loaded machine and still no decode.
+    assert wait < 5 * decode_per_batch, (wait, decode_per_batch)
     for _ in it:
         pass
     loader.close()

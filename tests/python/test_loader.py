@@ -75,7 +75,7 @@ def test_every_sample_exactly_once_and_order_independent_of_threads(vision_dir):
 
 
 def test_drop_last_and_len(vision_dir):
-    loader = make(vision_dir, batch_size=7)
+    loader = make(vision_dir, batch_size=7, drop_last=True)
     assert len(loader) == 60 // 7
     assert sum(1 for _ in loader) == 60 // 7
     assert loader.plan.dropped_samples == 60 % 7
@@ -83,7 +83,7 @@ def test_drop_last_and_len(vision_dir):
 
 def test_plan_reads_as_its_fields(vision_dir):
     # print(loader.plan) shows the numbers, not <PlanInfo object at 0x...>.
-    p = make(vision_dir, batch_size=7).plan
+    p = make(vision_dir, batch_size=7, drop_last=True).plan
     assert repr(p) == (f"PlanInfo(dataset_samples=60, rank_samples={p.rank_samples}, batches={60 // 7}, "
                        f"dropped_samples={60 % 7}, padded_samples=0, num_shards=3)")
 
@@ -135,6 +135,7 @@ def native_threads() -> int:
 def test_breaking_out_stops_native_threads_promptly(vision_dir):
     import time
 
+    gc.collect()  # no earlier loader's threads in the count
     base = native_threads()
     loader = make(vision_dir, decode_threads=4, io_depth=4)
     for i, _ in enumerate(loader):
@@ -144,11 +145,13 @@ def test_breaking_out_stops_native_threads_promptly(vision_dir):
     t0 = time.perf_counter()
     gc.collect()
     assert native_threads() == base  # the loader is alive; its threads are not
-    assert time.perf_counter() - t0 < 1.0
+    # Promptly: about 0.1 s (README, "Ctrl-C"); the bound is for a loaded 2-core machine.
+    assert time.perf_counter() - t0 < 5.0
     assert sum(1 for _ in loader) == len(loader)  # and it can run a whole epoch again
 
 
 def test_native_threads_end_when_loader_is_deleted(vision_dir):
+    gc.collect()
     base = native_threads()
     loader = make(vision_dir, decode_threads=4, io_depth=4)
     it = iter(loader)
@@ -229,7 +232,11 @@ def test_gil_is_released_while_waiting_and_creating(vision_dir):
         t.join()
     # A held GIL would freeze the spinner for the whole throttled epoch.
     assert elapsed > 0.5
-    assert ticks[0] - start_ticks > 0.3 * elapsed / 0.001 * 0.5, (ticks[0] - start_ticks, elapsed)
+    # The spinner runs at most once a millisecond; on a quiet machine it
+    # reaches about half that. A held GIL leaves it only the moments between
+    # batches (a few ticks each): 3% of the ideal rate tells the two apart
+    # with room for a loaded 2-core machine.
+    assert ticks[0] - start_ticks > 0.03 * elapsed / 0.001, (ticks[0] - start_ticks, elapsed)
 
 
 def test_timeout_names_the_batch_and_what_is_in_flight(vision_dir):

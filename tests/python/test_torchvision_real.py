@@ -16,9 +16,16 @@ import numpy as np
 import pytest
 from PIL import Image
 
+# Why this skips on the CPU machines: PyPI's torchvision 0.28.0 (the release
+# that requires torch==2.13.0) is the CUDA build only, its _C.so links
+# libtorch_cuda.so and libc10_cuda.so, which torch 2.13.0+cpu does not ship,
+# so `import torchvision` fails in its meta registrations ("operator
+# torchvision::nms does not exist"); 0.29.x require a newer torch. The +cpu
+# builds are on PyTorch's own index, which these machines cannot reach, and
+# PyPI has no torchvision source to build. Checked 2026-12-06.
 tv = pytest.importorskip(
     "torchvision",
-    reason="torchvision does not load against the pinned torch 2.13.0+cpu; "
+    reason="torchvision does not load against the pinned torch 2.13.0+cpu (PyPI's 0.28.0 is a CUDA build); "
            "test_torchvision_fidelity.py covers its arithmetic on Pillow")
 import torch  # noqa: E402
 from torchvision.transforms import InterpolationMode  # noqa: E402
