@@ -19,7 +19,7 @@ _RESIZE = {
 
 
 def image_spec(
-    size: int | Sequence[int] = 224,
+    size: int | Sequence[int] | None = None,
     *,
     resize: str = "center_crop",
     layout: str = "CHW",
@@ -36,6 +36,11 @@ def image_spec(
 ) -> _stoker.ImageSpec:
     """The native ImageSpec for :func:`image`'s arguments."""
     spec = _stoker.ImageSpec()
+    if size is None:
+        if resize == "none":  # known now, not at the first batch
+            raise ValueError("resize='none' keeps images as stored, so every image must be one size: "
+                             "give it as size=(H, W), or choose a resize mode (resize='center_crop')")
+        size = 224
     if isinstance(size, int):
         spec.height = spec.width = size
     else:
@@ -66,7 +71,7 @@ def image_spec(
 
 
 def image(
-    size: int | Sequence[int] = 224,
+    size: int | Sequence[int] | None = None,
     *,
     resize: str = "center_crop",
     layout: str = "CHW",
@@ -82,6 +87,9 @@ def image(
     decode: str = "cpu",
 ) -> _stoker.FieldSpec:
     """A JPEG member decoded, resized/cropped/flipped, as [B, 3, H, W] (or HWC).
+
+    ``size`` is the output's (H, W), or one int for a square; left out, 224
+    (with ``resize="none"`` it must be given: the images' own size).
 
     Each mode gives the pixels of the torchvision recipe it stands for, on
     Pillow images (``resample`` "bilinear", the default, or "bicubic": Pillow's

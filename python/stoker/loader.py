@@ -10,7 +10,9 @@ import contextlib
 import json
 import logging
 import os
+import threading
 import time
+import weakref
 from typing import Any, Iterator, Mapping, Sequence
 
 from . import _exit, _parquet, _stoker
@@ -128,6 +130,40 @@ def _device_options(opt, device: str, pin_memory: bool, output: str, late_copy_m
     return device
 
 
+# torch.utils.data.DataLoader's keywords that stoker has no use for, each
+# with what stoker does instead: a user moving a DataLoader call over learns
+# the equivalent rather than reading a bare TypeError.
+_DATALOADER_KEYWORDS = {
+    "num_workers": "stoker decodes on native threads in this process, not worker processes: decode_threads= "
+                   "(default: tuned to the job's cores) and io_depth= (reads in flight) replace it; to use other "
+                   "machines, workers=stoker.RayWorkers(count=N)",
+    "persistent_workers": "stoker's threads live as long as the loader and carry over between epochs: "
+                          "nothing to set",
+    "prefetch_factor": "prefetch= counts whole batches ready ahead (default: tuned within memory_budget)",
+    "collate_fn": "batches are assembled in place, one array per field (fields=); there is no per-sample "
+                  "Python list to collate",
+    "sampler": "the order is stoker's own: shuffle=, seed=, and rank=/world_size= with partition= under DDP",
+    "batch_sampler": "the order is stoker's own: batch_size=, shuffle=, seed=, and rank=/world_size= with "
+                     "partition= under DDP",
+    "worker_init_fn": "there are no worker processes to initialize",
+    "multiprocessing_context": "there are no worker processes",
+    "generator": "seed= makes the order (a pure function of seed, epoch, rank and world size)",
+    "pin_memory_device": "device='cuda:N' copies each batch to that GPU from page-locked buffers",
+    "in_order": "batches always come in order",
+}
+
+
+def _refuse_dataloader_arguments(cls, args: tuple, kwargs: dict) -> None:
+    """A TypeError naming stoker's equivalent of a DataLoader argument."""
+    name = cls.__name__
+    for key in kwargs:
+        if key in _DATALOADER_KEYWORDS:
+            raise TypeError(f"{name}() takes no {key}= (a torch DataLoader keyword): {_DATALOADER_KEYWORDS[key]}")
+    if len(args) > 2 and isinstance(args[2], int) and not isinstance(args[2], bool):
+        raise TypeError(f"{name}(sources, fields, batch_size=...): batch_size is a keyword, as every option "
+                        f"after the fields is (got {args[2]!r} as a third positional argument)")
+
+
 class Loader:
     """Batches from WebDataset-style tar shards.
 
@@ -216,8 +252,10 @@ class Loader:
     ``partition`` says how: ``"drop"`` (default) gives each rank
     floor(N / world) samples and leaves the rest for the epoch, ``"pad"``
     ceil(N / world) with the shortfall repeated, both with full batches
-    (``drop_last=True``, the default, also drops each rank's short last
-    batch). ``"exact"`` is for evaluation: every sample exactly once across
+    (under DDP ``drop_last`` defaults to True and drops each rank's short
+    last batch; what that leaves out is logged once, at the first epoch).
+    In one process ``drop_last`` defaults to False, as torch's DataLoader:
+    the short last batch is kept. ``"exact"`` is for evaluation: every sample exactly once across
     the ranks, nothing dropped or repeated; ranks hold N // world samples
     (the first N % world ranks one more), so a rank's last batch may be
     short, or empty (every array 0 rows, ``__key__`` an empty list) where it
@@ -264,6 +302,7 @@ class Loader:
     """
 
     def __new__(cls, *args, workers: Any = None, **kwargs):
+        _refuse_dataloader_arguments(cls, args, kwargs)
         # workers=stoker.RayWorkers(...): the batches are made by Ray actors
         # (python/stoker/ray_workers.py), a loader of its own kind.
         if workers is not None and cls is Loader:
@@ -346,14 +385,18 @@ class Loader:
             raise ValueError(f"on_error must be one of {sorted(_ON_ERROR)}, not {on_error!r}")
         if key_rule not in _KEY_RULE:
             raise ValueError(f"key_rule must be one of {sorted(_KEY_RULE)}, not {key_rule!r}")
-        if drop_last is None:  # exact drops nothing, its last batches included
-            drop_last = partition != "exact"
-        elif drop_last and partition == "exact":
+        if drop_last and partition == "exact":
             raise ValueError("partition='exact' delivers every sample, so drop_last must be False (or left out)")
         if rank is None or world_size is None:
             env_rank, env_world = _distributed_rank_world()
             rank = env_rank if rank is None else rank
             world_size = env_world if world_size is None else world_size
+        if drop_last is None:
+            # One process keeps its short last batch, as torch's DataLoader
+            # (drop_last=False). Ranks keep equal batch counts with full
+            # batches; what that leaves out is said at the first epoch.
+            # exact drops nothing, its last batches included.
+            drop_last = partition != "exact" and int(world_size) > 1
 
         opt = _stoker.LoaderOptions()
         opt.storage = storage_options(s3_endpoint=s3_endpoint, profile=profile, region=region,
@@ -430,6 +473,8 @@ class Loader:
         self._pending_start = True  # set_epoch called, its iteration not begun
         self._epoch_chosen = True  # set_epoch called since the last iter(): no auto-advance
         self._generation = 0  # which iterator owns the native run
+        self._live: Any = None  # a weak reference to the iterator that owns the native run
+        self._told_left_out = False
         self._attach(output, observe, device=device, source="stoker.Loader",
                      config={"batch_size": batch_size, **self._start_settings(),
                              "max_read_bytes_per_s": max_read_bytes_per_s,
@@ -516,6 +561,8 @@ class Loader:
         instead. An iteration broken off mid-epoch is not used up: a new one
         restarts that epoch from its start (after load_state_dict, continues
         at the restored batch)."""
+        self._refuse_concurrent_iteration()
+        self._tell_left_out()
         if not self._epoch_chosen and self._used_up():
             self._epoch += 1
             self._native.set_epoch(self._epoch)  # keeps the run's carried-over epoch
@@ -525,7 +572,40 @@ class Loader:
         self._resuming = False
         self._pending_start = False
         self._generation += 1
-        return _EpochIterator(self, self._generation)
+        it = _EpochIterator(self, self._generation)
+        self._live = weakref.ref(it)
+        return it
+
+    def _refuse_concurrent_iteration(self) -> None:
+        """One pass at a time: a new iter() takes the native run over from
+        the last one (which then raises if used), so a second thread
+        iterating while another's pass is still open would share one run
+        and see its batches twice. That is refused before it delivers
+        anything; in one thread, a new iter() simply starts over."""
+        live = self._live() if self._live is not None else None
+        if live is None or live._loader is None or live._thread == threading.get_ident():
+            return
+        owner = next((t.name for t in threading.enumerate() if t.ident == live._thread), "a thread now ended")
+        raise RuntimeError(
+            f"{type(self).__name__} is already being iterated by {owner}: a loader delivers one pass at a time "
+            "(two iterators at once would hand out the same batches twice). Give each consumer a loader of its "
+            "own (with rank=/world_size= to split the data between them), or finish, break out of and drop "
+            "the other iteration first.")
+
+    def _tell_left_out(self) -> None:
+        """Says once what the partition policy leaves out of every epoch, and how to keep it."""
+        if self._told_left_out:
+            return
+        self._told_left_out = True
+        plan = self._native.plan
+        # dropped_samples: over all ranks, the partition's remainder and the
+        # short last batches drop_last drops.
+        if plan.dropped_samples > 0:
+            _log.warning(
+                "stoker: %d of the dataset's %d samples are left out of every epoch so that each of the %d ranks "
+                "runs the same number of full batches (%d samples each); partition='exact' delivers every "
+                "sample exactly once (short last batches), drop_last=False keeps each rank's short last batch",
+                plan.dropped_samples, plan.dataset_samples, self._native.options.world_size, plan.rank_samples)
 
     def _used_up(self) -> bool:
         """Every batch of the current epoch was delivered (the engine's
@@ -699,6 +779,7 @@ class _EpochIterator:
     def __init__(self, loader: Loader, generation: int) -> None:
         self._loader = loader
         self._generation = generation
+        self._thread = threading.get_ident()  # the thread that began the pass
 
     def __iter__(self) -> "_EpochIterator":
         return self
@@ -707,6 +788,11 @@ class _EpochIterator:
         loader = self._loader
         if loader is None:
             raise StopIteration
+        if loader._generation != self._generation:
+            # A newer iter() owns the run: what this one would get is that pass's.
+            self._loader = None
+            raise RuntimeError("this iteration was superseded: iter() was called on the loader again, which "
+                               "started a new pass; use the newest iterator (a loader delivers one pass at a time)")
         obs = loader._observer
         if obs is None:
             item = _native_next(loader)

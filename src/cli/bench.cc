@@ -162,7 +162,7 @@ void RegisterBench(CLI::App& app, Status* status) {
   cmd->add_option("--key-rule", opt->key_rule, "how members group into samples")
       ->capture_default_str()->check(CLI::IsMember({"auto", "webdataset", "underscore"}));
   cmd->add_option("-b,--batch-size", opt->batch_size, "samples per batch")->capture_default_str()->check(CLI::PositiveNumber);
-  cmd->add_option("--decode-threads", opt->decode_threads, "0: one per hardware thread")->capture_default_str();
+  cmd->add_option("--decode-threads", opt->decode_threads, "0: one per core of the job's share (affinity, cgroup quota, ranks on the host), as the loader counts them")->capture_default_str();
   cmd->add_option("--io-depth", opt->io_depth, "concurrent reads")->capture_default_str();
   cmd->add_option("--prefetch", opt->prefetch, "batches decoded ahead")->capture_default_str();
   cmd->add_option("--epochs", opt->epochs, "epochs to run")->capture_default_str()->check(CLI::PositiveNumber);

@@ -11,7 +11,8 @@
 #include "io/url.h"
 
 int main(int argc, char** argv) {
-  CLI::App app{"stoker: pack, inspect and benchmark sharded datasets for deep learning"};
+  // Named, so usage lines read "stoker ..." and not argv[0]'s path into site-packages.
+  CLI::App app{"stoker: pack, inspect and benchmark sharded datasets for deep learning", "stoker"};
   app.require_subcommand(1);
   stoker::Status status;
   stoker::cli::RegisterIoFlags(app);

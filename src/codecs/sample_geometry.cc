@@ -79,9 +79,12 @@ Result<SampleGeometry> PlanSample(const ImageSpec& spec, int width, int height, 
   switch (spec.mode) {
     case ResizeMode::kNone:
       if (width != spec.width || height != spec.height) {
-        return InvalidArgument("resize mode 'none' needs every image to be " + std::to_string(spec.width) +
-                               "x" + std::to_string(spec.height) + " (WxH), got " +
-                               std::to_string(width) + "x" + std::to_string(height));
+        // Sizes read (H, W) everywhere, as image(size=(H, W)) takes them.
+        // A data error (this image), not a bad argument: the loader names the sample.
+        return FailedPrecondition("resize='none' keeps images as stored, so every image must be size=(" +
+                                  std::to_string(spec.height) + ", " + std::to_string(spec.width) +
+                                  ") (H, W); this one is (" + std::to_string(height) + ", " +
+                                  std::to_string(width) + "): give its size, or resize it (resize='center_crop')");
       }
       break;
     case ResizeMode::kStretch:

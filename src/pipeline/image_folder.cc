@@ -58,6 +58,42 @@ Status Walk(const std::string& top, std::vector<std::string>* out, int depth = 0
   return Status::Ok();
 }
 
+bool IsShardName(const std::string& name) {
+  const std::string lower = Lower(name);
+  for (const char* ext : {".tar", ".tar.gz", ".tgz", ".tar.zst", ".tar.zstd"}) {
+    if (lower.ends_with(ext)) return true;
+  }
+  return false;
+}
+
+// A folder given as the source that holds no class sub-directories: say
+// what it looks like instead and what to pass. A folder of tar shards (as
+// img2dataset writes, with .parquet and _stats.json beside them) wants its
+// shards named; loose images want the ImageFolder layout or `stoker pack`.
+Status NotAnImageFolder(const std::string& root, std::vector<std::string> files) {
+  std::sort(files.begin(), files.end());
+  std::vector<std::string> shards;
+  size_t images = 0;
+  for (const std::string& name : files) {
+    if (IsShardName(name)) shards.push_back(name);
+    if (ExtensionOf(name) >= 0) ++images;
+  }
+  if (!shards.empty()) {
+    return InvalidArgument("'" + root + "' is a folder of " + std::to_string(shards.size()) + " tar shards ('" +
+                           shards.front() + "' ... '" + shards.back() +
+                           "'), not an image folder: pass the shards themselves, e.g. '" + root + "/*" +
+                           shards.front().substr(shards.front().find('.')) + "'");
+  }
+  if (images > 0) {
+    return InvalidArgument("'" + root + "' holds " + std::to_string(images) +
+                           " images but no class sub-directories: an image folder is ROOT/CLASS/IMAGE "
+                           "(torchvision's ImageFolder); put the images in class folders, or turn the loose "
+                           "files into tar shards with `stoker pack " + root + " OUT/name`");
+  }
+  return NotFound("image folder '" + root + "' has no class sub-directories (ROOT/CLASS/IMAGE, torchvision's "
+                  "ImageFolder layout)");
+}
+
 }  // namespace
 
 bool IsImageFolderSource(const std::vector<std::string>& sources) {
@@ -71,7 +107,7 @@ Result<ImageFolderListing> ListImageFolder(const std::string& root_in) {
   std::vector<std::string> files;
   STOKER_RETURN_IF_ERROR(ReadDir(root, &out.classes, &files));
   std::sort(out.classes.begin(), out.classes.end());
-  if (out.classes.empty()) return NotFound("image folder '" + root + "' has no class sub-directories");
+  if (out.classes.empty()) return NotAnImageFolder(root, files);
   for (size_t label = 0; label < out.classes.size(); ++label) {
     std::vector<std::string> walked;
     STOKER_RETURN_IF_ERROR(Walk(root + "/" + out.classes[label], &walked));

@@ -37,6 +37,32 @@ bool Exists(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0;
 }
 
+bool IsTarShardName(const std::string& path) {
+  for (const char* ext : {".tar", ".tar.gz", ".tgz", ".tar.zst", ".tar.zstd"}) {
+    if (path.ends_with(ext)) return true;
+  }
+  return false;
+}
+
+// A glob over a folder of shards that also catches what writers put beside
+// them (img2dataset's .parquet and _stats.json, a sidecar index): reading
+// those as tar would fail later on a header, far from the cause. Said here,
+// with the pattern that takes the shards alone.
+Status CheckGlobMatchesShards(const std::string& pattern, const std::vector<std::string>& matched) {
+  std::vector<std::string> others;
+  size_t shards = 0;
+  for (const std::string& path : matched) (IsTarShardName(path) ? ++shards : (others.push_back(path), 0));
+  if (shards == 0 || others.empty()) return Status::Ok();
+  std::string shown;
+  for (size_t i = 0; i < std::min<size_t>(others.size(), 3); ++i) shown += (i ? ", '" : "'") + others[i] + "'";
+  if (others.size() > 3) shown += ", ...";
+  const size_t slash = pattern.rfind('/');
+  const std::string dir = slash == std::string::npos ? "" : pattern.substr(0, slash + 1);
+  return InvalidArgument("pattern '" + pattern + "' matches " + std::to_string(shards) + " tar shards and " +
+                         std::to_string(others.size()) + " other files (" + shown +
+                         "), which are not tar shards: pass the shards alone, e.g. '" + dir + "*.tar'");
+}
+
 Result<std::vector<std::string>> ExpandBraces(const std::string& s) {
   size_t open = s.find('{');
   if (open == std::string::npos) return std::vector<std::string>{s};
@@ -142,6 +168,7 @@ Result<std::vector<std::string>> ExpandOne(const std::string& source, const IoOp
     std::vector<std::string> matched(g.gl_pathv, g.gl_pathv + g.gl_pathc);
     globfree(&g);
     std::sort(matched.begin(), matched.end());
+    STOKER_RETURN_IF_ERROR(CheckGlobMatchesShards(pattern, matched));
     out.insert(out.end(), matched.begin(), matched.end());
   }
   return out;

@@ -286,3 +286,12 @@ def test_help_lists_report_and_the_native_binary_says_where_it_runs(tmp_path):
     assert proc.returncode == 1
     assert "A subcommand is required" not in proc.stderr
     assert "python -m stoker.report" in proc.stderr and "pip-installed" in proc.stderr
+
+
+def test_help_names_the_command_and_the_defaults_the_loader_uses():
+    # The usage line is the command's name, not the binary's path in site-packages.
+    out = run("--help").stdout
+    assert "Usage: stoker " in out, out[:300]
+    assert STOKER not in out
+    bench = run("bench", "--help").stdout
+    assert "hardware thread" not in bench and "core of the job's share" in bench, bench
