@@ -31,6 +31,11 @@ struct RecorderSnapshot {
   int64_t batches_ready = 0;        // complete, waiting for Next()
   int64_t batches_in_progress = 0;  // buffer taken, samples still missing
   int io_depth = 0, decode_threads = 0;
+  // CPU: this process's CPU seconds, and the whole machine's busy CPU
+  // seconds and online CPUs (observe/machine_cpu.h, refreshed every 20 ms):
+  // over a wait, the difference is what other processes took.
+  double process_cpu_s = 0, machine_busy_s = 0, machine_read_at_s = 0;
+  int machine_cpus = 0;
   std::vector<uint64_t> read_latency;  // LatencyHistogram buckets
   // Device copies (LoaderOptions::device), counted once each completed:
   // h2d_s is their time on the copy stream, h2d_exposed_s the part the

@@ -73,6 +73,10 @@ StageEvidence StageEvidence::Between(const RecorderSnapshot& before, const Recor
   e.decode_queue_put_wait_s = d(before.decode_queue_put_wait_s, after.decode_queue_put_wait_s);
   e.decode_queue_get_wait_s = d(before.decode_queue_get_wait_s, after.decode_queue_get_wait_s);
   e.pool_wait_s = d(before.pool_wait_s, after.pool_wait_s);
+  e.process_cpu_s = d(before.process_cpu_s, after.process_cpu_s);
+  e.machine_busy_s = d(before.machine_busy_s, after.machine_busy_s);
+  e.machine_window_s = d(before.machine_read_at_s, after.machine_read_at_s);
+  e.machine_cpus = after.machine_cpus;
   e.consumer_wait_s = d(before.consumer_wait_s, after.consumer_wait_s);
   bins(before.read_latency, after.read_latency, e.read_latency);
   e.remote_requests = du(before.remote_requests, after.remote_requests);
@@ -110,6 +114,10 @@ StageEvidence& StageEvidence::operator+=(const StageEvidence& o) {
   decode_queue_put_wait_s += o.decode_queue_put_wait_s;
   decode_queue_get_wait_s += o.decode_queue_get_wait_s;
   pool_wait_s += o.pool_wait_s;
+  process_cpu_s += o.process_cpu_s;
+  machine_busy_s += o.machine_busy_s;
+  machine_window_s += o.machine_window_s;
+  machine_cpus = std::max(machine_cpus, o.machine_cpus);
   consumer_wait_s += o.consumer_wait_s;
   for (size_t i = 0; i < read_latency.size(); ++i) read_latency[i] += o.read_latency[i];
   remote_requests += o.remote_requests;
@@ -185,6 +193,7 @@ const char* SlowCauseName(SlowCause cause) {
     case SlowCause::kRemoteRetries: return "remote retries";
     case SlowCause::kRemoteThrottled: return "remote throttling";
     case SlowCause::kRemoteOutage: return "remote outage";
+    case SlowCause::kCpuContention: return "cpu contention";
     case SlowCause::kNoEvidence: return "unknown (no stage evidence)";
     case SlowCause::kUnknown: return "unknown";
   }
@@ -200,11 +209,45 @@ const char* BottleneckName(Bottleneck b) {
     case Bottleneck::kPipeline: return "pipeline";
     case Bottleneck::kConsumerSide: return "consumer-side";
     case Bottleneck::kDeviceCopy: return "h2d";
+    case Bottleneck::kCpuContention: return "cpu contention";
     case Bottleneck::kInput: return "input";
     case Bottleneck::kUnknown: return "unknown";
   }
   return "?";
 }
+
+double StageEvidence::MachineBusy() const {
+  if (machine_cpus <= 0 || machine_window_s <= 0) return 0;
+  return std::clamp(machine_busy_s / (machine_window_s * machine_cpus), 0.0, 1.0);
+}
+
+double StageEvidence::OthersCpu() const {
+  if (machine_cpus <= 0 || machine_window_s <= 0 || window_s <= 0) return 0;
+  // Each over its own interval: the process's CPU clock is exact, the
+  // machine's lags by up to one refresh.
+  return std::clamp(MachineBusy() - process_cpu_s / (window_s * machine_cpus), 0.0, 1.0);
+}
+
+namespace {
+
+// The machine's cores nearly all busy during the wait, a good part of them
+// with other processes: the loader's threads were runnable and waited for a
+// CPU, so a stage's long busy time says nothing about that stage (a pread of
+// cached pages "taking" 400 ms). /proc/stat counts in 10 ms ticks and is
+// re-read every 20 ms, so under 50 ms between two reads it is no evidence.
+bool CpuContended(const StageEvidence& e) {
+  return e.machine_cpus > 0 && e.machine_window_s >= 0.05 && e.MachineBusy() >= 0.85 && e.OthersCpu() >= 0.3;
+}
+
+std::string CpuContentionDetail(const StageEvidence& e) {
+  return "the machine's " + std::to_string(e.machine_cpus) + " cores were " + Pct(e.MachineBusy()) +
+         " busy during the wait, other processes taking " +
+         Format("%.1f cores", e.OthersCpu() * e.machine_cpus) + " of them and this one " +
+         Format("%.1f", e.window_s > 0 ? e.process_cpu_s / e.window_s : 0.0) +
+         ": the loader's threads waited for a CPU (no stage of its own was slow)";
+}
+
+}  // namespace
 
 Diagnosis Classify(double python_wait_s, const StageEvidence& e,
                    const std::array<uint64_t, LatencyHistogram::kBuckets>* baseline_latency,
@@ -219,6 +262,17 @@ Diagnosis Classify(double python_wait_s, const StageEvidence& e,
     return {SlowCause::kConsumerSide,
             "the engine delivered after " + Ms(engine) + " but Python waited " + Ms(python_wait_s) +
                 " (the GIL held by another thread, or Python work inside the iterator)"};
+  }
+  // A batch was ready when it was asked for: no stage kept it waiting. The
+  // time went to handing it over, which only a busy machine or the
+  // consumer's own process can stretch.
+  if (e.requests_with_none_ready == 0 && e.batches_ready >= e.requests) {
+    if (CpuContended(e)) return {SlowCause::kCpuContention, CpuContentionDetail(e)};
+    return {SlowCause::kConsumerSide,
+            Format("%.1f batches were ready at the request, so no stage held it; ",
+                   e.batches_ready / std::max(1, e.requests)) +
+                "the hand-over took " + Ms(engine) + " of the " + Ms(python_wait_s) +
+                " (this process was not running: another of its threads, the GIL, or the system)"};
   }
   const double read_u = e.ReadUtilisation(), dec_u = e.DecodeUtilisation();
   const double starved = e.DecodersStarved(), blocked = e.ReadersBlocked();
@@ -252,6 +306,7 @@ Diagnosis Classify(double python_wait_s, const StageEvidence& e,
                 Format("%.0f ms", e.RemoteLatencyMs(0.5)) + ", readers " + Pct(read_u) + " busy (io_depth " +
                 std::to_string(e.io_depth) + ")"};
   }
+  if (CpuContended(e)) return {SlowCause::kCpuContention, CpuContentionDetail(e)};
   // A cold page cache: this window's reads took milliseconds where earlier
   // ones took microseconds — the same files, now coming from the device.
   if (baseline_latency != nullptr && e.reads >= 2 && Total(*baseline_latency) >= 16 && p50 >= 1e-3 &&
@@ -496,6 +551,12 @@ Verdict BatchMonitor::Diagnose() const {
       v.bottleneck = Bottleneck::kPipeline;
       v.recommendation = "no single stage is saturated: raise prefetch (whole batches decoded ahead) and io_depth "
                          "together so more work is in flight";
+      break;
+    case SlowCause::kCpuContention:
+      v.bottleneck = Bottleneck::kCpuContention;
+      v.recommendation = "other processes hold the cores this job needs: run fewer jobs beside it or give it "
+                         "cores of its own (taskset, a cgroup quota); stoker sizes its threads to the cores it "
+                         "is given (settings[\"cores\"]), so more threads will not help";
       break;
     case SlowCause::kConsumerSide:
       v.bottleneck = Bottleneck::kConsumerSide;

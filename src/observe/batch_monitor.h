@@ -64,6 +64,14 @@ struct StageEvidence {
   double decode_queue_put_wait_s = 0;    // readers blocked: decoders are behind
   double decode_queue_get_wait_s = 0;    // decoders starved: reads are behind
   double pool_wait_s = 0;                // scheduler waited for a free batch buffer: consumer is slower
+  // Share of the machine's CPU time over the window that was busy, and the
+  // part of it other processes took; 0 without machine figures.
+  double MachineBusy() const;
+  double OthersCpu() const;
+  double process_cpu_s = 0;              // this process's CPU time over the window
+  double machine_busy_s = 0;             // every process's (the machine's busy CPU time) ...
+  double machine_window_s = 0;           // ... over this long (its reads lag the window by up to 20 ms)
+  int machine_cpus = 0;                  // 0: no machine figure (not Linux): no contention evidence
   double consumer_wait_s = 0;            // the engine's own measure of Next()'s wait
   std::array<uint64_t, LatencyHistogram::kBuckets> read_latency{};  // reads completed in the window
   // Remote storage in the window (process-wide counters, see stoker/stats.h).
@@ -109,6 +117,7 @@ enum class SlowCause : uint8_t {
   kRemoteRetries,    // remote requests failed and were retried (resets, 5xx, deadlines) during the wait
   kRemoteThrottled,  // ... mostly because the server answered 429 / 503
   kRemoteOutage,     // no remote request has succeeded for a second or more: the store is down
+  kCpuContention,    // the machine's cores were busy, much of it with other processes: threads waited for a CPU
   kNoEvidence,  // a wrapped iterable: timing alone
   kUnknown,     // evidence present but inconclusive
 };
@@ -122,6 +131,7 @@ enum class Bottleneck : uint8_t {
   kPipeline,      // input-bound, no single stage saturated: prefetch drained
   kConsumerSide,  // the engine keeps up; Python between it and the loop does not
   kDeviceCopy,    // t_h2d dominates
+  kCpuContention, // other processes hold the cores the loader's threads need
   kInput,         // input-bound, no stage evidence
   kUnknown,       // input-bound, evidence inconclusive
 };

@@ -1,6 +1,8 @@
 #include "observe/recorder.h"
 
 #include "io/reader.h"
+#include "observe/cpu_time.h"
+#include "observe/machine_cpu.h"
 
 #include <cstdio>
 
@@ -59,6 +61,11 @@ RecorderSnapshot Recorder::Snapshot() const {
   s.batches_in_progress = batches_in_progress.load(std::memory_order_relaxed);
   s.io_depth = io_depth.load(std::memory_order_relaxed);
   s.decode_threads = decode_threads.load(std::memory_order_relaxed);
+  s.process_cpu_s = static_cast<double>(ProcessCpuTimeNs()) * 1e-9;
+  const MachineCpu machine = MachineCpuTime();
+  s.machine_busy_s = machine.busy_s;
+  s.machine_cpus = machine.cpus;
+  s.machine_read_at_s = machine.read_at_s;
   s.read_latency = read_latency.Snapshot();
   IoCounters& io = GlobalIoCounters();
   s.remote_requests = io.requests.load(std::memory_order_relaxed);

@@ -1,4 +1,5 @@
 #include "observe/batch_monitor.h"
+#include "observe/machine_cpu.h"
 
 #include <gtest/gtest.h>
 
@@ -179,6 +180,64 @@ TEST(BatchMonitorTest, CauseFromEvidence) {
   EXPECT_EQ(Classify(1.0, decode_retried, nullptr, busy).cause, SlowCause::kDecodeBound);
   // Snapshots of a loader with recording off carry no evidence either.
   EXPECT_EQ(StageEvidence::Between(RecorderSnapshot{}, RecorderSnapshot{}).requests, 0);
+}
+
+TEST(BatchMonitorTest, ABusyMachineIsNotASlowStage) {
+  const double busy = 0.7;
+  // The storage evidence above (readers all "in pread", 393 ms a read), on
+  // a 2-core machine 100% busy during the 1 s wait, 1.6 cores of it other
+  // processes': the threads waited for a CPU, storage was not slow.
+  StageEvidence contended = Evidence(1.0, 4.0, 0.2, 1.8, 0.0, 0, 4, 0, 1.0, 4, 2, 393'000, 8);
+  contended.machine_cpus = 2;
+  contended.machine_window_s = 1.0;
+  contended.machine_busy_s = 2.0;
+  contended.process_cpu_s = 0.4;
+  Diagnosis d = Classify(1.0, contended, nullptr, busy);
+  EXPECT_EQ(d.cause, SlowCause::kCpuContention);
+  EXPECT_NE(d.detail.find("2 cores were 100% busy"), std::string::npos) << d.detail;
+  EXPECT_NE(d.detail.find("other processes taking 1.6 cores"), std::string::npos) << d.detail;
+  // The same busy machine, all of it this process's own: the stage evidence decides.
+  StageEvidence own = contended;
+  own.process_cpu_s = 2.0;
+  EXPECT_EQ(Classify(1.0, own, nullptr, busy).cause, SlowCause::kStorageStall);
+  // Half the cores idle: no contention, whoever used the rest.
+  StageEvidence idle = contended;
+  idle.machine_busy_s = 1.0;
+  EXPECT_EQ(Classify(1.0, idle, nullptr, busy).cause, SlowCause::kStorageStall);
+  // No machine figures (not Linux): no contention evidence.
+  StageEvidence unknown = contended;
+  unknown.machine_cpus = 0;
+  EXPECT_EQ(Classify(1.0, unknown, nullptr, busy).cause, SlowCause::kStorageStall);
+}
+
+TEST(BatchMonitorTest, ABatchReadyAtTheRequestIsNotTheLoadersSlowBatch) {
+  const double busy = 0.7;
+  // One batch ready when asked for, yet the engine's hand-over took 400 ms
+  // of a 410 ms wait, with stages that look inconclusive: not the pipeline's.
+  StageEvidence ready = Evidence(0.41, 0.2, 0.3, 0.1, 0.0, 1, 0, 0, 0.4);
+  Diagnosis d = Classify(0.41, ready, nullptr, busy);
+  EXPECT_EQ(d.cause, SlowCause::kConsumerSide);
+  EXPECT_NE(d.detail.find("1.0 batches were ready at the request"), std::string::npos) << d.detail;
+  // The same on a machine other processes hold: contention, said so.
+  ready.machine_cpus = 2;
+  ready.machine_window_s = 0.4;  // the machine's two reads, 10 ms apart from the wait's ends
+  ready.machine_busy_s = 0.8;
+  ready.process_cpu_s = 0.1;
+  EXPECT_EQ(Classify(0.41, ready, nullptr, busy).cause, SlowCause::kCpuContention);
+}
+
+TEST(MachineCpuTest, ParsesTheAggregateLine) {
+  // user nice system idle iowait irq softirq steal guest guest_nice, in ticks of 100 Hz.
+  auto busy = ParseProcStatBusy("cpu  100 20 30 5000 7 1 2 3 40 0", 100);
+  ASSERT_TRUE(busy);
+  EXPECT_DOUBLE_EQ(*busy, (100 + 20 + 30 + 1 + 2 + 3) / 100.0);  // guest is inside user; idle and iowait are not busy
+  EXPECT_FALSE(ParseProcStatBusy("cpu0 1 2 3 4", 100));
+  EXPECT_FALSE(ParseProcStatBusy("cpu  1 2", 100));
+  EXPECT_FALSE(ParseProcStatBusy("intr 1 2 3 4", 100));
+  // This machine's: busy time grows, never shrinks, and counts its CPUs.
+  const MachineCpu now = MachineCpuTime();
+  EXPECT_GT(now.cpus, 0);
+  EXPECT_GT(now.busy_s, 0);
 }
 
 TEST(BatchMonitorTest, SlowBatchCarriesItsEvidenceCause) {
