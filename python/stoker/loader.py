@@ -225,6 +225,13 @@ class Loader:
     permuted among themselves, so a rank reads about K shards at once and the
     order costs memory per shard, not per sample (``0``: one permutation of
     the whole dataset; ``None``: auto).
+    Parquet is read a row group at a time, so its blocks are row groups, and
+    ``shuffle_mix=M`` permutes the rows of each run of M blocks of the order
+    among themselves, M row groups held decoded at once (``None``: auto, 8
+    for Parquet, fewer where ``memory_budget`` cannot hold them; 0 for tar):
+    a file of one row group is shuffled row by row. Where the layout still
+    limits the mix (more row groups than a run holds), a warning says so
+    once, with the fix (write the rows shuffled).
 
     Remote shards (``http://``, ``https://``, ``s3://``, ``hf://``): ``io_depth`` reads
     (default: 4 local; remote, the reads of 8 batches: 8 unshuffled, 40 for
@@ -322,6 +329,7 @@ class Loader:
         shuffle_buffer: int = 0,
         shuffle_block: int | None = None,
         shuffle_window: int | None = None,
+        shuffle_mix: int | None = None,
         stream: bool = False,
         samples_per_epoch: int | None = None,
         drop_last: bool | None = None,
@@ -417,6 +425,7 @@ class Loader:
         opt.shuffle_buffer = shuffle_buffer
         opt.shuffle_block = -1 if shuffle_block is None else int(shuffle_block)
         opt.shuffle_window = -1 if shuffle_window is None else int(shuffle_window)
+        opt.shuffle_mix = -1 if shuffle_mix is None else int(shuffle_mix)
         opt.stream = bool(stream)
         opt.samples_per_epoch = int(samples_per_epoch or 0)
         opt.drop_last = drop_last
@@ -464,6 +473,9 @@ class Loader:
                          "a stoker-manifest.json to upload beside them, and a loader given that manifest "
                          "reads no shard before its first batch's; or read them as webdataset does with "
                          "stream=True, samples_per_epoch=N (README, \"Stream mode\")", index["remote_read_whole"])
+        order = str(self._native.settings().get("order", ""))
+        if "write the rows shuffled" in order:  # a layout that limits the mix (pipeline/planner.cc)
+            _log.warning("stoker: shuffle=True mixes these Parquet rows only in part: %s", order)
         self._npz_fields = {name for name, spec in fields.items() if spec.kind == _stoker.FieldKind.npz}
         # text/json: [B, max_bytes] + "<field>.len" in the buffer, a list here.
         self._str_fields = {name: spec.kind == _stoker.FieldKind.json for name, spec in fields.items()

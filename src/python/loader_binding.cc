@@ -287,6 +287,7 @@ void RegisterLoader(nb::module_& m) {
       .def_rw("samples_per_epoch", &LoaderOptions::samples_per_epoch)
       .def_rw("shuffle_block", &LoaderOptions::shuffle_block)
       .def_rw("shuffle_window", &LoaderOptions::shuffle_window)
+      .def_rw("shuffle_mix", &LoaderOptions::shuffle_mix)
       .def_rw("rank", &LoaderOptions::rank)
       .def_rw("world_size", &LoaderOptions::world_size)
       .def_rw("partition", &LoaderOptions::partition)

@@ -115,7 +115,10 @@ def test_state_at_an_epochs_end_begins_the_next(vision_dir, orders):
     explicit.close()
 
 
-def test_token_loader_does_not_advance(tmp_path):
+def test_token_loader_never_repeats_or_empties_an_epoch_silently(tmp_path):
+    """A TokenLoader's run is megatron's, sized by num_samples: a broken-off
+    iteration continues, and a pass past the run's end raises with the fix
+    instead of an empty epoch or a replay (test_token_contracts.py has the rest)."""
     rng = np.random.default_rng(0)
     stoker.write_megatron(tmp_path / "c", [rng.integers(0, 1000, size=int(rng.integers(5, 200))) for _ in range(60)])
     loader = stoker.TokenLoader(str(tmp_path / "c"), seq_len=32, batch_size=4, seed=1, num_samples=80,
@@ -129,10 +132,10 @@ def test_token_loader_does_not_advance(tmp_path):
             break
     tail = [b["__index__"].copy() for b in loader]
     np.testing.assert_array_equal(np.concatenate(head + tail), np.concatenate(whole))
-    done = loader.consumed_samples
-    assert list(loader) == [] and loader.consumed_samples == done  # no second pass by itself
-    loader.set_epoch(1)  # rewinds to consumed_samples (0 here): the same samples, not a new order
-    np.testing.assert_array_equal(np.concatenate([b["__index__"] for b in loader]), np.concatenate(whole))
+    with pytest.raises(stoker.StokerError, match="num_samples"):
+        list(loader)  # no silent empty epoch
+    with pytest.raises(stoker.StokerError):
+        loader.set_epoch(1)  # the run has one epoch: no silent replay
     loader.close()
 
 

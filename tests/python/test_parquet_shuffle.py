@@ -161,3 +161,22 @@ def test_a_memory_budget_lowers_the_mix_and_the_order_says_so(tmp_path):
     assert "every 8 consecutive" not in order and "write the rows shuffled" in order, order
     idx = np.concatenate([np.asarray(b["idx"]) for b in tight])
     np.testing.assert_array_equal(np.sort(idx), np.arange(n))
+
+
+def test_a_layout_that_limits_the_mix_is_said_once_with_the_fix(tmp_path, caplog):
+    """More row groups than a run of the mix holds: the loader warns at
+    construction, naming the fix; shuffle_mix=0 keeps rows in file order
+    and says that too."""
+    import logging
+
+    path = tmp_path / "many.parquet"
+    n = 32 * 16
+    pq.write_table(pa.table({"label": np.repeat(np.arange(16), n // 16).astype(np.int64)}), path, row_group_size=16)
+    with caplog.at_level(logging.WARNING, logger="stoker"):
+        stoker.Loader(str(path), {"label": stoker.scalar("int64")}, batch_size=16, shuffle=True, output="numpy")
+        stoker.Loader(str(path), {"label": stoker.scalar("int64")}, batch_size=16, shuffle=True, output="numpy",
+                      shuffle_mix=0)
+    lines = [r.getMessage() for r in caplog.records if "mixes these Parquet rows only in part" in r.getMessage()]
+    assert len(lines) == 2, lines
+    assert "write the rows shuffled" in lines[0] and "blocks of row groups" in lines[0], lines[0]
+    assert "shuffle_mix 0" in lines[1], lines[1]
