@@ -92,7 +92,7 @@ def test_remote_default_is_blocks_exactly_once_like_local_with_few_gets(data, pr
     for e in range(2):
         assert sorted(keys_of(got[e])) == all_keys, "every sample exactly once"
         assert [k for k, _, _ in got[e]] == [k for k, _, _ in want[e]], "the local stream, key for key"
-        for (_, ca, ja), (_, cb, jb) in zip(got[e], want[e]):
+        for (_, ca, ja), (_, cb, jb) in zip(got[e], want[e], strict=True):
             assert np.array_equal(ca, cb) and ja == jb
     assert keys_of(got[0]) != keys_of(got[1]), "another epoch, another order"
     # Reads: a batch holds at most ceil(batch / block) + 1 blocks, each one

@@ -161,7 +161,7 @@ def test_synth_shards_equals_loose_then_pack(tmp_path, sa1b):
     made = sorted(tmp_path.glob("sa1b-*.tar"))
     assert [p.name for p in made] == [p.name for p in shards]
     assert not any(p.name.startswith(".") for p in tmp_path.iterdir()), "scratch folder left behind"
-    for a, b in zip(made, shards):
+    for a, b in zip(made, shards, strict=True):
         with tarfile.open(a) as ta, tarfile.open(b) as tb:
             assert [(m.name, ta.extractfile(m).read()) for m in ta] == [(m.name, tb.extractfile(m).read()) for m in tb]
 

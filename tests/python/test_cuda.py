@@ -33,7 +33,7 @@ def test_epoch_on_gpu_equals_cpu_and_h2d_is_timed(vision_dir):
             torch.cuda.synchronize()
         gpu.append(moved)
     assert len(gpu) == len(cpu)
-    for c, g in zip(cpu, gpu):
+    for c, g in zip(cpu, gpu, strict=True):
         assert g["__key__"] == c["__key__"]
         for name in ("jpg", "cls"):
             assert g[name].device.type == "cuda"
@@ -68,7 +68,7 @@ def test_device_cuda_epoch_equals_cpu_byte_for_byte(vision_dir, prefetch):
                         for k, v in batch.items()})
     torch.cuda.synchronize()
     assert len(got) == len(cpu)
-    for c, g in zip(cpu, got):
+    for c, g in zip(cpu, got, strict=True):
         assert g["__key__"] == c["__key__"]
         for name in ("jpg", "cls"):
             assert g[name].device.type == "cuda"
@@ -97,7 +97,7 @@ def test_token_loader_on_cuda_equals_cpu(tmp_path):
     cpu = [{k: v.clone() for k, v in b.items()} for b in stoker.TokenLoader(str(tmp_path / "c"), **kw)]
     gpu = [{k: v.clone() for k, v in b.items()} for b in stoker.TokenLoader(str(tmp_path / "c"), device="cuda", **kw)]
     assert len(cpu) == len(gpu) > 0
-    for c, g in zip(cpu, gpu):
+    for c, g in zip(cpu, gpu, strict=True):
         for k in c:
             assert g[k].device.type == "cuda", k
             assert torch.equal(g[k].cpu(), c[k]), k

@@ -50,9 +50,9 @@ def _epochs(loader, epochs=2) -> list[list[dict]]:
 
 def _equal(a: list[list[dict]], b: list[list[dict]]) -> None:
     assert len(a) == len(b)
-    for ea, eb in zip(a, b):
+    for ea, eb in zip(a, b, strict=True):
         assert len(ea) == len(eb)
-        for ba, bb in zip(ea, eb):
+        for ba, bb in zip(ea, eb, strict=True):
             assert ba.keys() == bb.keys()
             for k in ba:
                 if isinstance(ba[k], torch.Tensor):
@@ -98,7 +98,7 @@ def test_token_loader_late_copies_equal_host(tmp_path):
     late = stoker.TokenLoader(str(tmp_path / "corpus"), device="cpu-late", _late_copy_ms=5, **kw)
     got = [{k: v.clone() for k, v in b.items()} for b in late]
     assert len(got) == len(host) > 0
-    for a, b in zip(got, host):
+    for a, b in zip(got, host, strict=True):
         assert torch.equal(a["tokens"], b["tokens"]) and torch.equal(a["labels"], b["labels"])
     assert late.report()["h2d"]["overwrites"] == 0
     late.close()

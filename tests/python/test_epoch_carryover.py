@@ -49,7 +49,7 @@ def fresh(vision_dir, epoch, **kw) -> list[dict]:
 
 def assert_same(got: list[dict], want: list[dict]) -> None:
     assert len(got) == len(want)
-    for g, w in zip(got, want):
+    for g, w in zip(got, want, strict=True):
         assert g["__key__"] == w["__key__"]
         np.testing.assert_array_equal(g["jpg"], w["jpg"])
         np.testing.assert_array_equal(g["cls"], w["cls"])

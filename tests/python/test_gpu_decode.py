@@ -62,7 +62,7 @@ def test_gpu_decode_gives_the_cpu_paths_batches(graded, resize):
     cpu, _ = _batches(graded, "cpu", "cpu", resize=resize)
     gpu, loader = _batches(graded, "cpu-late", "gpu", resize=resize)
     assert len(gpu) == len(cpu) == 3
-    for a, b in zip(cpu, gpu):
+    for a, b in zip(cpu, gpu, strict=True):
         assert torch.equal(a["__index__"], b["__index__"])
         assert torch.equal(a["jpg"], b["jpg"])
     stats = loader.report()["gpu_decode"]
@@ -75,7 +75,7 @@ def test_gpu_decode_gives_the_cpu_paths_batches(graded, resize):
 def test_float_normalized_output_and_auto_split(graded):
     cpu, _ = _batches(graded, "cpu", "cpu", dtype="float32")
     auto, loader = _batches(graded, "cpu-late", "auto", dtype="float32")
-    for a, b in zip(cpu, auto):
+    for a, b in zip(cpu, auto, strict=True):
         assert torch.equal(a["jpg"], b["jpg"])
     s = loader.settings["gpu_decode"]
     assert s["decoder"] == "stand-in" and 0 < s["share"] <= 1 and s["why"]
@@ -107,7 +107,7 @@ def test_a_mixed_folder_loads_with_fallbacks_counted(tmp_path):
     cpu, cpu_loader = _batches(shards, "cpu", "cpu", on_error="skip")
     gpu, loader = _batches(shards, "cpu-late", "gpu", on_error="skip")
     assert [b["__index__"].tolist() for b in gpu] == [b["__index__"].tolist() for b in cpu]
-    for a, b in zip(cpu, gpu):
+    for a, b in zip(cpu, gpu, strict=True):
         assert torch.equal(a["jpg"], b["jpg"])
     assert loader.skips["skipped"] == cpu_loader.skips["skipped"] == 1
     fallbacks = loader.report()["gpu_decode"]["fallbacks"]

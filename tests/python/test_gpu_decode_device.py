@@ -103,6 +103,16 @@ def assert_same_pixels(gpu: list, cpu: list, tolerance: float = 1.0) -> float:
     return worst
 
 
+def only_subsampling(batches: list, name: str) -> list:
+    """The images of `batches` whose key names the subsampling `name`, as one batch each."""
+    out = []
+    for keys, images, order in batches:
+        for i, k in enumerate(keys):
+            if f"_{name}_" in k:
+                out.append(([k], images[i:i + 1], [order[i]]))
+    return out
+
+
 # -- pixels on Pillow-written JPEGs -------------------------------------------------------------
 
 @pytest.fixture(scope="module")
@@ -132,8 +142,13 @@ def test_gpu_pixels_equal_cpu_path(pillow_jpegs, recipe):
     cpu, _ = epoch(shards, "jpg", RECIPES[recipe], "cpu", **kw)
     assert sorted(k for ks, _, _ in gpu for k in ks) == sorted(keys)  # every sample, once
     worst = assert_same_pixels(gpu, cpu)
+    # 4:4:4 has no chroma to upsample, where nvJPEG and libjpeg-turbo differ:
+    # its pixels may differ by the IDCT's rounding only (issue 45: the
+    # tolerance above is for 4:2:x). Not yet run on a GPU when written.
+    worst_444 = assert_same_pixels(only_subsampling(gpu, "444"), only_subsampling(cpu, "444"), tolerance=0.5)
     stats = ginfo["gpu_decode"]
-    print(f"{recipe}: worst per-image mean |gpu - cpu| {worst:.3f} levels; gpu_decode {stats}; "
+    print(f"{recipe}: worst per-image mean |gpu - cpu| {worst:.3f} levels (4:4:4 {worst_444:.3f}); "
+          f"gpu_decode {stats}; "
           f"settings {ginfo['settings']}")
     # The GPU really decoded them: baseline 8-bit YCbCr is what every nvJPEG backend takes (a JPEG
     # larger than its uint8 slot, q100 at 500x375 > 224*224*3 bytes, is kept beside the batch).
@@ -227,7 +242,7 @@ def test_auto_on_cpu_device_is_cpu_decode(pillow_jpegs):
     cpu, _ = epoch(shards, "jpg", recipe, "cpu", **kw)
     assert sorted(k for ks, _, _ in auto for k in ks) == sorted(keys)
     assert len(auto) == len(cpu)
-    for (ak, ax, ao), (ck, cx, co) in zip(auto, cpu):
+    for (ak, ax, ao), (ck, cx, co) in zip(auto, cpu, strict=True):
         assert ak == ck and ao == co
         assert torch.equal(ax, cx)
     stats = ainfo["gpu_decode"] or {}

@@ -206,7 +206,7 @@ def test_log_lines_match_an_independent_computation(tmp_path, caplog):
     # The sleeps we planted are found (a very noisy machine may add a stall of its own).
     assert {13, 31, 32, 47} <= {k for k, _, _ in expected}
     assert [(k, n) for k, _, n in got] == [(k, n) for k, _, n in expected]
-    for (_, wait_logged, _), (_, wait_raw, _) in zip(got, expected):
+    for (_, wait_logged, _), (_, wait_raw, _) in zip(got, expected, strict=True):
         assert abs(wait_logged - wait_raw) <= 0.0051
     assert all(m[3] == "unknown (no stage evidence)" for m in map(SLOW.search, lines) if m)
     assert [s["batch"] for s in run["slow"]] == [k for k, _, _ in expected]

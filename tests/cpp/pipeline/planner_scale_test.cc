@@ -96,13 +96,14 @@ TEST_P(PlannerScaleTest, ARanksFirstThousandBatchesCostLittleTimeAndMemory) {
     const double peak_mb = static_cast<double>(PeakRssKb() - peak_before) / 1e3;
     std::printf("window %d, block %d, rank %d: 1000 batches of 256 planned in %.3f s, heap +%.2f MB, peak RSS +%.2f MB (checksum %llu)\n",
                 GetParam().window, GetParam().block, rank, seconds, heap_mb, peak_mb, static_cast<unsigned long long>(checksum));
-    // The goal is 1 s and 100 MB (issue 31; measured ~0.05 s and 0.3 MB of
-    // heap for the whole-dataset order, ~0.05 s and 0.8-1.4 MB windowed).
-    // The time bound is 5x generous so a loaded 2-core machine cannot fail it;
-    // a plan that walked the 400M samples would take tens of seconds and 6 GB.
-    EXPECT_LT(seconds, 5.0);
-    EXPECT_LT(heap_mb, 100.0);
-    EXPECT_LT(peak_mb, 100.0);
+    // Measured ~0.05 s and 0.3 MB of heap for the whole-dataset order,
+    // ~0.05 s and 0.8-1.4 MB windowed (the README's "under 0.1 s and 1.5 MB").
+    // The heap is counted, not timed: its bound is near the claim. The time bound
+    // leaves a loaded 2-core machine (and the sanitizer builds) 20x; a plan
+    // that walked the 400M samples would take tens of seconds and 6 GB.
+    EXPECT_LT(seconds, 1.0);
+    EXPECT_LT(heap_mb, 2.0);
+    EXPECT_LT(peak_mb, 16.0);
   }
 }
 
