@@ -10,8 +10,8 @@
 # First every kept regression input (tests/fuzz/regressions/<parser>/) is
 # replayed, then each target fuzzes from the committed seeds
 # (tests/fuzz/corpus/<parser>/, written by tests/fuzz/make_corpus.py) plus
-# what earlier runs found (build/fuzz/corpus/<parser>/). A crash stops the
-# script; its input is in build/fuzz/crashes/<parser>/: fix the parser, then
+# what earlier runs found (build/asan/corpus/<parser>/). A crash stops the
+# script; its input is in build/asan/crashes/<parser>/: fix the parser, then
 # keep the input under tests/fuzz/regressions/<parser>/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -28,11 +28,10 @@ if ! command -v clang++ >/dev/null || ! ls /usr/lib/llvm-*/lib/clang/*/lib/linux
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends clang libclang-rt-14-dev llvm
 fi
 
-build=build/fuzz
-flags="-fsanitize=address,undefined,fuzzer-no-link -fno-sanitize-recover=undefined -fno-omit-frame-pointer -g"
-cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER=clang++ \
-  -DCMAKE_CXX_FLAGS="$flags" -DSTOKER_BUILD_FUZZ=ON -DSTOKER_BUILD_TESTS=OFF -DSTOKER_BUILD_CLI=OFF \
-  -DSTOKER_BUILD_PYTHON=OFF -DSTOKER_CUDA_KERNELS=OFF >/dev/null
+# The targets are built in scripts/sanitize.sh's ASan tree (scripts/asan_tree.sh).
+source scripts/asan_tree.sh
+build=$asan_build
+configure_asan_tree
 cmake --build "$build" -j "$(nproc)" --target "${targets[@]/#/fuzz_}"
 
 export ASAN_OPTIONS=${ASAN_OPTIONS:-abort_on_error=1:detect_leaks=1}

@@ -23,12 +23,12 @@ if ! command -v clang++ >/dev/null; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends clang libclang-rt-14-dev llvm
 fi
 jobs=$(nproc)
+source scripts/asan_tree.sh
 
 for mode in "${modes[@]}"; do
   case "$mode" in
     asan)
-      flags="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer -gline-tables-only"
-      targets=()    # all
+      targets=(all)  # the tests; the fuzz targets in the same tree are scripts/fuzz.sh's
       select="."
       ;;
     tsan)
@@ -44,9 +44,16 @@ for mode in "${modes[@]}"; do
     *) echo "unknown mode $mode (asan, tsan)"; exit 2 ;;
   esac
   build=build/$mode
-  cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER=clang++ \
-    -DCMAKE_CXX_FLAGS_RELEASE="-O1" -DCMAKE_CXX_FLAGS="$flags" -DSTOKER_BUILD_TESTS=ON -DSTOKER_BUILD_CLI=OFF -DSTOKER_BUILD_PYTHON=OFF \
-    -DSTOKER_CUDA_KERNELS=OFF >/dev/null  # the build without the GPU kernels (scripts/test.sh's has them where nvcc is)
+  # Without the GPU kernels (scripts/test.sh's build has them where nvcc is).
+  if [ "$mode" = asan ]; then
+    build=$asan_build
+    configure_asan_tree
+  else
+    cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER=clang++ \
+      -DCMAKE_CXX_COMPILER_LAUNCHER="${CMAKE_CXX_COMPILER_LAUNCHER:-ccache}" \
+      -DCMAKE_CXX_FLAGS_RELEASE="-O1" -DCMAKE_CXX_FLAGS="$flags" -DSTOKER_BUILD_TESTS=ON -DSTOKER_BUILD_CLI=OFF \
+      -DSTOKER_BUILD_PYTHON=OFF -DSTOKER_CUDA_KERNELS=OFF >/dev/null
+  fi
   if [ ${#targets[@]} -gt 0 ]; then
     cmake --build "$build" -j "$jobs" --target "${targets[@]}"
   else

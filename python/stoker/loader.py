@@ -404,7 +404,8 @@ class Loader:
             # (drop_last=False). Ranks keep equal batch counts with full
             # batches; what that leaves out is said at the first epoch.
             # exact drops nothing, its last batches included.
-            drop_last = partition != "exact" and int(world_size) > 1
+            # A stream delivers samples_per_epoch // (world * batch) full batches.
+            drop_last = partition != "exact" and (int(world_size) > 1 or bool(stream))
 
         opt = _stoker.LoaderOptions()
         opt.storage = storage_options(s3_endpoint=s3_endpoint, profile=profile, region=region,

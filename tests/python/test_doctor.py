@@ -75,8 +75,6 @@ def test_recommendation_fits_what_the_doctor_measured(imagenet):
     assert doc["storage"]["sequential"]["bytes_per_s"] > 0 and doc["storage"]["random"]["reads"] > 0
     assert doc["index"]["sidecars"] == len(imagenet)
     assert rec["io_depth"] >= 1 and rec["decode_threads"] >= 1 and rec["prefetch_batches"] >= 1, rec
-    # Decode threads beyond the cores it counts cannot help a decode-bound run.
-    assert rec["decode_threads"] <= max(1, doc["machine"]["cores"]), (rec, doc["machine"])
 
 
 def test_throttled_storage_is_diagnosed_as_storage(imagenet):

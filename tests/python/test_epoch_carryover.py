@@ -24,6 +24,7 @@ def make(vision_dir, **kw):
     kw.setdefault("batch_size", 8)
     kw.setdefault("shuffle", True)
     kw.setdefault("seed", 11)
+    kw.setdefault("drop_last", True)  # whole batches: a carried-over batch is a full one
     return stoker.Loader(str(d / "shard-{000000..000002}.tar"), FIELDS(), output="numpy", **kw)
 
 

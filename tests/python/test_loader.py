@@ -107,7 +107,7 @@ def test_torch_output_is_zero_copy_and_buffers_are_not_recycled_under_a_live_vie
 
 def test_list_of_all_batches_does_not_deadlock(vision_dir):
     batches = list(make(vision_dir, prefetch=1))
-    assert len(batches) == 60 // 8
+    assert len(batches) == -(-60 // 8)  # the short last batch kept (one process)
     assert len({b["__index__"][0] for b in batches}) == len(batches)
 
 
