@@ -19,12 +19,30 @@
 # exits non-zero on any failure. Library objects are compiled once: ccache,
 # with CCACHE_BASEDIR so every Python's build directory shares them.
 #   bash scripts/release.sh            # 3.9-3.13, every case
-#   bash scripts/release.sh --short    # 3.9 and 3.13, two cases each (scripts/test.sh)
+#   bash scripts/release.sh --short    # 3.9 and 3.13, two cases each
+#   bash scripts/release.sh --short --if-changed   # scripts/test.sh: only if the packaging files changed
 set -euo pipefail
 cd "$(dirname "$0")/.."
 start=$SECONDS
 short=0
-[ "${1:-}" = "--short" ] && short=1
+if_changed=0
+for arg in "$@"; do
+  case "$arg" in
+    --short) short=1 ;;
+    --if-changed) if_changed=1 ;;
+  esac
+done
+# What makes the wheel: a change here is what a release check is for. Its
+# hash when the check last passed is kept in scripts/release.stamp (written
+# below, committed); --if-changed (scripts/test.sh) skips an unchanged one.
+packaging=(pyproject.toml CMakeLists.txt cmake scripts/release.sh scripts/release_check.py scripts/wheel.sh
+           src/formats/parquet/plugin_loader.cc src/formats/parquet/plugin.map python/stoker/_parquet.py)
+packaging_hash=$(find "${packaging[@]}" -type f -print0 | sort -z | xargs -0 sha256sum | sha256sum | cut -d' ' -f1)
+if [ $if_changed = 1 ] && [ "$(cat scripts/release.stamp 2>/dev/null)" = "$packaging_hash" ]; then
+  echo "release: the packaging files are as they were when the release check last passed" \
+       "(scripts/release.stamp); skipped (bash scripts/release.sh --short runs it)"
+  exit 0
+fi
 pythons=(3.9 3.10 3.11 3.12 3.13)
 [ $short = 1 ] && pythons=(3.9 3.13)
 arrow_majors=(21 22 23 24 25 26)  # pyproject.toml's parquet extra says the same range
@@ -147,3 +165,4 @@ failed=$(grep -c "FAIL" "$results" || true)
 log "dist/: $(ls dist | tr '\n' ' ')"
 log "$((SECONDS - start)) s in all, $failed failed"
 [ "$failed" = 0 ]
+echo "$packaging_hash" > scripts/release.stamp  # commit it: the test command then skips this check until they change

@@ -3,7 +3,11 @@
 # ctest), then the Python suite against the installed package.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Where the time goes: each phase's end, in seconds from the start.
+t0=$SECONDS
+mark() { echo "test.sh: $1 done at $((SECONDS - t0)) s"; }
 bash scripts/setup.sh
+mark setup
 
 jobs=$(nproc)
 export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$PWD}  # as setup.sh hashes the library's objects
@@ -17,6 +21,7 @@ CXX=${CXX:-g++} cmake -S . -B build/test -G Ninja -DCMAKE_BUILD_TYPE=Release -DS
   -DSTOKER_BUILD_CLI=OFF -DCMAKE_CXX_COMPILER_LAUNCHER="${CMAKE_CXX_COMPILER_LAUNCHER:-ccache}" \
   -DPython_EXECUTABLE="$(command -v python3)"
 cmake --build build/test -j "$jobs"
+mark "test build"
 
 # Interop fixtures written by the peers themselves (Python's tarfile, numpy,
 # Pillow) for the C++ tests to read; then Python reads back what C++ wrote.
@@ -27,19 +32,24 @@ python3 tests/cpp/codecs/make_pillow_fixtures.py "$fixtures/pillow"
 STOKER_FIXTURES="$PWD/$fixtures/formats" STOKER_PILLOW_FIXTURE_DIR="$PWD/$fixtures/pillow" \
   ctest --test-dir build/test --output-on-failure -j "$jobs"
 python3 tests/cpp/formats/make_fixtures.py verify "$fixtures/formats"
+mark ctest
 
 # The same suite under ASan+UBSan, and the threaded tests under TSan.
 bash scripts/sanitize.sh
+mark sanitizers
 
 # A short libFuzzer run per parser (ASan+UBSan, clang), replaying every kept
 # regression input first; the long run is `bash scripts/fuzz.sh 3600`.
 bash scripts/fuzz.sh "${STOKER_FUZZ_SECONDS:-10}"
+mark fuzz
 
 # The release's short form: wheels for Python 3.9 and 3.13, each installed in
 # fresh venvs (without pyarrow, with numpy 1.x, the newest pyarrow, pyarrow 25)
 # that import stoker, load a tar shard and read Parquet; the full form is
-# `bash scripts/release.sh`.
-bash scripts/release.sh --short
+# `bash scripts/release.sh`. Only when the files that make the wheel changed
+# since it last passed (scripts/release.stamp): it builds two more wheels.
+bash scripts/release.sh --short --if-changed
+mark release
 
 # The tests import the installed package, not the source tree. -rs lists
 # every skip with its reason, and a reason outside conftest.py's ALLOWED_SKIPS
@@ -47,3 +57,4 @@ bash scripts/release.sh --short
 # `bash scripts/test_shuffled.sh` runs the same suite in a shuffled order.
 STOKER_STRICT_SKIPS=1 STOKER_BIN="$(python3 -c 'import stoker._cli as c; print(c.binary())')" \
   python3 -m pytest -q -rs -p no:cacheprovider -p no:randomly tests/python "$@"
+mark pytest
