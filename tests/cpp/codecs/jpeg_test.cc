@@ -349,7 +349,7 @@ TEST(JpegTest, NoneModeEqualsFullDecodeAndChecksSize) {
   EXPECT_EQ(DecodeTo(dec, jpeg, HwcU8(48, 64, ResizeMode::kNone)), rgb);
   ImageSpec wrong = HwcU8(64, 64, ResizeMode::kNone);
   std::vector<uint8_t> out(wrong.OutputBytes());
-  EXPECT_EQ(dec.DecodeInto(jpeg, wrong, 0, out).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(dec.DecodeInto(jpeg, wrong, 0, out).code(), StatusCode::kFailedPrecondition);
 }
 
 TEST(JpegTest, ChwHwcFloatAndNormalizeAgree) {
