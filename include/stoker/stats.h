@@ -35,7 +35,7 @@ struct RecorderSnapshot {
   // seconds and online CPUs (observe/machine_cpu.h, refreshed every 20 ms):
   // over a wait, the difference is what other processes took.
   double process_cpu_s = 0, machine_busy_s = 0, machine_read_at_s = 0;
-  int machine_cpus = 0;
+  int machine_cpus = 0, machine_allowed_cpus = 0;  // online, and this process's affinity
   std::vector<uint64_t> read_latency;  // LatencyHistogram buckets
   // Device copies (LoaderOptions::device), counted once each completed:
   // h2d_s is their time on the copy stream, h2d_exposed_s the part the

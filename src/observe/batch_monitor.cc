@@ -77,6 +77,7 @@ StageEvidence StageEvidence::Between(const RecorderSnapshot& before, const Recor
   e.machine_busy_s = d(before.machine_busy_s, after.machine_busy_s);
   e.machine_window_s = d(before.machine_read_at_s, after.machine_read_at_s);
   e.machine_cpus = after.machine_cpus;
+  e.machine_allowed_cpus = after.machine_allowed_cpus;
   e.consumer_wait_s = d(before.consumer_wait_s, after.consumer_wait_s);
   bins(before.read_latency, after.read_latency, e.read_latency);
   e.remote_requests = du(before.remote_requests, after.remote_requests);
@@ -118,6 +119,7 @@ StageEvidence& StageEvidence::operator+=(const StageEvidence& o) {
   machine_busy_s += o.machine_busy_s;
   machine_window_s += o.machine_window_s;
   machine_cpus = std::max(machine_cpus, o.machine_cpus);
+  machine_allowed_cpus = std::max(machine_allowed_cpus, o.machine_allowed_cpus);
   consumer_wait_s += o.consumer_wait_s;
   for (size_t i = 0; i < read_latency.size(); ++i) read_latency[i] += o.read_latency[i];
   remote_requests += o.remote_requests;
@@ -228,6 +230,13 @@ double StageEvidence::OthersCpu() const {
   return std::clamp(MachineBusy() - process_cpu_s / (window_s * machine_cpus), 0.0, 1.0);
 }
 
+double StageEvidence::OthersOnOurCpus() const {
+  if (machine_cpus <= 0) return 0;
+  const int ours = machine_allowed_cpus > 0 ? std::min(machine_allowed_cpus, machine_cpus) : machine_cpus;
+  const double others_cores = OthersCpu() * machine_cpus;
+  return std::clamp((others_cores - (machine_cpus - ours)) / ours, 0.0, 1.0);
+}
+
 namespace {
 
 // The machine's cores nearly all busy during the wait, a good part of them
@@ -236,7 +245,9 @@ namespace {
 // cached pages "taking" 400 ms). /proc/stat counts in 10 ms ticks and is
 // re-read every 20 ms, so under 50 ms between two reads it is no evidence.
 bool CpuContended(const StageEvidence& e) {
-  return e.machine_cpus > 0 && e.machine_window_s >= 0.05 && e.MachineBusy() >= 0.85 && e.OthersCpu() >= 0.3;
+  // A job pinned to some cores while other jobs fill the rest is not
+  // contended: others count only for what must have run on its own cores.
+  return e.machine_cpus > 0 && e.machine_window_s >= 0.05 && e.MachineBusy() >= 0.85 && e.OthersOnOurCpus() >= 0.3;
 }
 
 std::string CpuContentionDetail(const StageEvidence& e) {

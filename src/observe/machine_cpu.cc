@@ -2,8 +2,10 @@
 #include "observe/machine_cpu.h"
 
 #include <fcntl.h>
+#include <sched.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <charconv>
 #include <mutex>
@@ -43,7 +45,11 @@ MachineCpu ReadNow() {
   const std::string_view text(buf, static_cast<size_t>(got));
   const std::optional<double> busy = ParseProcStatBusy(text.substr(0, text.find('\n')), ticks);
   if (!busy) return {};
-  return {*busy, cpus > 0 ? cpus : 1};
+  const int online = cpus > 0 ? cpus : 1;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  const int allowed = ::sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : online;
+  return {*busy, online, std::clamp(allowed, 1, online)};
 }
 
 }  // namespace

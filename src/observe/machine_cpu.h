@@ -19,6 +19,7 @@ namespace stoker {
 struct MachineCpu {
   double busy_s = 0;  // CPU seconds every core spent busy since boot (user, nice, system, irq, softirq, steal)
   int cpus = 0;       // online CPUs
+  int allowed_cpus = 0;  // the CPUs this process may run on (its affinity): others' work elsewhere is no contention
   double read_at_s = 0;  // when it was read (NowNs, in seconds): a difference covers the time between two reads
 };
 

@@ -65,6 +65,7 @@ RecorderSnapshot Recorder::Snapshot() const {
   const MachineCpu machine = MachineCpuTime();
   s.machine_busy_s = machine.busy_s;
   s.machine_cpus = machine.cpus;
+  s.machine_allowed_cpus = machine.allowed_cpus;
   s.machine_read_at_s = machine.read_at_s;
   s.read_latency = read_latency.Snapshot();
   IoCounters& io = GlobalIoCounters();

@@ -204,6 +204,14 @@ TEST(BatchMonitorTest, ABusyMachineIsNotASlowStage) {
   StageEvidence idle = contended;
   idle.machine_busy_s = 1.0;
   EXPECT_EQ(Classify(1.0, idle, nullptr, busy).cause, SlowCause::kStorageStall);
+  // Pinned to one of the two cores, others' 1.6 cores fill the other one
+  // and 0.6 of ours: contended still. Others at 1.0 core: the other core
+  // only, no contention.
+  StageEvidence pinned = contended;
+  pinned.machine_allowed_cpus = 1;
+  EXPECT_EQ(Classify(1.0, pinned, nullptr, busy).cause, SlowCause::kCpuContention);
+  pinned.process_cpu_s = 1.0;  // this process 1 core, others 1 core: all on the other core
+  EXPECT_EQ(Classify(1.0, pinned, nullptr, busy).cause, SlowCause::kStorageStall);
   // No machine figures (not Linux): no contention evidence.
   StageEvidence unknown = contended;
   unknown.machine_cpus = 0;
@@ -238,6 +246,8 @@ TEST(MachineCpuTest, ParsesTheAggregateLine) {
   const MachineCpu now = MachineCpuTime();
   EXPECT_GT(now.cpus, 0);
   EXPECT_GT(now.busy_s, 0);
+  EXPECT_GE(now.allowed_cpus, 1);
+  EXPECT_LE(now.allowed_cpus, now.cpus);
 }
 
 TEST(BatchMonitorTest, SlowBatchCarriesItsEvidenceCause) {
