@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import time
+import weakref
 from pathlib import Path
 
 import numpy as np
@@ -79,7 +80,7 @@ def write_vision_shards(directory: Path, shards: int, per_shard: int, size=(96, 
     return samples
 
 
-def _close_loaders_since(before: set) -> None:
+def _close_loaders_since(before) -> None:
     """Stops every loader made since `before` (a test's own, even one an
     exception's traceback keeps alive), then collects, so the next test
     starts with no native thread, descriptor or buffer of this one's."""
@@ -87,7 +88,7 @@ def _close_loaders_since(before: set) -> None:
 
     from stoker import _exit
 
-    for loader in [x for x in list(_exit._open) if id(x) not in before]:
+    for loader in [x for x in list(_exit._open) if x not in before]:
         try:
             loader.close()
         except Exception:  # a loader whose construction failed half-way has nothing to close
@@ -105,7 +106,7 @@ def _isolated_test():
     tests."""
     from stoker import _exit, _stoker
 
-    before = {id(x) for x in list(_exit._open)}
+    before = weakref.WeakSet(_exit._open)  # by identity, and no reused id() taken for an old loader
     options = _stoker.io_options()
     yield
     _close_loaders_since(before)
@@ -119,7 +120,7 @@ def _isolated_module():
     tests: they end with the module."""
     from stoker import _exit, _stoker
 
-    before = {id(x) for x in list(_exit._open)}
+    before = weakref.WeakSet(_exit._open)
     yield
     _close_loaders_since(before)
     _stoker.reset_io_options()
