@@ -218,24 +218,25 @@ const char* BottleneckName(Bottleneck b) {
   return "?";
 }
 
+// The machine figures cover the CPUs this process may run on
+// (machine_allowed_cpus of machine_cpus; observe/machine_cpu.h).
+static int OurCpus(const StageEvidence& e) {
+  return e.machine_allowed_cpus > 0 ? std::min(e.machine_allowed_cpus, e.machine_cpus) : e.machine_cpus;
+}
+
 double StageEvidence::MachineBusy() const {
   if (machine_cpus <= 0 || machine_window_s <= 0) return 0;
-  return std::clamp(machine_busy_s / (machine_window_s * machine_cpus), 0.0, 1.0);
+  return std::clamp(machine_busy_s / (machine_window_s * OurCpus(*this)), 0.0, 1.0);
 }
 
 double StageEvidence::OthersCpu() const {
   if (machine_cpus <= 0 || machine_window_s <= 0 || window_s <= 0) return 0;
   // Each over its own interval: the process's CPU clock is exact, the
   // machine's lags by up to one refresh.
-  return std::clamp(MachineBusy() - process_cpu_s / (window_s * machine_cpus), 0.0, 1.0);
+  return std::clamp(MachineBusy() - process_cpu_s / (window_s * OurCpus(*this)), 0.0, 1.0);
 }
 
-double StageEvidence::OthersOnOurCpus() const {
-  if (machine_cpus <= 0) return 0;
-  const int ours = machine_allowed_cpus > 0 ? std::min(machine_allowed_cpus, machine_cpus) : machine_cpus;
-  const double others_cores = OthersCpu() * machine_cpus;
-  return std::clamp((others_cores - (machine_cpus - ours)) / ours, 0.0, 1.0);
-}
+double StageEvidence::OthersOnOurCpus() const { return OthersCpu(); }
 
 namespace {
 
@@ -251,9 +252,12 @@ bool CpuContended(const StageEvidence& e) {
 }
 
 std::string CpuContentionDetail(const StageEvidence& e) {
-  return "the machine's " + std::to_string(e.machine_cpus) + " cores were " + Pct(e.MachineBusy()) +
-         " busy during the wait, other processes taking " +
-         Format("%.1f cores", e.OthersCpu() * e.machine_cpus) + " of them and this one " +
+  const int ours = OurCpus(e);
+  return (ours == e.machine_cpus ? "the machine's " + std::to_string(ours) + " cores were "
+                                 : "the " + std::to_string(ours) + " of the machine's " +
+                                       std::to_string(e.machine_cpus) + " cores this process may use were ") +
+         Pct(e.MachineBusy()) + " busy during the wait, other processes taking " +
+         Format("%.1f cores", e.OthersCpu() * ours) + " of them and this one " +
          Format("%.1f", e.window_s > 0 ? e.process_cpu_s / e.window_s : 0.0) +
          ": the loader's threads waited for a CPU (no stage of its own was slow)";
 }

@@ -68,14 +68,14 @@ struct StageEvidence {
   // part of it other processes took; 0 without machine figures.
   double MachineBusy() const;
   double OthersCpu() const;
-  // Other processes' CPU time that must have run on the CPUs this process
-  // may use (what the rest of the machine could not hold), as a share of them.
+  // Other processes' share of the CPUs this process may use (the machine
+  // figures cover only those).
   double OthersOnOurCpus() const;
   double process_cpu_s = 0;              // this process's CPU time over the window
   double machine_busy_s = 0;             // every process's (the machine's busy CPU time) ...
   double machine_window_s = 0;           // ... over this long (its reads lag the window by up to 20 ms)
   int machine_cpus = 0;                  // 0: no machine figure (not Linux): no contention evidence
-  int machine_allowed_cpus = 0;          // the CPUs this process may run on (0: all)
+  int machine_allowed_cpus = 0;          // the CPUs this process may run on, which the busy time covers (0: all)
   double consumer_wait_s = 0;            // the engine's own measure of Next()'s wait
   std::array<uint64_t, LatencyHistogram::kBuckets> read_latency{};  // reads completed in the window
   // Remote storage in the window (process-wide counters, see stoker/stats.h).

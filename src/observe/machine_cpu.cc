@@ -9,22 +9,26 @@
 #include <atomic>
 #include <charconv>
 #include <mutex>
+#include <string>
 
 #include "observe/clock.h"
 
 namespace stoker {
 
-std::optional<double> ParseProcStatBusy(std::string_view text, long ticks_per_s) {
-  if (!text.starts_with("cpu ") || ticks_per_s <= 0) return std::nullopt;
-  text.remove_prefix(4);
+std::optional<double> ParseProcStatBusy(std::string_view line, long ticks_per_s) {
+  // "cpu  ..." (all CPUs) or "cpuN ..." (one): the label, then
   // user nice system idle iowait irq softirq steal (guest time is inside user).
+  if (!line.starts_with("cpu") || ticks_per_s <= 0) return std::nullopt;
+  const size_t space = line.find(' ');
+  if (space == std::string_view::npos) return std::nullopt;
+  line.remove_prefix(space);
   uint64_t v[8] = {};
   int n = 0;
   for (; n < 8; ++n) {
-    while (!text.empty() && text.front() == ' ') text.remove_prefix(1);
-    auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v[n]);
+    while (!line.empty() && line.front() == ' ') line.remove_prefix(1);
+    auto [end, ec] = std::from_chars(line.data(), line.data() + line.size(), v[n]);
     if (ec != std::errc()) break;
-    text.remove_prefix(static_cast<size_t>(end - text.data()));
+    line.remove_prefix(static_cast<size_t>(end - line.data()));
   }
   if (n < 4) return std::nullopt;
   const uint64_t busy = v[0] + v[1] + v[2] + v[5] + v[6] + v[7];
@@ -33,23 +37,41 @@ std::optional<double> ParseProcStatBusy(std::string_view text, long ticks_per_s)
 
 namespace {
 
+// The busy time of the CPUs this process may run on (its affinity): what
+// other processes do on CPUs it cannot use is no contention for it.
 MachineCpu ReadNow() {
   static const long ticks = ::sysconf(_SC_CLK_TCK);
-  static const int cpus = static_cast<int>(::sysconf(_SC_NPROCESSORS_ONLN));
-  char buf[512];
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  const bool have_affinity = ::sched_getaffinity(0, sizeof allowed, &allowed) == 0;
   const int fd = ::open("/proc/stat", O_RDONLY | O_CLOEXEC);
   if (fd < 0) return {};
-  const ssize_t got = ::read(fd, buf, sizeof buf);
+  std::string text;
+  char buf[16384];
+  for (ssize_t got; (got = ::read(fd, buf, sizeof buf)) > 0;) {
+    text.append(buf, static_cast<size_t>(got));
+    if (text.find("\nintr") != std::string::npos) break;  // the CPU lines are all read
+  }
   ::close(fd);
-  if (got <= 0) return {};
-  const std::string_view text(buf, static_cast<size_t>(got));
-  const std::optional<double> busy = ParseProcStatBusy(text.substr(0, text.find('\n')), ticks);
-  if (!busy) return {};
-  const int online = cpus > 0 ? cpus : 1;
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  const int allowed = ::sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : online;
-  return {*busy, online, std::clamp(allowed, 1, online)};
+  MachineCpu out;
+  size_t begin = text.find('\n');  // past the aggregate line
+  while (begin != std::string::npos && text.compare(begin + 1, 3, "cpu") == 0) {
+    const size_t end = text.find('\n', begin + 1);
+    const std::string_view line(text.data() + begin + 1, (end == std::string::npos ? text.size() : end) - begin - 1);
+    int cpu = -1;
+    std::from_chars(line.data() + 3, line.data() + line.size(), cpu);
+    const std::optional<double> busy = ParseProcStatBusy(line, ticks);
+    if (busy && cpu >= 0) {
+      ++out.cpus;
+      if (!have_affinity || (cpu < CPU_SETSIZE && CPU_ISSET(cpu, &allowed))) {
+        ++out.allowed_cpus;
+        out.busy_s += *busy;
+      }
+    }
+    begin = end;
+  }
+  if (out.allowed_cpus == 0) return {};
+  return out;
 }
 
 }  // namespace

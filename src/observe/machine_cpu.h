@@ -17,9 +17,12 @@
 namespace stoker {
 
 struct MachineCpu {
-  double busy_s = 0;  // CPU seconds every core spent busy since boot (user, nice, system, irq, softirq, steal)
-  int cpus = 0;       // online CPUs
-  int allowed_cpus = 0;  // the CPUs this process may run on (its affinity): others' work elsewhere is no contention
+  // CPU seconds the CPUs this process may run on (its affinity) spent busy
+  // since boot (user, nice, system, irq, softirq, steal): what other
+  // processes do on CPUs it cannot use is no contention for it.
+  double busy_s = 0;
+  int cpus = 0;          // the machine's CPUs
+  int allowed_cpus = 0;  // of them, the ones busy_s covers
   double read_at_s = 0;  // when it was read (NowNs, in seconds): a difference covers the time between two reads
 };
 
@@ -29,7 +32,7 @@ inline constexpr uint64_t kMachineCpuRefreshNs = 20'000'000;
 // /proc/stat cannot be read (not Linux): no contention evidence then.
 MachineCpu MachineCpuTime();
 
-// The aggregate "cpu " line of /proc/stat's text, in seconds of `ticks_per_s`.
+// One "cpu" line of /proc/stat (the aggregate or one CPU's), busy seconds at `ticks_per_s`.
 std::optional<double> ParseProcStatBusy(std::string_view text, long ticks_per_s);
 
 }  // namespace stoker

@@ -204,13 +204,17 @@ TEST(BatchMonitorTest, ABusyMachineIsNotASlowStage) {
   StageEvidence idle = contended;
   idle.machine_busy_s = 1.0;
   EXPECT_EQ(Classify(1.0, idle, nullptr, busy).cause, SlowCause::kStorageStall);
-  // Pinned to one of the two cores, others' 1.6 cores fill the other one
-  // and 0.6 of ours: contended still. Others at 1.0 core: the other core
-  // only, no contention.
+  // Pinned to one of two cores, the figures cover that core: busy the
+  // whole second, 0.4 s of it this process's: contended. All of it its own:
+  // not, whatever the other core does.
   StageEvidence pinned = contended;
   pinned.machine_allowed_cpus = 1;
-  EXPECT_EQ(Classify(1.0, pinned, nullptr, busy).cause, SlowCause::kCpuContention);
-  pinned.process_cpu_s = 1.0;  // this process 1 core, others 1 core: all on the other core
+  pinned.machine_busy_s = 1.0;
+  Diagnosis p = Classify(1.0, pinned, nullptr, busy);
+  EXPECT_EQ(p.cause, SlowCause::kCpuContention);
+  EXPECT_NE(p.detail.find("the 1 of the machine's 2 cores this process may use were 100% busy"), std::string::npos)
+      << p.detail;
+  pinned.process_cpu_s = 1.0;
   EXPECT_EQ(Classify(1.0, pinned, nullptr, busy).cause, SlowCause::kStorageStall);
   // No machine figures (not Linux): no contention evidence.
   StageEvidence unknown = contended;
@@ -239,7 +243,7 @@ TEST(MachineCpuTest, ParsesTheAggregateLine) {
   auto busy = ParseProcStatBusy("cpu  100 20 30 5000 7 1 2 3 40 0", 100);
   ASSERT_TRUE(busy);
   EXPECT_DOUBLE_EQ(*busy, (100 + 20 + 30 + 1 + 2 + 3) / 100.0);  // guest is inside user; idle and iowait are not busy
-  EXPECT_FALSE(ParseProcStatBusy("cpu0 1 2 3 4", 100));
+  EXPECT_DOUBLE_EQ(*ParseProcStatBusy("cpu3 100 0 0 50 0 0 0 0", 100), 1.0);  // one CPU's line
   EXPECT_FALSE(ParseProcStatBusy("cpu  1 2", 100));
   EXPECT_FALSE(ParseProcStatBusy("intr 1 2 3 4", 100));
   // This machine's: busy time grows, never shrinks, and counts its CPUs.
