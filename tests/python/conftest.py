@@ -230,6 +230,7 @@ def pytest_collection_modifyitems(items):
 ALLOWED_SKIPS = (
     "CUDA device",  # CI and this machine have no GPU; bench/device_*.sh runs those on one
     "root reads files whatever their mode",  # a permission test that root cannot fail
+    "needs taskset and 2 CPUs",  # a run pinned to one core (taskset -c 0 scripts/test_shuffled.sh)
     "on Python 3.13",  # ray has no 3.13 wheel (requirements-dev.txt)
     "torchvision does not load against the pinned torch",  # test_torchvision_real.py says why none can
     # The bench's peers (litdata, Mosaic Streaming, Megatron-Energon) are installed by
