@@ -10,10 +10,7 @@ from __future__ import annotations
 import inspect
 import json
 import logging
-import os
 import subprocess
-import warnings
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -21,67 +18,21 @@ import torch
 
 import stoker
 
-warnings.filterwarnings("ignore")
-from megatron.core.datasets import helpers_cpp  # noqa: E402,F401  (setup installs the compiled helpers)
-from megatron.core.datasets.blended_megatron_dataset_builder import BlendedMegatronDatasetBuilder  # noqa: E402
-from megatron.core.datasets.gpt_dataset import GPTDataset, GPTDatasetConfig  # noqa: E402
-from megatron.core.datasets.indexed_dataset import IndexedDatasetBuilder  # noqa: E402
+from conftest import stoker_bin
+# megatron-core's references, as test_tokens.py sets them up (its process
+# group fixture too).
+from test_tokens import IndexedDatasetBuilder, megatron_corpus, megatron_datasets, process_group  # noqa: F401
 
-REPO = Path(__file__).resolve().parents[2]
-
-
-class Tokenizer:
-    """What GPTDataset asks of a tokenizer."""
-
-    def __init__(self, vocab_size: int) -> None:
-        self.vocab_size = vocab_size
-        self.eod = 0
-        self.pad = -1
-        self.unique_identifiers = {"class": "Tokenizer", "vocab_size": vocab_size}
-
-
-def megatron_corpus(prefix: Path, docs: int, vocab: int, dtype, seed: int, longest: int = 300) -> list[np.ndarray]:
-    rng = np.random.default_rng(seed)
-    builder = IndexedDatasetBuilder(str(prefix) + ".bin", dtype=dtype)
-    out = []
-    for _ in range(docs):
-        doc = rng.integers(0, vocab, size=int(rng.integers(1, longest)))
-        out.append(doc)
-        builder.add_item(torch.from_numpy(doc))
-        builder.end_document()
-    builder.finalize(str(prefix) + ".idx")
-    return out
+def megatron_dataset(prefixes, weights, seed, seq_len, num_samples, cache, split="100,0,0"):
+    return megatron_datasets(prefixes, weights, seed, seq_len, num_samples, split, cache, vocab=30000)
 
 
 @pytest.fixture(scope="module")
 def corpora(tmp_path_factory):
     root = tmp_path_factory.mktemp("token_contracts")
     for name, docs, seed in [("a", 120, 0), ("b", 80, 1), ("c", 60, 2)]:
-        megatron_corpus(root / name, docs, 30000, np.uint16, seed)
+        megatron_corpus(root / name, docs, 30000, np.uint16, seed, longest=300)
     return root
-
-
-@pytest.fixture(scope="module")
-def process_group():
-    import torch.distributed as dist
-
-    if not dist.is_initialized():
-        os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-        os.environ.setdefault("MASTER_PORT", str(29600 + os.getpid() % 1000))
-        dist.init_process_group("gloo", rank=0, world_size=1)
-        yield
-        dist.destroy_process_group()
-    else:
-        yield
-
-
-def megatron_dataset(prefixes, weights, seed, seq_len, num_samples, cache, split="100,0,0"):
-    config = GPTDatasetConfig(
-        random_seed=seed, sequence_length=seq_len, blend=([str(p) for p in prefixes], weights), split=split,
-        tokenizer=Tokenizer(30000), reset_position_ids=False, reset_attention_mask=False, eod_mask_loss=False,
-        create_attention_mask=False, path_to_cache=str(cache), mmap_bin_files=True)
-    sizes = [num_samples, None, None] if weights is None else [num_samples, 0, 0]
-    return BlendedMegatronDatasetBuilder(GPTDataset, sizes, lambda: True, config).build()[0]
 
 
 def sampler_batches(total: int, micro: int, world: int, rank: int) -> list[np.ndarray]:
@@ -278,7 +229,7 @@ def test_a_state_of_another_run_is_refused_naming_the_difference(corpora, tmp_pa
 
 
 def test_a_state_is_refused_for_another_file_of_the_same_name(corpora, tmp_path):
-    megatron_corpus(tmp_path / "a", 120, 30000, np.uint16, 99)  # another corpus named "a"
+    megatron_corpus(tmp_path / "a", 120, 30000, np.uint16, 99, longest=300)  # another corpus named "a"
     state = saved_state(single(corpora, tmp_path))
     other = stoker.TokenLoader(str(tmp_path / "a"), batch_size=4, cache_dir=tmp_path / "idx2", **KW)
     with pytest.raises(stoker.StokerError, match=r"dataset 0: saved .*bin_bytes"):
@@ -315,7 +266,7 @@ def test_reweight_continues_the_new_blend_from_the_resume_point(corpora, tmp_pat
 # -- 3. files that cannot be what they say ---------------------------------------------------
 
 def test_a_bin_of_another_dtype_is_refused_naming_both(tmp_path):
-    docs = megatron_corpus(tmp_path / "u16", 30, 30000, np.uint16, 4)
+    docs = megatron_corpus(tmp_path / "u16", 30, 30000, np.uint16, 4, longest=300)
     builder = IndexedDatasetBuilder(str(tmp_path / "i32.bin"), dtype=np.int32)  # the same documents as int32
     for d in docs:
         builder.add_item(torch.from_numpy(d))
@@ -361,11 +312,10 @@ def test_writing_nothing_is_refused_where_it_happens(tmp_path, docs, words):
 
 
 def _binary():
-    for candidate in (os.environ.get("STOKER_BIN"), Path(stoker.__file__).parent / "bin" / "stoker",
-                      REPO / "build" / "cli" / "stoker"):
-        if candidate and Path(candidate).is_file() and os.access(candidate, os.X_OK):
-            return str(candidate)
-    pytest.fail("no stoker binary: set STOKER_BIN")
+    binary = stoker_bin()
+    if binary is None:
+        pytest.fail("no stoker binary: set STOKER_BIN")
+    return binary
 
 
 def test_pack_tokens_of_nothing_fails_naming_the_output(tmp_path):

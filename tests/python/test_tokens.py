@@ -37,12 +37,12 @@ class Tokenizer:
         self.unique_identifiers = {"class": "Tokenizer", "vocab_size": vocab_size}
 
 
-def megatron_corpus(prefix: Path, docs: int, vocab: int, dtype, seed: int) -> list[np.ndarray]:
+def megatron_corpus(prefix: Path, docs: int, vocab: int, dtype, seed: int, longest: int = 400) -> list[np.ndarray]:
     rng = np.random.default_rng(seed)
     builder = IndexedDatasetBuilder(str(prefix) + ".bin", dtype=dtype)
     out = []
     for _ in range(docs):
-        doc = rng.integers(0, vocab, size=int(rng.integers(1, 400)))
+        doc = rng.integers(0, vocab, size=int(rng.integers(1, longest)))
         out.append(doc)
         builder.add_item(torch.from_numpy(doc))
         builder.end_document()
@@ -74,10 +74,10 @@ def process_group():
         yield
 
 
-def megatron_datasets(prefixes, weights, seed, seq_len, num_samples, split, cache):
+def megatron_datasets(prefixes, weights, seed, seq_len, num_samples, split, cache, vocab=50000):
     config = GPTDatasetConfig(
         random_seed=seed, sequence_length=seq_len, blend=([str(p) for p in prefixes], weights), split=split,
-        tokenizer=Tokenizer(50000), reset_position_ids=False, reset_attention_mask=False, eod_mask_loss=False,
+        tokenizer=Tokenizer(vocab), reset_position_ids=False, reset_attention_mask=False, eod_mask_loss=False,
         create_attention_mask=False, path_to_cache=str(cache), mmap_bin_files=True)
     sizes = [num_samples, None, None] if weights is None else [num_samples, 0, 0]
     return BlendedMegatronDatasetBuilder(GPTDataset, sizes, lambda: True, config).build()[0]
