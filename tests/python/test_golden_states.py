@@ -97,9 +97,10 @@ def write_tar(path: Path, members: list[tuple[str, bytes]]) -> None:
             tf.addfile(info, io.BytesIO(data))
 
 
-def write_shards(root: Path, bad: tuple[str, ...] = ()) -> list[str]:
+def write_shards(root: Path, bad: tuple[str, ...] = (), written: dict | None = None) -> list[str]:
     """SHARDS shards of PER_SHARD samples {png 8x8 RGB, vec.npy float32[3],
-    cls}; the samples named in `bad` damaged (a cut PNG, then a broken .npy)."""
+    cls}; the samples named in `bad` damaged (a cut PNG, then a broken .npy).
+    `written` gets key -> (pixels, vec, cls) as written."""
     src = Bytes("stoker golden shards")
     root.mkdir(parents=True, exist_ok=True)
     paths = []
@@ -112,6 +113,8 @@ def write_shards(root: Path, bad: tuple[str, ...] = ()) -> list[str]:
             pixels = np.frombuffer(src.take(8 * 8 * 3), np.uint8).reshape(8, 8, 3)
             vec = (np.frombuffer(src.take(3), np.uint8).astype(np.float32) - 128) / 16
             png, npy = png_bytes(pixels), npy_bytes(vec)
+            if written is not None:
+                written[key] = (pixels, vec, n)
             if key in bad:
                 if next(damage) % 2 == 0:
                     png = png[:60]
@@ -177,7 +180,7 @@ def digest(batches) -> dict:
 
 # -- the state shapes ----------------------------------------------------------------
 # Each: make(data) -> a fresh loader; run(loader, data) brings it to the saved
-# point (mid-epoch); the state saved there is the golden one.
+# point (mid-epoch unless said); the state saved there is the golden one.
 
 def _loader(paths, **kw):
     kw.setdefault("batch_size", BATCH)
@@ -236,6 +239,15 @@ STATES = {
     # batch 5 held the first bad sample, batch 11 holds the second
     "stream_skip": (lambda d, **kw: _stream(d["bad"], shuffle=True, shuffle_buffer=10, samples_per_epoch=TOTAL,
                                             on_error="skip", **kw), lambda ld, d: _take(ld, 6)),
+    # The states the epoch cursor makes: at an epoch's end (a restore then begins the next
+    # epoch) and after set_epoch(2) before any batch (its start).
+    "indexed_epoch_end": (lambda d, **kw: _loader(d["shards"], shuffle=True, **kw), lambda ld, d: list(ld)),
+    "indexed_set_epoch": (lambda d, **kw: _loader(d["shards"], shuffle=True, **kw), lambda ld, d: ld.set_epoch(2)),
+    # (40 of a 48-sample pass: the end lies inside pass 0, whatever the producer has reached)
+    "stream_epoch_end": (lambda d, **kw: _stream(d["shards"], shuffle=True, shuffle_buffer=10, samples_per_epoch=40,
+                                                 **kw), lambda ld, d: list(ld)),
+    "stream_set_epoch": (lambda d, **kw: _stream(d["shards"], shuffle=True, shuffle_buffer=10, samples_per_epoch=40,
+                                                 **kw), lambda ld, d: ld.set_epoch(2)),
 }
 # A state saved before stoker wrote "pass", "pass_start" and "shuffle_initial":
 # stream_pass's, less those keys; it restores by replaying from the stream's start.
@@ -263,7 +275,8 @@ def legacy_state(state: dict, drop) -> dict:
 
 
 def rest(name: str, data: dict, state: dict, **settings) -> dict:
-    """The digest of the rest of the epoch after restoring `state`."""
+    """The digest of what one iter() delivers after restoring `state`: the rest of its epoch (at an
+    epoch's end, the whole next epoch)."""
     with closing(make(name, data, **settings)) as loader:
         loader.load_state_dict(state)
         return digest(iter(loader))
@@ -277,12 +290,17 @@ def epoch_loader(mode: str, data: dict, **kw):
 
 def epoch_digest(mode: str, data: dict, **kw) -> dict:
     with closing(epoch_loader(mode, data, **kw)) as loader:
-        return digest(iter(loader))
+        got = digest(iter(loader))
+        if kw.get("device") == "cpu-late":  # the copy engine copied every batch, none rewritten in flight
+            h2d = loader._native.stats()["h2d"]
+            assert h2d["copies"] == got["batches"] and h2d["overwrites"] == 0, h2d
+        return got
 
 
 def make_data(root: Path) -> dict:
-    return {"shards": write_shards(root / "good"), "bad": write_shards(root / "bad", BAD),
-            "corpus": write_corpus(root / "tokens"), "cache": str(root / "cache")}
+    written: dict = {}
+    return {"shards": write_shards(root / "good", written=written), "bad": write_shards(root / "bad", BAD),
+            "corpus": write_corpus(root / "tokens"), "cache": str(root / "cache"), "written": written}
 
 
 def load_golden(name: str):
@@ -339,4 +357,12 @@ def test_every_batch_held_at_once_equals_the_iterated_epoch(data, mode):
     with closing(epoch_loader(mode, data, prefetch=2)) as loader:
         held = list(loader)
         assert len(held) == TOTAL // BATCH
+        # every sample once, each as written (PNG decodes exactly): the golden digest is of the right data
+        assert sorted(k for b in held for k in b["__key__"]) == sorted(data["written"])
+        for b in held:
+            for i, key in enumerate(b["__key__"]):
+                pixels, vec, cls = data["written"][key]
+                np.testing.assert_array_equal(b["png"][i], pixels, err_msg=key)
+                np.testing.assert_array_equal(b["vec.npy"][i], vec, err_msg=key)
+                assert b["cls"][i] == cls, key
         assert digest(held) == load_golden("digests.json")[f"epoch:{mode}"]
