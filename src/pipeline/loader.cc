@@ -659,8 +659,6 @@ class LoaderImpl : public Loader {
     window_.loader_cpu_ns = run_->ThreadCpuNs();
   }
 
-  static constexpr uint32_t kConsumerThread = 999;
-
   Dataset data_;
   ShardFiles files_;
   SkipRefiller refill_;  // after data_ and files_, which it uses

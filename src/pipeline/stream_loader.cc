@@ -65,6 +65,7 @@ class StreamLoader : public Loader {
     data_.recorder = recorder_.get();
     const LoaderOptions& o = data_.options;
     batches_ = o.samples_per_epoch / (static_cast<int64_t>(o.world_size) * o.batch_size);
+    data_.epoch_batches = std::max<int64_t>(1, batches_);
     info_.dataset_samples = o.samples_per_epoch;
     info_.batches = batches_;
     info_.rank_samples = batches_ * o.batch_size;
@@ -100,7 +101,11 @@ class StreamLoader : public Loader {
     if (!waiting_since_) waiting_since_ = std::chrono::steady_clock::now();
     const uint64_t begin = NowNs();
     Result<std::unique_ptr<StreamBatch>> ready = run_->NextReady(wait_ms, *waiting_since_);
-    if (recorder_) recorder_->consumer_wait_ns.fetch_add(NowNs() - begin, std::memory_order_relaxed);
+    if (recorder_) {
+      const uint64_t end = NowNs();
+      recorder_->consumer_wait_ns.fetch_add(end - begin, std::memory_order_relaxed);
+      recorder_->AddSpan({SpanKind::kWait, kConsumerThread, begin, end, next_batch_, -1});
+    }
     if (ready.ok() && !*ready) {
       *waiting = true;
       return std::shared_ptr<Batch>();

@@ -25,12 +25,18 @@ StreamRun::StreamRun(const StreamDataset* data, std::shared_ptr<BufferPool> pool
       next_deliver_(first_batch),
       // Enough queued samples to keep every decoder busy while the producer reads.
       decode_queue_(static_cast<size_t>(std::max(data->options.batch_size, 2 * data->options.decode_threads))) {
+  // Thread ids and names as the indexed mode's (epoch_run.cc): its reader 0
+  // is id 1, and the decoders follow the readers; the one producer reads.
   if (Recorder* rec = data_->recorder) {
     rec->io_depth = 1;
     rec->decode_threads = data_->options.decode_threads;
+    rec->NameThread(kProducerThread, "reader 0");
+    for (int i = 0; i < data_->options.decode_threads; ++i)
+      rec->NameThread(kProducerThread + 1 + i, "decoder " + std::to_string(i));
   }
   producer_ = std::thread([this] { Produce(); });
-  for (int i = 0; i < data_->options.decode_threads; ++i) decoders_.emplace_back([this] { DecodeLoop(); });
+  for (int i = 0; i < data_->options.decode_threads; ++i)
+    decoders_.emplace_back([this, i] { DecodeLoop(kProducerThread + 1 + static_cast<uint32_t>(i)); });
 }
 
 StreamRun::~StreamRun() {
@@ -128,7 +134,11 @@ void StreamRun::Produce() {
           break;  // the shard is left here: on to the next
         }
         next = std::move(read).value();
-        if (Recorder* rec = data_->recorder; rec && next) rec->read.Add(next->data().size(), NowNs() - begin);
+        if (Recorder* rec = data_->recorder; rec && next) {
+          const uint64_t end = NowNs();
+          rec->read.Add(next->data().size(), end - begin);
+          rec->AddSpan({SpanKind::kRead, kProducerThread, begin, end, -1, -1});  // its place: once shuffled
+        }
       }
       if (last) break;
     }
@@ -201,7 +211,7 @@ void StreamRun::Fail(Status st) {
   ready_.notify_all();
 }
 
-void StreamRun::DecodeLoop() {
+void StreamRun::DecodeLoop(uint32_t thread) {
   const LoaderOptions& o = data_->options;
   const BatchLayout& layout = data_->layout;
   SampleDecoder decoder(&layout);
@@ -214,7 +224,11 @@ void StreamRun::DecodeLoop() {
     const uint64_t seed = MixSeed(o.seed, task->position, static_cast<uint64_t>(o.rank));
     const uint64_t begin = NowNs();
     Status st = decoder.Decode(shard, entry, s.data(), base, task->slot, seed);
-    if (Recorder* rec = data_->recorder) rec->decode.Add(s.data().size(), NowNs() - begin);
+    if (Recorder* rec = data_->recorder) {
+      const uint64_t end = NowNs();
+      rec->decode.Add(s.data().size(), end - begin);
+      rec->AddSpan({SpanKind::kDecode, thread, begin, end, task->batch->number % data_->epoch_batches, task->slot});
+    }
     // Unique across ranks: the stream position interleaved by rank.
     const int64_t global = static_cast<int64_t>(task->position) * o.world_size + o.rank;
     const ArraySlot& index = layout.arrays[layout.index_array];

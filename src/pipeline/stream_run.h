@@ -63,6 +63,7 @@ struct StreamDataset {
   std::vector<std::string> shards;
   BatchLayout layout;
   Recorder* recorder = nullptr;  // null when record_stats is off; owned by the loader
+  int64_t epoch_batches = 1;      // the loader's batches per epoch: spans name a batch within its epoch
 };
 
 // A slot whose sample failed to decode.
@@ -144,7 +145,9 @@ class StreamRun {
   // Shard `shard` broke with st: false (the stream failed) unless on_error="skip",
   // which leaves the shard and notes it for the batch being filled.
   bool LeaveShard(uint32_t shard, Status st);
-  void DecodeLoop();
+  // `thread`: its id in the recorder's spans.
+  void DecodeLoop(uint32_t thread);
+  static constexpr uint32_t kProducerThread = 1;
   void Finish(StreamBatch* batch, std::optional<StreamSlotFailure> failure);
 
   const StreamDataset* data_;

@@ -130,6 +130,35 @@ def test_the_stream_is_the_same_with_any_decode_threads(data):
     assert len(one) == 80
 
 
+def test_save_trace_has_the_indexed_modes_spans_and_thread_names(data, tmp_path):
+    """The stream's reads, decodes and the consumer's waits are spans as in the
+    indexed mode (tests/python/test_observe.py): a decode names its batch within
+    the epoch and its slot; a read precedes its place in the shuffle (batch -1)."""
+    def trace(**kw):
+        with closing(make(data, shuffle=True, seed=3, shuffle_buffer=7, decode_threads=2, samples_per_epoch=40,
+                          trace_spans=4096, **kw)) as ld:
+            for e in (0, 1):
+                ld.set_epoch(e)
+                for _ in ld:
+                    pass
+            ld.save_trace(tmp_path / "trace.json")
+        return json.loads((tmp_path / "trace.json").read_text())["traceEvents"]
+
+    events = trace()
+    spans = [e for e in events if e["ph"] == "X" and e.get("cat") == "stoker"]
+    by_name = {n: [e for e in spans if e["name"] == n] for n in ("read", "decode", "wait")}
+    threads = {e["tid"]: e["args"]["name"] for e in events if e["ph"] == "M"}
+    assert len(by_name["decode"]) == 80  # two epochs of 40
+    assert sorted((e["args"]["batch"], e["args"]["slot"]) for e in by_name["decode"]) == sorted(
+        (b, s) for b in range(10) for s in range(4) for _ in range(2))
+    assert {threads[e["tid"]] for e in by_name["decode"]} <= {"decoder 0", "decoder 1"}
+    # Each sample read is a span, but a shard's first, which the opening ahead reads (stream_run.h).
+    assert len(by_name["read"]) >= 80 - 2 * SHARDS
+    assert {threads[e["tid"]] for e in by_name["read"]} == {"reader 0"}
+    assert all(e["args"]["batch"] == -1 for e in by_name["read"])
+    assert [e["args"]["batch"] for e in by_name["wait"]][:10] == list(range(10))
+
+
 def test_epochs_continue_one_stream(data):
     import webdataset as wds
 
