@@ -13,6 +13,7 @@
 #include "observe/recorder.h"
 #include "pipeline/device_stage.h"
 #include "pipeline/epoch_order.h"
+#include "pipeline/memory_budget.h"
 #include "pipeline/shuffle_buffer.h"
 #include "pipeline/stream_order.h"
 #include "pipeline/stream_run.h"
@@ -375,6 +376,13 @@ Result<std::unique_ptr<Loader>> CreateStreamLoader(LoaderOptions options) {
   const SampleEntry probe = head->first->Entry();
   STOKER_ASSIGN_OR_RETURN(data.layout, MakeBatchLayout(options.fields, options.batch_size, probe,
                                                        head->first->data(), data.shards[first]));
+  // Judged as the indexed mode judges it (memory_budget.h), with the first
+  // sample's size for the largest, which no index gives.
+  const uint64_t first_bytes = head->first->data().size();
+  STOKER_RETURN_IF_ERROR(CheckMemoryBudget(
+      options, EstimateStreamMemory(options, data.layout, first_bytes, head->shard->window_bytes()),
+      "samples estimated at the stream's first, " + std::to_string(first_bytes) + " bytes, and a shuffle buffer of " +
+          std::to_string(options.shuffle_buffer)));
   data.options = std::move(options);
   return std::unique_ptr<Loader>(
       std::make_unique<StreamLoader>(std::move(data), std::move(device), std::move(head), cpu.cores, cpu.ToString()));

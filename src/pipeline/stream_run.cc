@@ -7,6 +7,7 @@
 
 #include "observe/clock.h"
 #include "pipeline/epoch_order.h"
+#include "pipeline/memory_budget.h"
 #include "pipeline/sample_decoder.h"
 #include "pipeline/sample_keys.h"
 #include "pipeline/shuffle_buffer.h"
@@ -24,7 +25,7 @@ StreamRun::StreamRun(const StreamDataset* data, std::shared_ptr<BufferPool> pool
       position_(start.position),
       next_deliver_(first_batch),
       // Enough queued samples to keep every decoder busy while the producer reads.
-      decode_queue_(static_cast<size_t>(std::max(data->options.batch_size, 2 * data->options.decode_threads))) {
+      decode_queue_(StreamDecodeQueueCapacity(data->options)) {
   // Thread ids and names as the indexed mode's (epoch_run.cc): its reader 0
   // is id 1, and the decoders follow the readers; the one producer reads.
   if (Recorder* rec = data_->recorder) {

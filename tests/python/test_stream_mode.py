@@ -159,6 +159,26 @@ def test_save_trace_has_the_indexed_modes_spans_and_thread_names(data, tmp_path)
     assert [e["args"]["batch"] for e in by_name["wait"]][:10] == list(range(10))
 
 
+def test_memory_budget_is_judged_as_in_the_indexed_mode(data):
+    """A budget that cannot hold the batch buffers and the 16 MiB overhead is refused by
+    both modes, naming the need; the stream's message says its samples are estimated at
+    its first (there is no index to give the largest) and counts the shuffle buffer."""
+    common = dict(batch_size=4, output="numpy", shuffle=True, seed=3, memory_budget=65536)
+    with pytest.raises((ValueError, stoker.StokerError), match=r"memory_budget=65536 .*needs \d+ bytes"):
+        stoker.Loader(urls(data), fields(), **common)
+    with pytest.raises((ValueError, stoker.StokerError),
+                       match=r"memory_budget=65536 .*needs \d+ bytes.*stream's first, \d+ bytes, and a shuffle "
+                             r"buffer of 7"):
+        stoker.Loader(urls(data), fields(), stream=True, samples_per_epoch=TOTAL, shuffle_buffer=7, **common)
+    # The need grows with the shuffle buffer: a budget that fits 7 samples does not fit 7,000.
+    fits = dict(common, memory_budget=24 << 20)
+    with closing(stoker.Loader(urls(data), fields(), stream=True, samples_per_epoch=TOTAL, shuffle_buffer=7,
+                               **fits)) as ld:
+        assert len(rows(ld)) == TOTAL
+    with pytest.raises((ValueError, stoker.StokerError), match=r"shuffle buffer of 7000"):
+        stoker.Loader(urls(data), fields(), stream=True, samples_per_epoch=TOTAL, shuffle_buffer=7000, **fits)
+
+
 def test_epochs_continue_one_stream(data):
     import webdataset as wds
 
