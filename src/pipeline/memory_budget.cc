@@ -78,7 +78,7 @@ MemoryNeed EstimateMemory(const LoaderOptions& o, const BatchLayout& layout, con
 MemoryNeed EstimateStreamMemory(const LoaderOptions& o, const BatchLayout& layout, uint64_t sample_bytes,
                                 uint64_t window_bytes) {
   const uint64_t decoders = static_cast<uint64_t>(std::max(1, o.decode_threads));
-  const uint64_t held = static_cast<uint64_t>(std::max(0, o.shuffle_buffer)) + StreamDecodeQueueCapacity(o) + decoders;
+  const uint64_t held = static_cast<uint64_t>(std::max(0, o.shuffle_buffer)) + StreamDecodeQueueCapacity(o.batch_size, o.decode_threads) + decoders;
   MemoryNeed need;
   need.batch_buffers = (static_cast<uint64_t>(std::max(1, o.prefetch_batches)) + 1) * layout.buffer_bytes;
   need.read_buffers = held * sample_bytes + 3 * window_bytes;

@@ -54,9 +54,10 @@ MemoryNeed EstimateStreamMemory(const LoaderOptions& options, const BatchLayout&
                                 uint64_t window_bytes);
 
 // The stream's queue of samples placed in their slots, waiting for a
-// decoder: enough to keep every decoder busy while the producer reads.
-inline size_t StreamDecodeQueueCapacity(const LoaderOptions& options) {
-  return static_cast<size_t>(std::max(options.batch_size, 2 * options.decode_threads));
+// decoder: enough to keep every decoder (at most `decoders`) busy while the
+// producer reads.
+inline size_t StreamDecodeQueueCapacity(int batch_size, int decoders) {
+  return static_cast<size_t>(std::max(batch_size, 2 * decoders));
 }
 
 // Samples read and waiting for a decoder (the queue between the stages).
