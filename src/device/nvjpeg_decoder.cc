@@ -143,7 +143,6 @@ class NvjpegDecoder : public GpuDecoder {
   std::string name() const override {
     return hardware_ ? "nvjpeg hardware (" + std::to_string(engines_) + " engines)" : "nvjpeg cuda";
   }
-  int lanes() const override { return kLanes; }
 
   // Frees the arenas of the lanes no decode is using, once their last resize is done.
   void Trim() override {

@@ -144,6 +144,8 @@ nb::dict StatsToPython(const RecorderSnapshot& s) {
     nb::dict fallbacks;
     for (const auto& [reason, n] : s.gpu_refused) fallbacks[reason.c_str()] = n;
     gpu["fallbacks"] = fallbacks;
+    // The watchdog turned the GPU decoder off (device/hardware_batcher.h): why; absent while it works.
+    if (!s.gpu_failure.empty()) gpu["failed"] = s.gpu_failure;
     d["gpu_decode"] = gpu;
   }
   nb::dict remote;  // process-wide (every remote reader of the process)
