@@ -316,6 +316,8 @@ void RegisterLoader(nb::module_& m) {
       .def_rw("pin_memory", &LoaderOptions::pin_memory)
       .def_rw("late_copy_ms", &LoaderOptions::late_copy_ms)
       .def_rw("gpu_standin_delay_us", &LoaderOptions::gpu_standin_delay_us)
+      .def_rw("gpu_standin_stall_after", &LoaderOptions::gpu_standin_stall_after)
+      .def_rw("gpu_standin_watchdog_ms", &LoaderOptions::gpu_standin_watchdog_ms)
       .def_rw("batch_stride", &LoaderOptions::batch_stride)
       .def_rw("batch_offset", &LoaderOptions::batch_offset)
       .def_rw("batch_share", &LoaderOptions::batch_share)
