@@ -67,6 +67,7 @@ void HardwareBatcher::Work() {
     busy_images_ = n;
     busy_since_ = Clock::now();
     bound_s_ = std::max(options_.min_bound_s, options_.bound_factor * static_cast<double>(n) * s_per_image_);
+    if (!returned_any_) bound_s_ = std::max(bound_s_, options_.first_bound_s);
     done_cv_.notify_all();  // waiters now time this batch
     lock.unlock();
     Status st = run_(batch);
@@ -74,6 +75,7 @@ void HardwareBatcher::Work() {
     busy_ = false;
     if (dead_) return;  // the watchdog gave up on this batch and answered its requests
     batches_.fetch_add(1, std::memory_order_relaxed);
+    returned_any_ = true;
     const double s = std::chrono::duration<double>(Clock::now() - busy_since_).count() / static_cast<double>(n);
     if (st.ok()) s_per_image_ = (1 - kSmooth) * s_per_image_ + kSmooth * s;
     // Each request's share of the batch: counted against its images in order.

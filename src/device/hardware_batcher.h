@@ -10,7 +10,7 @@
 //
 // The watchdog: a waiting decode thread checks the batch in progress against
 // its bound, max(min_bound_s, bound_factor × its images × the measured
-// seconds per image); past it, the hardware decoder is dead for the life of
+// seconds per image; first_bound_s for the first batch); past it, the hardware decoder is dead for the life of
 // this object (the process, for nvJPEG's): every waiting request is answered
 // at once (kAbandoned for those in the hung batch, kDead for the rest) and
 // every later Decode returns kDead without queuing. The hung batch's outputs
@@ -57,6 +57,8 @@ struct HardwareBatcherOptions {
   double min_bound_s = 2.0;               // the watchdog never fires sooner
   double bound_factor = 50;               // × the batch's expected time
   double prior_s_per_image = 0.004;       // expected before any batch returned
+  // The first batch's least bound: it may set the hardware up (nvJPEG's PreAllocate, the engines' first use).
+  double first_bound_s = 10.0;
 };
 
 class HardwareBatcher {
@@ -109,6 +111,7 @@ class HardwareBatcher {
   Clock::time_point busy_since_{};                  // guarded by mu_
   double bound_s_ = 0;                              // guarded by mu_: the batch in progress's bound
   double s_per_image_;                              // guarded by mu_; smoothed over returned batches
+  bool returned_any_ = false;                       // guarded by mu_
   bool stop_ = false;                               // guarded by mu_
   bool dead_ = false;                               // guarded by mu_
   std::string failure_;                             // guarded by mu_

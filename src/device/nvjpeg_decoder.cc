@@ -156,6 +156,7 @@ class NvjpegDecoder : public GpuDecoder {
       b.name = "nvJPEG hardware decoder on cuda:" + std::to_string(device_);
       b.unit = std::max(1, engines_ * std::max(1, cores_));
       b.max_batch = kMaxHardwareBatch;
+      // $STOKER_GPU_WATCHDOG_S: the least bound (2 s; the first batch's 10 s, or this where larger).
       if (const char* env = getenv("STOKER_GPU_WATCHDOG_S"); env && *env) b.min_bound_s = std::max(0.01, atof(env));
       batcher_ = std::make_unique<HardwareBatcher>(
           [this](std::span<const HardwareImage> batch) { return RunHardware(batch); }, b);

@@ -32,7 +32,7 @@ HardwareBatcherOptions BatcherOptions(const StandInGpuOptions& o) {
   HardwareBatcherOptions b;
   b.name = "stand-in";
   b.unit = o.unit;
-  if (o.watchdog_ms > 0) b.min_bound_s = o.watchdog_ms * 1e-3;
+  if (o.watchdog_ms > 0) b.min_bound_s = b.first_bound_s = o.watchdog_ms * 1e-3;
   return b;
 }
 

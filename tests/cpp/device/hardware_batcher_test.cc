@@ -137,7 +137,7 @@ TEST(HardwareBatcherTest, ABatchThatNeverReturnsIsGivenUpOnOnce) {
   rec.hang_at = 1;
   HardwareBatcherOptions o;
   o.name = "test decoder";
-  o.min_bound_s = 0.2;
+  o.min_bound_s = o.first_bound_s = 0.2;
   auto batcher = std::make_unique<HardwareBatcher>(RunOf(&rec), o);
   Images first(0, 4), hung(4, 4), later(8, 4);
   EXPECT_EQ(batcher->Decode(first.images, nullptr), HardwareBatcher::Outcome::kDecoded);
