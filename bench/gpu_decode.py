@@ -20,8 +20,10 @@ speed; a part that errors prints its traceback and the others still run.
   d. ResNet-18 (bf16 autocast, batch 256, channels_last, SGD) fed by stoker decode="auto"
      on V: steps/s >= 0.95x the same steps on one fixed batch already on the device.
   Stall (--parts Stall, not in the default parts): S with decode="gpu", prefetch 16, 200
-     batches. On an H200 nvJPEG's hardware decoder stopped returning here in 6 of 6 runs
-     (README, "JPEG decode on the GPU"); with --watchdog the stall leaves its stacks.
+     batches, --stall-runs loaders one after another. On an H200 nvJPEG's hardware decoder
+     stopped returning here in 6 of 6 runs (README, "JPEG decode on the GPU"); stoker's own
+     watchdog now turns it off instead (report()["gpu_decode"]["failed"], counted as a stall),
+     and with --watchdog a run that still hangs leaves its stacks.
 
 --watchdog S: if the run has not ended S seconds after it began, it prints every thread's
 Python stack and, where gdb or cuda-gdb is on the PATH, every thread's native stack, records
@@ -460,14 +462,29 @@ def part_s(run: Run, root: Path) -> None:
 
 
 def part_stall(run: Run, root: Path) -> None:
-    """S with every image on the GPU decoder and 16 batches in flight: where the stall was seen."""
+    """S with every image on the GPU decoder and 16 batches in flight: where the stall was seen.
+    --stall-runs loaders one after another in this process (as a job's epochs). A run whose
+    report()["gpu_decode"] has "failed" is a stall the watchdog caught (issue 46: the hardware
+    decoder is then off for the process, so the later runs decode on the CPU and do not count)."""
     w = dict(run.size("S"), measure=200)
     shards = prepare(root, "S", w)
     decode = "gpu" if run.cuda else "auto"  # --dry: the CPU path (decode="gpu" needs device="cuda")
     fields = {"jpg": run.image_field(1024, "longest", decode), "features.npz": run.stoker.npz()}
-    res = stoker_run(run, shards, fields, w, f'stoker decode="{decode}", prefetch 16', prefetch=16)
-    print("  no stall", flush=True)
-    run.payload["parts"]["Stall"] = dict(res, stalled=False)
+    runs, stalls = [], 0
+    for k in range(run.args.stall_runs):
+        res = stoker_run(run, shards, fields, w, f'run {k + 1}: stoker decode="{decode}", prefetch 16', prefetch=16)
+        failed = (res.get("gpu_decode_report") or {}).get("failed")
+        res["stalled"] = bool(failed)
+        runs.append(res)
+        run.payload["parts"]["Stall"] = {"runs": runs, "stalls": stalls + bool(failed)}
+        run.save()
+        if failed:
+            stalls += 1
+            print(f"  STALL in run {k + 1}: {failed}", flush=True)
+            break  # the decoder is off for this process: the later runs would be the CPU's
+    print(f"  Stall: {stalls} stall(s) in {len(runs)} run(s) of {run.args.stall_runs} "
+          f"(median {statistics.median(r['rate'] for r in runs):,.0f} images/s)", flush=True)
+    run.payload["parts"]["Stall"] = {"runs": runs, "stalls": stalls, "of": run.args.stall_runs}
 
 
 def start_watchdog(run: Run, seconds: float) -> None:
@@ -589,6 +606,7 @@ def main(argv=None) -> int:
     ap.add_argument("--budget", type=float, default=200.0,
                     help="seconds after which no new round starts (each part keeps at least one)")
     ap.add_argument("--parts", default="V,S,ResNet", help="comma list of V, S, ResNet, Stall")
+    ap.add_argument("--stall-runs", type=int, default=1, help="Stall part: loaders one after another (issue 46: 20)")
     ap.add_argument("--watchdog", type=float, default=0,
                     help="seconds: a run not ended by then prints its stacks and exits 3 (0: off)")
     ap.add_argument("--data", default=os.environ.get("STOKER_BENCH_DATA", "/tmp/stoker-bench/gpu_decode"))
