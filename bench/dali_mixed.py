@@ -12,10 +12,12 @@ torchvision's row gets them, so the figure is decode + crop + resize + flip.
     from dali_mixed import dali_rate
     rate = dali_rate(jpegs, batch=256, warm=5, measure=20, device="mixed", threads=16)
 
-DALI's wheel (`nvidia-dali-cuda130` from PyPI, with its dependencies) is not in
-requirements-bench.txt: it is only for the GPU machine, where it is carried as
-wheels (see bench/README.md). `device="cpu"` runs the same pipeline on the CPU, for a
-check of this file where no GPU is.
+DALI's wheel (`nvidia-dali-cuda130` 2.4.0 from PyPI, with its dependencies) is not in
+requirements-bench.txt: it is for a GPU machine. The machines lent to this project take
+at most 64 MiB of carried files and have no registry, and the wheel alone is 199 MB, so
+there gpu_decode.py prints why the DALI row is missing; on a GPU machine with a registry,
+`pip install nvidia-dali-cuda130==2.4.0` first. `device="cpu"` runs the same pipeline on
+the CPU, for a check of this file where no GPU is.
 """
 from __future__ import annotations
 

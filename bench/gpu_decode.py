@@ -78,6 +78,8 @@ RESNET = dict(batch=256, warm=15, steps=100, dry=dict(batch=16, warm=1, steps=2)
 TARGETS = {  # name -> (threshold, "ge" | "le", what)
     "V auto/cpu": (2.0, "ge", "stoker auto vs stoker cpu, V images/s"),
     "V auto/torchvision": (3.0, "ge", "stoker auto vs torchvision decode_jpeg(cuda) + v2 per image, V images/s"),
+    # DALI's mixed decoder is the strongest peer: stoker should at least match it (no issue sets more).
+    "V auto/DALI": (1.0, "ge", "stoker auto vs DALI decoders.image_random_crop(mixed) + resize + flip, V images/s"),
     "S auto/cpu": (4.0, "ge", "stoker auto vs stoker cpu, S images/s"),
     "S auto/DataLoader": (5.0, "ge", "stoker auto vs DataLoader (1 worker per core, pinned), S images/s"),
     "V cpu-s/image auto/cpu": (0.4, "le", "CPU seconds per image, auto vs cpu, V"),
@@ -399,7 +401,8 @@ def part_v(run: Run, root: Path) -> None:
         return {"jpg": run.image_field(224, "random_resized_crop", decode, random_hflip=True),
                 "cls": run.stoker.scalar("int64")}
 
-    rows = {"auto": [], "cpu": [], "torchvision": []}
+    rows = {"auto": [], "cpu": [], "torchvision": [], "dali": []}
+    jpeg_bytes = [bytes(j.numpy()) for j in jpegs]
     for r in range(run.args.rounds):
         if r and run.out_of_time():
             print("  (time budget: fewer rounds)", flush=True)
@@ -412,6 +415,17 @@ def part_v(run: Run, root: Path) -> None:
         except Exception:  # noqa: BLE001 - the stoker figures stand on their own
             run.payload["errors"]["V torchvision"] = traceback.format_exc()
             print(traceback.format_exc(), flush=True)
+        try:  # bench/dali_mixed.py: DALI's wheel is carried to the GPU machine (bench/README.md)
+            from dali_mixed import dali_rate
+
+            res = dali_rate(jpeg_bytes, w["batch"], w["warm"], w["measure"], device="mixed", threads=job_cores())
+            assert res["shape"] == (w["batch"], 3, 224, 224), res
+            print(f"    {'DALI image_random_crop(mixed)':<34} {res['rate']:9,.0f} images/s  (DALI {res['dali']}, "
+                  f"{res['threads']} threads)", flush=True)
+            rows["dali"].append(res)
+        except Exception:  # noqa: BLE001 - DALI absent or failing: the other figures stand
+            run.payload["errors"]["V DALI"] = traceback.format_exc()
+            print(traceback.format_exc(), flush=True)
         run.payload["parts"]["V"] = rows
         run.save()
     rate = lambda k: [x["rate"] for x in rows[k]]  # noqa: E731
@@ -421,6 +435,9 @@ def part_v(run: Run, root: Path) -> None:
                f"{med(rate('auto')):,.0f} vs {med(rate('cpu')):,.0f} images/s")
     run.figure("V auto/torchvision", median_ratio(rate("auto"), rate("torchvision")),
                f"{med(rate('auto')):,.0f} vs {med(rate('torchvision')):,.0f} images/s")
+    if rows["dali"]:
+        run.figure("V auto/DALI", median_ratio(rate("auto"), rate("dali")),
+                   f"{med(rate('auto')):,.0f} vs {med(rate('dali')):,.0f} images/s")
     run.figure("V cpu-s/image auto/cpu", median_ratio(cpu("auto"), cpu("cpu")),
                f"{med(cpu('auto')) * 1e3:.3f} vs {med(cpu('cpu')) * 1e3:.3f} ms/image")
 

@@ -38,9 +38,9 @@ for mode in "${modes[@]}"; do
                test_pipeline_loader_reliability_test test_io_cancel_test test_pipeline_remote_run_test
                test_device_late_copy_engine_test test_pipeline_device_loader_test
                test_pipeline_exact_partition_test test_pipeline_gpu_decode_loader_test
-               test_pipeline_shard_index_cache_test test_core_ordered_queue_test test_device_hardware_batcher_test)
+               test_pipeline_shard_index_cache_test test_core_ordered_queue_test test_pipeline_tuned_run_test test_device_hardware_batcher_test)
       select="BufferPool|ShardFiles|MappedReader|LoaderReliability|Cancellation|RemoteRun"
-      select+="|LateCopyEngine|DeviceLoader|ExactPartition|GpuDecodeLoader|ShardIndexCache|OrderedQueue|HardwareBatcher"
+      select+="|LateCopyEngine|DeviceLoader|ExactPartition|GpuDecodeLoader|ShardIndexCache|OrderedQueue|HardwareBatcher|TunedRun"
       ;;
     *) echo "unknown mode $mode (asan, tsan)"; exit 2 ;;
   esac
