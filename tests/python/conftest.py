@@ -168,6 +168,40 @@ def stoker_bin() -> str | None:
     return shutil.which("stoker")
 
 
+class OthersCpu:
+    """The share of this process's CPUs that other processes kept busy while the block
+    ran: /proc/stat's busy time over the affinity CPUs, less this process's own CPU, over
+    the wall time; an independent reading of what the engine's contention verdict sees.
+
+        with OthersCpu() as others:
+            ...
+        others.share  # 0..1
+    """
+
+    @staticmethod
+    def _busy(cpus) -> float:
+        busy = 0
+        with open("/proc/stat") as f:
+            for line in f:
+                name, *fields = line.split()
+                if name.startswith("cpu") and name[3:].isdigit() and int(name[3:]) in cpus:
+                    v = [int(x) for x in fields]
+                    busy += sum(v) - v[3] - v[4]  # all but idle and iowait
+        return busy / os.sysconf("SC_CLK_TCK")
+
+    def __enter__(self) -> "OthersCpu":
+        self.cpus = os.sched_getaffinity(0)
+        t = os.times()
+        self._t0, self._busy0, self._own0 = time.monotonic(), self._busy(self.cpus), t.user + t.system
+        return self
+
+    def __exit__(self, *exc) -> None:
+        t = os.times()
+        wall = max(1e-3, time.monotonic() - self._t0)
+        others = self._busy(self.cpus) - self._busy0 - (t.user + t.system - self._own0)
+        self.share = max(0.0, min(1.0, others / (wall * len(self.cpus))))
+
+
 def wait_ready(loader, at_least=1, timeout=60.0) -> dict:
     """Polls the engine until `at_least` batches are ready with no request
     pending (a loader that reads ahead: early start, the next epoch prepared)."""

@@ -126,7 +126,10 @@ def test_chromium_renders_stage_utilisation_and_pixels(loader_run, tmp_path):
     dom = chromium("--dump-dom", out.as_uri()).stdout
     assert 'class="series util-read"' in dom and 'class="series util-decode"' in dom
     assert ">utilisation (%)</text>" in dom
-    assert re.search(r'<span id="bottleneck">storage</span>', dom), run["verdict"]
+    # The page shows the run's verdict (a throttled read: storage, or on a machine busy with
+    # other processes, cpu contention; test_observe.py holds the classification itself).
+    assert re.search(r'<span id="bottleneck">([^<]*)</span>', dom)[1] == run["verdict"]["bottleneck"]
+    assert run["verdict"]["bottleneck"] in ("storage", "cpu contention"), run["verdict"]
     # The wait line has one vertex per batch.
     points = re.search(r'class="series wait"[^>]*points="([^"]*)"', dom)[1].split()
     assert len(points) == len(run["batches"]) == 12
