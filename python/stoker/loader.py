@@ -10,6 +10,7 @@ import contextlib
 import json
 import logging
 import os
+import re
 import threading
 import time
 import weakref
@@ -63,6 +64,53 @@ def storage_options(*, s3_endpoint=None, profile=None, region=None, retry_deadli
     if cache_bytes is not None:
         o.cache_bytes = int(cache_bytes)
     return o
+
+
+_PACKED_SHARD = re.compile(r"(.*)-\d{6}\.tar")
+
+
+def _packed_classes(sources: list[str]) -> list[str] | None:
+    """The class names `stoker pack` of a class-folder tree wrote beside its shards
+    (PREFIX.classes.json, src/cli/pack.cc), for local shards PREFIX-NNNNNN.tar or a
+    manifest listing them. None where the shards are of no such run, come from runs that
+    disagree, or are remote (one name list per dataset, read without the engine)."""
+    paths: list[str] = []
+    for source in sources:
+        if "://" in source:
+            return None
+        if source.endswith(".json") and os.path.isfile(source):  # a dataset manifest
+            try:
+                with open(source, encoding="utf-8") as f:
+                    entries = json.load(f).get("shards", [])
+                base = os.path.dirname(source)
+                paths += [p if os.path.isabs(p) or "://" in p else os.path.join(base, p)
+                          for p in (e.get("path", "") for e in entries if isinstance(e, dict))]
+            except (OSError, ValueError, AttributeError):
+                return None  # the engine says what is wrong with it
+        elif any(c in source for c in "*?[{"):
+            try:
+                paths += _stoker.expand_sources([source])
+            except _stoker.StokerError:
+                return None  # the engine says what is wrong with it
+        else:
+            paths.append(source)
+    prefixes = set()
+    for path in paths:
+        m = _PACKED_SHARD.fullmatch(path)
+        if not m:
+            return None
+        prefixes.add(m.group(1))
+    names = None
+    for prefix in sorted(prefixes):
+        try:
+            with open(prefix + ".classes.json", encoding="utf-8") as f:
+                these = json.load(f)
+        except (OSError, ValueError):
+            return None
+        if not (isinstance(these, list) and all(isinstance(n, str) for n in these)) or names not in (None, these):
+            return None
+        names = these
+    return names
 
 
 def _distributed_rank_world() -> tuple[int, int]:
@@ -417,7 +465,7 @@ class Loader:
         # A directory of class sub-directories: an image folder (C++ lists it
         # with the same rule; the names are listed here for `classes`).
         self._classes = (sorted(e.name for e in os.scandir(opt.sources[0]) if e.is_dir())
-                         if len(opt.sources) == 1 and os.path.isdir(opt.sources[0]) else None)
+                         if len(opt.sources) == 1 and os.path.isdir(opt.sources[0]) else _packed_classes(opt.sources))
         # Copies: one spec object may serve several fields.
         opt.fields = [spec.named(name) for name, spec in fields.items()]
         opt.batch_size = batch_size
@@ -555,7 +603,8 @@ class Loader:
     @property
     def classes(self) -> list[str] | None:
         """An image folder's class names (label i is classes[i], torchvision's
-        ImageFolder order); None for shards."""
+        ImageFolder order), or those of local shards `stoker pack` wrote from one
+        (PREFIX.classes.json beside them); None for other shards."""
         return self._classes
 
     @property
