@@ -356,6 +356,8 @@ class Loader:
     stage spans for ``save_trace(path)``.
     """
 
+    _upscale_checks = 8  # batches at whose delivery the upscale counts are still read (_tell_upscale)
+
     def __new__(cls, *args, workers: Any = None, **kwargs):
         _refuse_dataloader_arguments(cls, args, kwargs)
         # workers=stoker.RayWorkers(...): the batches are made by Ray actors
@@ -759,10 +761,35 @@ class Loader:
         bound (``max_bytes``, 0: every table stays), the tables loaded since
         the start (``loads``) and the shards. ``mode``: "indexed", or
         "stream" (``stream=True``) with ``stream``: its ``samples_per_epoch``,
-        ``shuffle_buffer`` (1: stream order) and why."""
+        ``shuffle_buffer`` (1: stream order) and why. ``image_upscales``: for each
+        image field whose resize can scale up (not ``resize="none"`` or
+        random_resized_crop), the ``images`` decoded so far, how many were
+        ``upscaled``, the first such image's ``first_size`` and the output
+        ``size``, both (H, W); most images upscaled is said once, at the first batch."""
         s = self._native.settings()
         s["changes"] = len(self._native.tune_log())
         return s
+
+    def _tell_upscale(self) -> None:
+        """Says once when an image field scales most of its images up (a default image()
+        turns 28x28 PNGs into 224x224): the engine counts them as it decodes
+        (pipeline/upscale_count.h); read at the first batches of the loader's life."""
+        self._upscale_checks -= 1
+        counted = False
+        for u in self._native.settings().get("image_upscales", []):
+            counted = counted or u["images"] > 0
+            if u["upscaled"] * 2 <= u["images"]:
+                continue
+            self._upscale_checks = 0
+            (h, w), (H, W) = u["first_size"], u["size"]
+            _log.warning(
+                "stoker: image field %r scales its images up: %d of the %d decoded so far are smaller than its "
+                "output, size=(%d, %d) (H, W)%s, e.g. (%d, %d), and are resized up to it; to keep their size pass "
+                "image((%d, %d), resize=\"none\") (every image must be that size), or a size nearer theirs",
+                u["field"], u["upscaled"], u["images"], H, W,
+                ", image()'s default" if (H, W) == (224, 224) else "", h, w, h, w)
+        if counted:
+            self._upscale_checks = 0  # decided on what the first batch held
 
     def _log_tuning(self) -> None:
         for change in self._native.take_tune_log():
@@ -862,6 +889,8 @@ class _EpochIterator:
                 self._loader = None
                 raise StopIteration
             loader._log_tuning()
+            if loader._upscale_checks > 0:
+                loader._tell_upscale()
             return loader._to_dict(item)
         native = loader._native
         before = _snapshot(native)
@@ -877,6 +906,8 @@ class _EpochIterator:
             obs.add_h2d(after.h2d_exposed_s - loader._h2d_exposed)
             loader._h2d_exposed = after.h2d_exposed_s
         loader._log_tuning()
+        if loader._upscale_checks > 0:
+            loader._tell_upscale()
         return batch
 
     def _stop(self) -> None:

@@ -63,6 +63,7 @@ class StreamLoader : public Loader {
         recorder_(data_.options.record_stats ? std::make_unique<Recorder>(data_.options.trace_spans) : nullptr),
         skips_(&data_.options, &data_.layout) {
     data_.recorder = recorder_.get();
+    data_.upscales = std::make_shared<UpscaleCounter>(data_.layout.fields.size());
     const LoaderOptions& o = data_.options;
     batches_ = o.samples_per_epoch / (static_cast<int64_t>(o.world_size) * o.batch_size);
     info_.dataset_samples = o.samples_per_epoch;
@@ -257,6 +258,7 @@ class StreamLoader : public Loader {
               std::to_string(o.samples_per_epoch) +
               " samples (samples_per_epoch) cut from one stream (stream=True: no index, no manifest; nothing "
               "is counted before the first batch)";
+    FillUpscales(data_.layout, data_.upscales.get(), &s);
     return s;
   }
   std::vector<TuneChange> TuneLog() const override { return {}; }

@@ -204,7 +204,7 @@ void StreamRun::Fail(Status st) {
 void StreamRun::DecodeLoop() {
   const LoaderOptions& o = data_->options;
   const BatchLayout& layout = data_->layout;
-  SampleDecoder decoder(&layout);
+  SampleDecoder decoder(&layout, data_->upscales.get());
   while (std::optional<DecodeTask> task = decode_queue_.Pop()) {
     StreamSample& s = task->sample;
     const SampleEntry entry = s.Entry();

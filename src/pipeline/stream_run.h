@@ -53,6 +53,7 @@
 #include "observe/recorder.h"
 #include "pipeline/batch_layout.h"
 #include "pipeline/shard_stream.h"
+#include "pipeline/upscale_count.h"
 #include "stoker/loader.h"
 
 namespace stoker {
@@ -63,6 +64,7 @@ struct StreamDataset {
   std::vector<std::string> shards;
   BatchLayout layout;
   Recorder* recorder = nullptr;  // null when record_stats is off; owned by the loader
+  std::shared_ptr<UpscaleCounter> upscales;  // image fields' upscaled images (upscale_count.h)
 };
 
 // A slot whose sample failed to decode.
