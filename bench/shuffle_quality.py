@@ -9,7 +9,10 @@ shards) the batch holds; the reference is the same count over uniform
 permutations of the same labels, drawn with numpy. A figure near 1.00x is a
 batch as mixed as a uniform shuffle's; the layout's limit shows below it.
 
-    python3 bench/shuffle_quality.py [--rows 4096 --classes 16 --batch 64 --epochs 3]
+    python3 bench/shuffle_quality.py [--rows 4096 --classes 16 --batch 64 --epochs 3] [--out FILE.md]
+
+With --out (bench/results/<UTC>-shuffle.md) the table is written there too, with the
+command and the date, for the README to cite.
 
 Benchmarks are not tests: nothing here fails. The tests keep the floors
 (tests/python/test_parquet_shuffle.py, tests/cpp/pipeline/block_mix_test.cc).
@@ -92,6 +95,7 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--epochs", type=int, default=3)
     ap.add_argument("--payload", type=int, default=2048, help="bytes of a Parquet row's blob column")
+    ap.add_argument("--out", help="also write the table to this file (bench/results/<UTC>-shuffle.md)")
     a = ap.parse_args()
     label = (np.arange(a.rows) * a.classes // a.rows).astype(np.int64)
     fields = {"cls": stoker.scalar(), "src": stoker.scalar()}
@@ -130,17 +134,28 @@ def main() -> None:
         for name, kw in tar_orders:
             stats = measure(lambda kw=kw: stoker.Loader(pattern, fields=fields, **{**common, **kw}), a.batch, a.epochs)
             rows.append(("tar", f"{shards} shards", name, *stats, uniform(label, a.batch), uniform(src, a.batch)))
-    print(f"{a.rows} rows sorted by label, {a.classes} labels, batch {a.batch}, {a.epochs} epochs; "
-          "distinct per full batch (x: of a uniform permutation's)")
+    lines = [f"{a.rows} rows sorted by label, {a.classes} labels, batch {a.batch}, {a.epochs} epochs; "
+             "distinct per full batch (x: of a uniform permutation's)"]
     head = ("source", "layout", "order", "labels", "x", "sources", "x", "s/epoch")
     widths = (8, 27, 31, 7, 6, 8, 6, 8)
-    print("  ".join(h.ljust(w) for h, w in zip(head, widths)))
+    lines.append("  ".join(h.ljust(w) for h, w in zip(head, widths)).rstrip())
     for kind, layout, order, lab, srcs, secs, u_lab, u_src in rows:
         cells = (kind, layout, order, f"{lab:.2f}", f"{lab / u_lab:.2f}", f"{srcs:.2f}", f"{srcs / u_src:.2f}",
                  f"{secs:.3f}")
-        print("  ".join(c.ljust(w) for c, w in zip(cells, widths)))
-    print(f"uniform permutation: {uniform(label, a.batch):.2f} labels per batch")
-
+        lines.append("  ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip())
+    lines.append(f"uniform permutation: {uniform(label, a.batch):.2f} labels per batch")
+    print("\n".join(lines))
+    if a.out:
+        import os
+        import platform
+        import sys
+        cmd = " ".join(["python3", "bench/shuffle_quality.py", *sys.argv[1:]])
+        Path(a.out).write_text(
+            f"# Shuffle quality per source kind\n\n"
+            f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, stoker {stoker.__version__}, "
+            f"{platform.machine()}, {os.cpu_count()} CPUs\n\n`{cmd}`\n\n```\n" + "\n".join(lines) + "\n```\n",
+            encoding="utf-8")
+        print(f"wrote {a.out}")
 
 if __name__ == "__main__":
     main()

@@ -83,7 +83,8 @@ QUICK_GRIDS = {"V": {"stoker": [(2, 2)], "dl_wds": [3], "dl_loose": [3], "spdl":
                "A": {"stoker": [(2, 2)], "dl_wds": [0]},
                "P": {"stoker": [(2, 2)], "dl_wds": [3]}, "C": {"stoker": [(2, 2)], "dl_wds": [3]}}
 NAMES = {"stoker": "stoker.Loader", "dl_wds": "DataLoader + webdataset", "dl_loose": "DataLoader, loose files",
-         "spdl": "SPDL pipeline", "dali": "DALI CPU pipeline", "stoker_norec": "stoker, recording off", "stoker_box": "stoker, resample='box'"}
+         "spdl": "SPDL pipeline", "dali": "DALI CPU pipeline", "stoker_norec": "stoker, recording off",
+         "stoker_rec": "stoker, recording on", "stoker_box": "stoker, resample='box'"}
 NOT_AVAILABLE = {
     "T": "T (tokens): run on its own with `bash bench/run.sh --workloads T` (bench/tokens.py)",
 }
@@ -391,7 +392,9 @@ def factory(w: dict, data: dict, kind: str, setting):
     if kind == "stoker":
         return peers.stoker_loader(w, shards, *setting)
     if kind == "stoker_norec":
-        return peers.stoker_loader(w, shards, *setting, observe=False, record_stats=False)
+        return peers.stoker_loader(w, shards, *setting, observe=False, record_stats=False, autotune=False)
+    if kind == "stoker_rec":  # the overhead pair's "on": as stoker_norec but for the recording
+        return peers.stoker_loader(w, shards, *setting, autotune=False)
     if kind == "stoker_box":
         return peers.stoker_loader(w, shards, *setting, resample="box")
     if kind == "dl_wds":
@@ -633,18 +636,27 @@ def bench_workload(wname: str, args, cores: int) -> dict:
 
     # recording overhead (issue 3): stoker with its recorder + observer on vs both off
     if "stoker" in kinds and wname == "V":  # V: epochs long enough to resolve 2%
-        on, off = alternated_pairs(w, data, "stoker", "stoker_norec", res["best"]["stoker"],
-                                   3 if args.quick else 6)
+        # Both with autotune=False: recording off also stops the controller (it reads the
+        # recorder), so with it on the pair would compare two configurations, not the recording.
+        # 8 pairs in --quick: its epochs are 12 batches, and 3 pairs could not resolve 2%.
+        on, off = alternated_pairs(w, data, "stoker_rec", "stoker_norec", res["best"]["stoker"],
+                                   8 if args.quick else 6)
         ratios = [b["steady_rate"] / a["steady_rate"] - 1 for a, b in zip(on, off)]
+        # The process's CPU seconds for the same epoch, on / off - 1: what recording costs in
+        # work, which other processes on the machine do not move as they move the rate.
+        cpu = [a["cpu_s"] / b["cpu_s"] - 1 for a, b in zip(on, off)]
         res["recording_overhead"] = {
             "on": common.summarize([x["steady_rate"] for x in on]).as_dict(),
             "off": common.summarize([x["steady_rate"] for x in off]).as_dict(),
             "overhead": common.summarize(ratios).as_dict(),
+            "cpu_overhead": common.summarize(cpu).as_dict(),
             "other_cpu_cores": statistics.median(x["other_cpu_cores"] for x in on + off),
-            "how": "off = stoker.Loader(observe=False) with LoaderOptions.record_stats=False; "
-                   "overhead = median over alternated pairs of off/on - 1"}
+            "how": "on = stoker.Loader(observe=True, window=100000, autotune=False); off = the same with "
+                   "observe=False, record_stats=False; overhead = median over alternated pairs of off/on - 1 "
+                   "(steady rate); cpu_overhead = median of on/off - 1 (process CPU seconds of the epoch)"}
         print(f"  recording overhead: {100 * statistics.median(ratios):+.1f}% "
-              f"[{100 * min(ratios):+.1f}..{100 * max(ratios):+.1f}]", flush=True)
+              f"[{100 * min(ratios):+.1f}..{100 * max(ratios):+.1f}], CPU {100 * statistics.median(cpu):+.1f}% "
+              f"[{100 * min(cpu):+.1f}..{100 * max(cpu):+.1f}]", flush=True)
 
     # issue 8's "V throughput no lower than today's": the loader with its default (torchvision-
     # exact) resize against the same loader with the older box path, alternated pairs
@@ -865,6 +877,11 @@ def analyse(res: dict, cores: int) -> dict:
             target("recording overhead (observer + stage recorder on vs off) < 2%",
                    {"median": abs(o["median"]), "min": o["min"], "max": o["max"]}, 0.02, le=True,
                    note="value = |median of off/on − 1| over alternated pairs; min/max signed")
+            if "cpu_overhead" in res["recording_overhead"]:
+                c = res["recording_overhead"]["cpu_overhead"]
+                target("(context) recording overhead in the process's CPU seconds < 2%",
+                       {"median": abs(c["median"]), "min": c["min"], "max": c["max"]}, 0.02, le=True,
+                       note="value = |median of on/off − 1| of the epoch's CPU seconds; min/max signed")
     return out
 
 
@@ -918,7 +935,10 @@ def markdown(payload: dict) -> str:
             o = wl["recording_overhead"]
             lines.append(f"| stoker, recording off (vs on: {fmt_rate(o['on'])}) | {fmt_rate(o['off'])} | "
                          f"overhead {100 * o['overhead']['median']:+.1f}% [{100 * o['overhead']['min']:+.1f}…"
-                         f"{100 * o['overhead']['max']:+.1f}] | | | | | | | | | | {o['other_cpu_cores']:.2f} |")
+                         f"{100 * o['overhead']['max']:+.1f}]"
+                         + (f", CPU {100 * o['cpu_overhead']['median']:+.1f}% [{100 * o['cpu_overhead']['min']:+.1f}…"
+                            f"{100 * o['cpu_overhead']['max']:+.1f}]" if "cpu_overhead" in o else "")
+                         + f" | | | | | | | | | | {o['other_cpu_cores']:.2f} |")
         if "exact_vs_box" in wl:
             o = wl["exact_vs_box"]
             lines.append(f"| stoker, resample='box' (vs default, exact: {fmt_rate(o['exact'])}) | {fmt_rate(o['box'])} | "

@@ -39,6 +39,16 @@ struct LoaderSettings {
   uint64_t index_shards = 0;
   std::string index_from;          // where the shards' counts came from ("the manifest ...", "20 index sidecars")
   uint64_t index_remote_read = 0;  // remote shards read whole to count their samples (no sidecar, no manifest)
+  // Image fields whose resize can scale up (not resize="none" or
+  // random_resized_crop): images decoded on the CPU so far, how many of them
+  // were scaled up, and the first such image's size (pipeline/upscale_count.h).
+  struct Upscale {
+    std::string field;
+    uint64_t images = 0, upscaled = 0;
+    int first_width = 0, first_height = 0;
+    int height = 0, width = 0;  // the field's output size
+  };
+  std::vector<Upscale> upscales;
 };
 
 // One change the controller made, with the evidence it acted on.

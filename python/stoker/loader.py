@@ -10,6 +10,7 @@ import contextlib
 import json
 import logging
 import os
+import re
 import threading
 import time
 import weakref
@@ -63,6 +64,53 @@ def storage_options(*, s3_endpoint=None, profile=None, region=None, retry_deadli
     if cache_bytes is not None:
         o.cache_bytes = int(cache_bytes)
     return o
+
+
+_PACKED_SHARD = re.compile(r"(.*)-\d{6}\.tar")
+
+
+def _packed_classes(sources: list[str]) -> list[str] | None:
+    """The class names `stoker pack` of a class-folder tree wrote beside its shards
+    (PREFIX.classes.json, src/cli/pack.cc), for local shards PREFIX-NNNNNN.tar or a
+    manifest listing them. None where the shards are of no such run, come from runs that
+    disagree, or are remote (one name list per dataset, read without the engine)."""
+    paths: list[str] = []
+    for source in sources:
+        if "://" in source:
+            return None
+        if source.endswith(".json") and os.path.isfile(source):  # a dataset manifest
+            try:
+                with open(source, encoding="utf-8") as f:
+                    entries = json.load(f).get("shards", [])
+                base = os.path.dirname(source)
+                paths += [p if os.path.isabs(p) or "://" in p else os.path.join(base, p)
+                          for p in (e.get("path", "") for e in entries if isinstance(e, dict))]
+            except (OSError, ValueError, AttributeError):
+                return None  # the engine says what is wrong with it
+        elif any(c in source for c in "*?[{"):
+            try:
+                paths += _stoker.expand_sources([source])
+            except _stoker.StokerError:
+                return None  # the engine says what is wrong with it
+        else:
+            paths.append(source)
+    prefixes = set()
+    for path in paths:
+        m = _PACKED_SHARD.fullmatch(path)
+        if not m:
+            return None
+        prefixes.add(m.group(1))
+    names = None
+    for prefix in sorted(prefixes):
+        try:
+            with open(prefix + ".classes.json", encoding="utf-8") as f:
+                these = json.load(f)
+        except (OSError, ValueError):
+            return None
+        if not (isinstance(these, list) and all(isinstance(n, str) for n in these)) or names not in (None, these):
+            return None
+        names = these
+    return names
 
 
 def _distributed_rank_world() -> tuple[int, int]:
@@ -308,6 +356,8 @@ class Loader:
     stage spans for ``save_trace(path)``.
     """
 
+    _upscale_checks = 8  # batches at whose delivery the upscale counts are still read (_tell_upscale)
+
     def __new__(cls, *args, workers: Any = None, **kwargs):
         _refuse_dataloader_arguments(cls, args, kwargs)
         # workers=stoker.RayWorkers(...): the batches are made by Ray actors
@@ -421,7 +471,7 @@ class Loader:
         # A directory of class sub-directories: an image folder (C++ lists it
         # with the same rule; the names are listed here for `classes`).
         self._classes = (sorted(e.name for e in os.scandir(opt.sources[0]) if e.is_dir())
-                         if len(opt.sources) == 1 and os.path.isdir(opt.sources[0]) else None)
+                         if len(opt.sources) == 1 and os.path.isdir(opt.sources[0]) else _packed_classes(opt.sources))
         # Copies: one spec object may serve several fields.
         opt.fields = [spec.named(name) for name, spec in fields.items()]
         opt.batch_size = batch_size
@@ -561,7 +611,8 @@ class Loader:
     @property
     def classes(self) -> list[str] | None:
         """An image folder's class names (label i is classes[i], torchvision's
-        ImageFolder order); None for shards."""
+        ImageFolder order), or those of local shards `stoker pack` wrote from one
+        (PREFIX.classes.json beside them); None for other shards."""
         return self._classes
 
     @property
@@ -716,10 +767,35 @@ class Loader:
         bound (``max_bytes``, 0: every table stays), the tables loaded since
         the start (``loads``) and the shards. ``mode``: "indexed", or
         "stream" (``stream=True``) with ``stream``: its ``samples_per_epoch``,
-        ``shuffle_buffer`` (1: stream order) and why."""
+        ``shuffle_buffer`` (1: stream order) and why. ``image_upscales``: for each
+        image field whose resize can scale up (not ``resize="none"`` or
+        random_resized_crop), the ``images`` decoded so far, how many were
+        ``upscaled``, the first such image's ``first_size`` and the output
+        ``size``, both (H, W); most images upscaled is said once, at the first batch."""
         s = self._native.settings()
         s["changes"] = len(self._native.tune_log())
         return s
+
+    def _tell_upscale(self) -> None:
+        """Says once when an image field scales most of its images up (a default image()
+        turns 28x28 PNGs into 224x224): the engine counts them as it decodes
+        (pipeline/upscale_count.h); read at the first batches of the loader's life."""
+        self._upscale_checks -= 1
+        counted = False
+        for u in self._native.settings().get("image_upscales", []):
+            counted = counted or u["images"] > 0
+            if u["upscaled"] * 2 <= u["images"]:
+                continue
+            self._upscale_checks = 0
+            (h, w), (H, W) = u["first_size"], u["size"]
+            _log.warning(
+                "stoker: image field %r scales its images up: %d of the %d decoded so far are smaller than its "
+                "output, size=(%d, %d) (H, W)%s, e.g. (%d, %d), and are resized up to it; to keep their size pass "
+                "image((%d, %d), resize=\"none\") (every image must be that size), or a size nearer theirs",
+                u["field"], u["upscaled"], u["images"], H, W,
+                ", image()'s default" if (H, W) == (224, 224) else "", h, w, h, w)
+        if counted:
+            self._upscale_checks = 0  # decided on what the first batch held
 
     def _log_tuning(self) -> None:
         for change in self._native.take_tune_log():
@@ -819,6 +895,8 @@ class _EpochIterator:
                 self._loader = None
                 raise StopIteration
             loader._log_tuning()
+            if loader._upscale_checks > 0:
+                loader._tell_upscale()
             return loader._to_dict(item)
         native = loader._native
         before = _snapshot(native)
@@ -834,6 +912,8 @@ class _EpochIterator:
             obs.add_h2d(after.h2d_exposed_s - loader._h2d_exposed)
             loader._h2d_exposed = after.h2d_exposed_s
         loader._log_tuning()
+        if loader._upscale_checks > 0:
+            loader._tell_upscale()
         return batch
 
     def _stop(self) -> None:

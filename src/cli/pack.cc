@@ -10,7 +10,10 @@
 //    class's index, classes sorted by name). The key is the file's path
 //    relative to DIR up to the first dot of its name: the key the loader
 //    gives the same file read as an image folder (pipeline/image_folder.h),
-//    so a packed folder and the folder name their samples alike.
+//    so a packed folder and the folder name their samples alike. The class
+//    names go beside the shards as OUT_PREFIX.classes.json (a JSON list, name
+//    i for label i), where a loader over the shards reads them back as its
+//    `classes`, as it lists an image folder's (issue 44).
 // Samples go in natural name order, or a seeded shuffle. Each shard gets its
 // sidecar index, and the output folder its dataset manifest
 // (stoker-manifest.json, from the writer's own counts, other prefixes' shards
@@ -29,10 +32,17 @@
 #include "cli/progress.h"
 #include "cli/shard_writer.h"
 #include "core/file.h"
+#include "formats/text_check.h"
+
+#include <nlohmann/json.hpp>
 
 namespace stoker::cli {
 namespace fs = std::filesystem;
 namespace {
+
+// Beside the shards: the class names of a class-folder tree, read back by
+// python/stoker/loader.py (Loader.classes).
+constexpr char kClassesSuffix[] = ".classes.json";
 
 struct SourceMember {
   std::string name;         // member name in the shard
@@ -151,6 +161,30 @@ Result<std::vector<SourceSample>> ListClasses(const std::vector<fs::directory_en
   return samples;
 }
 
+// OUT_PREFIX.classes.json: the class names by label, so the shards keep what
+// the folder's sub-directory names said. A run of another layout removes
+// the file an earlier run of the prefix left, so no stale names are read.
+Status WriteClasses(const std::string& out_prefix, const std::vector<fs::directory_entry>* class_dirs) {
+  const std::string path = out_prefix + kClassesSuffix;
+  if (class_dirs == nullptr) {
+    std::error_code ec;
+    fs::remove(path, ec);
+    if (ec) return IoError(path + ": cannot remove the classes of an earlier run: " + ec.message());
+    return Status::Ok();
+  }
+  nlohmann::json names = nlohmann::json::array();
+  for (const auto& d : *class_dirs) {
+    const std::string name = d.path().filename().string();
+    // A JSON string holds only UTF-8.
+    if (Status utf8 = CheckUtf8({reinterpret_cast<const uint8_t*>(name.data()), name.size()}); !utf8.ok()) {
+      return InvalidArgument(d.path().string() + ": the class name is not UTF-8 and cannot be stored in " + path);
+    }
+    names.push_back(name);
+  }
+  const std::string text = names.dump() + "\n";
+  return WriteWholeFile(path, {reinterpret_cast<const uint8_t*>(text.data()), text.size()});
+}
+
 }  // namespace
 
 Status RunPack(const PackOptions& opt) {
@@ -167,6 +201,12 @@ Status RunPack(const PackOptions& opt) {
   if (layout == "sa1b") {
     STOKER_ASSIGN_OR_RETURN(samples, ListSa1b(files, opt.rename_wds));
   } else if (layout == "classes") {
+    // Labels in torchvision ImageFolder's order, as an image folder read by
+    // the loader gives them: class names sorted by byte (c10 before c2), not
+    // in the natural order the samples take.
+    std::sort(dirs.begin(), dirs.end(), [](const fs::directory_entry& a, const fs::directory_entry& b) {
+      return a.path().filename().string() < b.path().filename().string();
+    });
     STOKER_ASSIGN_OR_RETURN(samples, ListClasses(dirs));
   } else {
     return InvalidArgument("unknown layout '" + layout + "': use auto, sa1b or classes");
@@ -217,6 +257,7 @@ Status RunPack(const PackOptions& opt) {
   }
   STOKER_RETURN_IF_ERROR(writer.Finish());
   progress.Finish();
+  STOKER_RETURN_IF_ERROR(WriteClasses(opt.out_prefix, layout == "classes" ? &dirs : nullptr));
   // A glob over the prefix would mix in shards of an earlier, larger run.
   char next[32];
   std::snprintf(next, sizeof(next), "-%06zu.tar", writer.shard_paths().size());

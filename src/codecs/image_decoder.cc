@@ -14,6 +14,8 @@ namespace stoker {
 Status ImageDecoder::DecodeInto(std::span<const uint8_t> bytes, const ImageSpec& spec, uint64_t sample_seed,
                                 std::span<uint8_t> out) {
   int w = 0, h = 0;
+  last_width_ = last_height_ = 0;
+  last_jpeg_ = false;
   switch (SniffImageFormat(bytes)) {
     case ImageFormat::kPng:
       STOKER_RETURN_IF_ERROR(DecodePngRgb(bytes, scratch_.full_rgb, &w, &h));
@@ -22,9 +24,18 @@ Status ImageDecoder::DecodeInto(std::span<const uint8_t> bytes, const ImageSpec&
       STOKER_RETURN_IF_ERROR(DecodeWebpRgb(bytes, scratch_.full_rgb, &w, &h));
       break;
     default:
+      last_jpeg_ = true;
       return jpeg_.DecodeInto(bytes, spec, sample_seed, out);
   }
+  last_width_ = w;
+  last_height_ = h;
   return FullRgbToOutput(scratch_.full_rgb.data(), w, h, spec, sample_seed, scratch_, out);
+}
+
+void ImageDecoder::LastSize(int* width, int* height) const {
+  if (last_jpeg_) return jpeg_.LastSize(width, height);
+  *width = last_width_;
+  *height = last_height_;
 }
 
 Status ImageDecoder::DecodeRgb(std::span<const uint8_t> bytes, std::vector<uint8_t>* rgb, int* width,

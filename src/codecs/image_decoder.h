@@ -25,6 +25,9 @@ class ImageDecoder {
   // Decodes `bytes`, applies spec, writes spec.OutputBytes() bytes to out.
   Status DecodeInto(std::span<const uint8_t> bytes, const ImageSpec& spec, uint64_t sample_seed,
                     std::span<uint8_t> out);
+  // The source size of the last DecodeInto's image; 0 x 0 where it is not
+  // known (JpegDecoder::LastSize).
+  void LastSize(int* width, int* height) const;
   // Full-size RGB (HWC uint8), no transform.
   Status DecodeRgb(std::span<const uint8_t> bytes, std::vector<uint8_t>* rgb, int* width, int* height);
   // Width and height from the header (PNG/WebP decode it whole: rarely hot).
@@ -35,6 +38,8 @@ class ImageDecoder {
  private:
   JpegDecoder jpeg_;
   DecodeScratch scratch_;
+  int last_width_ = 0, last_height_ = 0;  // PNG/WebP; JPEG's are jpeg_'s
+  bool last_jpeg_ = false;
 };
 
 }  // namespace stoker

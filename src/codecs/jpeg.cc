@@ -66,6 +66,7 @@ struct JpegDecoder::Impl {
   bool region_decode = true;  // SetRegionDecode(false): TurboJPEG path only
   DecodeScratch scratch;      // grown to the largest image seen and kept
   GeometryResample resample_plan;  // the Pillow-exact path's plan, reused
+  int last_width = 0, last_height = 0;  // LastSize: set by ReadHeader
 
   struct Header {
     int width, height, subsamp, colorspace;
@@ -90,6 +91,8 @@ struct JpegDecoder::Impl {
       h.libjpeg = true;
     }
     if (h.width <= 0 || h.height <= 0) return DataLoss("JPEG has no pixels");
+    last_width = h.width;
+    last_height = h.height;
     return h;
   }
 
@@ -180,8 +183,14 @@ Status JpegDecoder::DecodeRgbIntoOnce(std::span<const uint8_t> jpeg, std::span<u
   return impl_->DecodeRgbScaled(jpeg, h, 1, h.width, h.height, out.data());
 }
 
+void JpegDecoder::LastSize(int* width, int* height) const {
+  *width = impl_->last_width;
+  *height = impl_->last_height;
+}
+
 Status JpegDecoder::DecodeIntoOnce(std::span<const uint8_t> jpeg, const ImageSpec& spec, uint64_t sample_seed,
                                    std::span<uint8_t> out) {
+  impl_->last_width = impl_->last_height = 0;
   STOKER_RETURN_IF_ERROR(spec.Validate());
   if (out.size() != spec.OutputBytes()) {
     return InvalidArgument("output slot has " + std::to_string(out.size()) + " bytes, spec needs " +

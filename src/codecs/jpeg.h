@@ -58,6 +58,11 @@ class JpegDecoder {
   Status DecodeInto(std::span<const uint8_t> jpeg, const ImageSpec& spec, uint64_t sample_seed,
                     std::span<uint8_t> out);
 
+  // The size of the last DecodeInto's image, where the path it took read the
+  // header through ReadHeader (TurboJPEG's paths); 0 x 0 otherwise (the box
+  // filter's libjpeg region path, or a header that failed).
+  void LastSize(int* width, int* height) const;
+
   // false: every DecodeInto takes the TurboJPEG full-plane path (decode the
   // whole image, then crop). Same pixels, slower: for tests and benchmarks.
   void SetRegionDecode(bool enabled);

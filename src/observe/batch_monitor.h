@@ -22,8 +22,9 @@
 // the batch long before Python got it is consumer-side (GIL, Python work).
 // Without evidence (a wrapped torch DataLoader) the cause says so.
 //
-// Costs: OnWait is O(window) (a median for the slow threshold); Stats and
-// Diagnose are O(window log window). Nothing allocates per batch.
+// Costs: OnWait is O(log window) (the slow threshold's median is kept in two
+// sorted halves of the window; one set node a batch, the oldest's freed);
+// Stats and Diagnose are O(window log window), once a summary.
 //
 // Thread-safety: none inside. A monitor belongs to the one thread that
 // consumes batches (the training loop); callers that share one serialise.
@@ -32,6 +33,7 @@
 #include <array>
 #include <cstdint>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -227,6 +229,10 @@ class BatchMonitor {
   explicit BatchMonitor(MonitorOptions options);
   Record& At(int i);              // i-th oldest record in the window
   const Record& At(int i) const;
+  void InsertWait(double w);
+  void EraseWait(double w);
+  void Rebalance();
+  double WindowMedian() const;
 
   MonitorOptions options_;
   std::vector<Record> ring_;      // grows to options_.window, oldest at head_
@@ -236,6 +242,8 @@ class BatchMonitor {
   Totals totals_;
   std::array<uint64_t, LatencyHistogram::kBuckets> latency_seen_{};  // every read in evidence so far
   mutable std::vector<double> scratch_;  // for percentiles; sized once
+  // The window's waits in two sorted halves (the rolling median, see InsertWait).
+  std::multiset<double> lo_, hi_;
 };
 
 }  // namespace stoker

@@ -591,7 +591,7 @@ bool EpochRun::ReadParquetRows(const ReadTask& task, uint32_t thread) {
 }
 
 void EpochRun::DecodeLoop(uint32_t thread) {
-  SampleDecoder decoder(&data_->layout);
+  SampleDecoder decoder(&data_->layout, data_->upscales.get());
   const int me = static_cast<int>(thread) - 1 - max_readers_;
   while (AwaitTurn(me, active_decoders_)) {
     std::optional<DecodeTask> task = decode_queue_.Pop();

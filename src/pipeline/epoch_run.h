@@ -88,6 +88,7 @@
 #include "pipeline/shard_files.h"
 #include "pipeline/shard_index_cache.h"
 #include "pipeline/token_source.h"
+#include "pipeline/upscale_count.h"
 #include "formats/parquet_file.h"
 #include "formats/sample_index.h"
 #include "stoker/loader.h"
@@ -225,6 +226,8 @@ struct Dataset {
   // The CPUs this loader counted when made (core/cpu_share.h): the defaults
   // that scale with cores start from cpu.cores; Settings() says where it came from.
   CpuShare cpu;
+  // Image fields' upscaled images, counted by the decoders (upscale_count.h).
+  std::shared_ptr<UpscaleCounter> upscales;
 };
 
 class SampleDecoder;

@@ -173,6 +173,7 @@ class LoaderImpl : public Loader {
         recorder_(data_.options.record_stats ? std::make_unique<Recorder>(data_.options.trace_spans) : nullptr),
         tune_config_(tune) {
     data_.recorder = recorder_.get();
+    data_.upscales = std::make_shared<UpscaleCounter>(data_.layout.fields.size());
     // Tuning reads the recorder's evidence: without recording, or with every
     // knob fixed, the settings stay as they start.
     const bool movable = std::any_of(tune.fixed.begin(), tune.fixed.end(), [](bool f) { return !f; });
@@ -515,6 +516,7 @@ class LoaderImpl : public Loader {
     } else {
       s.gpu_share_why = data_.gpu_why_not;
     }
+    FillUpscales(data_.layout, data_.upscales.get(), &s);
     return s;
   }
   std::vector<TuneChange> TuneLog() const override { return changes_; }

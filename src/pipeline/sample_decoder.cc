@@ -6,6 +6,7 @@
 #include "formats/npy.h"
 #include "formats/text_check.h"
 #include "formats/zip.h"
+#include "codecs/sample_geometry.h"
 #include "observe/clock.h"
 #include "pipeline/gpu_decode.h"
 #include "pipeline/planner.h"
@@ -99,6 +100,17 @@ Status SampleDecoder::Decode(const std::string& shard, SampleView entry, std::sp
   return Status::Ok();
 }
 
+// Scaled up: the resize makes the source region larger on a side (the
+// geometry the decoder took, recomputed: arithmetic only in counted modes).
+void SampleDecoder::NoteUpscale(size_t f, const ImageSpec& spec, uint64_t seed) {
+  int w = 0, h = 0;
+  image_.LastSize(&w, &h);
+  if (w <= 0 || h <= 0) return;  // the path did not say (the box filter's region decode)
+  Result<SampleGeometry> g = PlanSample(spec, w, h, seed);
+  if (!g.ok()) return;
+  upscales_->Note(f, g->resized_w > g->crop_w || g->resized_h > g->crop_h, w, h);
+}
+
 Status SampleDecoder::DecodeField(size_t f, const MemberView& member, std::span<const uint8_t> data,
                                   uint8_t* batch_buffer, int slot, uint64_t seed, const GpuSlot* gpu) {
   const FieldLayout& field = layout_->fields[f];
@@ -111,7 +123,11 @@ Status SampleDecoder::DecodeField(size_t f, const MemberView& member, std::span<
           gpu->decode->Stage(f, data, seed, slot, out, static_cast<uint64_t>(out.data() - batch_buffer), gpu->jobs)) {
         return Status::Ok();
       }
-      if (!gpu_field) return image_.DecodeInto(data, field.spec.image, seed, out);
+      if (!gpu_field) {
+        STOKER_RETURN_IF_ERROR(image_.DecodeInto(data, field.spec.image, seed, out));
+        if (upscales_ && UpscaleCounter::Counts(field.spec.image)) NoteUpscale(f, field.spec.image, seed);
+        return Status::Ok();
+      }
       const uint64_t begin = NowNs();  // the split weighs the CPU's time per image
       Status st = image_.DecodeInto(data, field.spec.image, seed, out);
       gpu->decode->CpuDecoded(NowNs() - begin);

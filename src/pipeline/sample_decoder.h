@@ -15,6 +15,7 @@
 #include "formats/sample_index.h"
 #include "pipeline/batch_layout.h"
 #include "pipeline/direct_arrays.h"
+#include "pipeline/upscale_count.h"
 
 namespace stoker {
 
@@ -32,7 +33,9 @@ struct GpuSlot {
 
 class SampleDecoder {
  public:
-  explicit SampleDecoder(const BatchLayout* layout) : layout_(layout) {}
+  // `upscales` (optional, indexed by field): counts the images scaled up.
+  explicit SampleDecoder(const BatchLayout* layout, UpscaleCounter* upscales = nullptr)
+      : layout_(layout), upscales_(upscales) {}
 
   // `bytes` holds the sample's [entry.begin, entry.end) range of `shard`,
   // except `direct`: ranges the reader placed in their slots instead (see
@@ -46,9 +49,11 @@ class SampleDecoder {
  private:
   Status DecodeField(size_t f, const MemberView& member, std::span<const uint8_t> data, uint8_t* batch_buffer,
                      int slot, uint64_t seed, const GpuSlot* gpu);
+  void NoteUpscale(size_t f, const ImageSpec& spec, uint64_t seed);
   Status DecodeNpz(const FieldLayout& field, std::span<const uint8_t> data, uint8_t* batch_buffer, int slot);
 
   const BatchLayout* layout_;
+  UpscaleCounter* upscales_;
   ImageDecoder image_;  // JPEG, PNG or WebP, by content
   std::vector<uint8_t> scratch_;
 };

@@ -72,6 +72,7 @@ class StreamLoader : public Loader {
     // knob fixed, the settings stay as they start (as the indexed loader's).
     const bool movable = std::any_of(tune.fixed.begin(), tune.fixed.end(), [](bool f) { return !f; });
     if (data_.options.autotune && recorder_ && movable) tuner_.emplace(std::move(tune));
+    data_.upscales = std::make_shared<UpscaleCounter>(data_.layout.fields.size());
     const LoaderOptions& o = data_.options;
     batches_ = o.samples_per_epoch / (static_cast<int64_t>(o.world_size) * o.batch_size);
     data_.epoch_batches = std::max<int64_t>(1, batches_);
@@ -270,6 +271,7 @@ class StreamLoader : public Loader {
               std::to_string(o.samples_per_epoch) +
               " samples (samples_per_epoch) cut from one stream (stream=True: no index, no manifest; nothing "
               "is counted before the first batch)";
+    FillUpscales(data_.layout, data_.upscales.get(), &s);
     return s;
   }
   std::vector<TuneChange> TuneLog() const override { return changes_; }

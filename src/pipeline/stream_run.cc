@@ -255,7 +255,7 @@ void StreamRun::Fail(Status st) {
 void StreamRun::DecodeLoop(int i, uint32_t thread) {
   const LoaderOptions& o = data_->options;
   const BatchLayout& layout = data_->layout;
-  SampleDecoder decoder(&layout);
+  SampleDecoder decoder(&layout, data_->upscales.get());
   while (AwaitTurn(i)) {
     std::optional<DecodeTask> task = decode_queue_.Pop();
     if (!task) break;

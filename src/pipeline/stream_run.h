@@ -54,6 +54,7 @@
 #include "pipeline/autotune.h"
 #include "pipeline/batch_layout.h"
 #include "pipeline/shard_stream.h"
+#include "pipeline/upscale_count.h"
 #include "stoker/loader.h"
 
 namespace stoker {
@@ -68,6 +69,7 @@ struct StreamDataset {
   // The tuner's settings in effect (decode threads, prefetch; the loader's to
   // change, then StreamRun::Apply) and their ceilings (tune_config.h).
   TuneSettings tuned, tune_max;
+  std::shared_ptr<UpscaleCounter> upscales;  // image fields' upscaled images (upscale_count.h)
 };
 
 // A slot whose sample failed to decode.

@@ -498,6 +498,17 @@ void RegisterLoader(nb::module_& m) {
                index["remote_read_whole"] = s.index_remote_read;
                d["index"] = index;
              }
+             nb::list upscales;  // image fields that can scale up: images so far, upscaled, the first one's size
+             for (const LoaderSettings::Upscale& u : s.upscales) {
+               nb::dict e;
+               e["field"] = u.field;
+               e["images"] = u.images;
+               e["upscaled"] = u.upscaled;
+               e["first_size"] = nb::make_tuple(u.first_height, u.first_width);  // (H, W), as image() takes sizes
+               e["size"] = nb::make_tuple(u.height, u.width);
+               upscales.append(e);
+             }
+             d["image_upscales"] = upscales;
              nb::list fixed;
              for (const std::string& k : s.fixed) fixed.append(k);
              d["fixed"] = fixed;

@@ -205,3 +205,63 @@ def test_a_flat_folder_of_images_points_to_the_layout_and_pack(tmp_path):
     with pytest.raises(ValueError) as e:
         stoker.Loader(str(tmp_path), {"png": stoker.image(8)}, batch_size=2)
     assert "holds 3 images but no class sub-directories" in str(e.value) and "stoker pack" in str(e.value)
+
+
+@pytest.fixture(scope="module")
+def small_pngs(tmp_path_factory):
+    """MNIST-like: 28x28 PNGs (Pillow-written), 40 samples in one shard."""
+    import io
+
+    import numpy as np
+    import webdataset as wds
+    from PIL import Image
+
+    d = tmp_path_factory.mktemp("small_pngs")
+    rng = np.random.default_rng(3)
+    with wds.TarWriter(str(d / "mnist-000000.tar")) as sink:
+        for i in range(40):
+            buf = io.BytesIO()
+            Image.fromarray(rng.integers(0, 256, (28, 28), dtype=np.uint8)).save(buf, format="PNG")
+            sink.write({"__key__": f"m{i:03d}", "png": buf.getvalue(), "cls": str(i % 10).encode()})
+    return str(d / "mnist-000000.tar"), Image.open(io.BytesIO(buf.getvalue())).size
+
+
+def _upscale_lines(caplog, loader, epochs=2):
+    with caplog.at_level(logging.WARNING, logger="stoker"):
+        caplog.clear()
+        for _ in range(epochs):
+            for _ in loader:
+                pass
+        return [r.getMessage() for r in caplog.records if "scales its images up" in r.getMessage()]
+
+
+def test_a_default_image_upscaling_small_pngs_warns_once_with_the_fix(small_pngs, caplog):
+    pattern, (w, h) = small_pngs  # Pillow's size: (W, H)
+    loader = stoker.Loader(pattern, {"png": stoker.image(), "cls": stoker.scalar()}, batch_size=16, output="numpy")
+    lines = _upscale_lines(caplog, loader)
+    assert len(lines) == 1, lines  # once over two epochs
+    assert "'png'" in lines[0] and "size=(224, 224) (H, W), image()'s default" in lines[0], lines[0]
+    assert f"e.g. ({h}, {w})" in lines[0] and f'image(({h}, {w}), resize="none")' in lines[0], lines[0]
+    # The engine's counts: every image decoded (two epochs, and the next one's first batches
+    # made ahead) was scaled up, the first of them Pillow's size.
+    [counts] = loader.settings["image_upscales"]
+    assert counts["images"] >= 80 and counts["upscaled"] == counts["images"], counts
+    assert (counts["field"], counts["first_size"], counts["size"]) == ("png", (h, w), (224, 224))
+
+
+def test_jpegs_smaller_than_the_output_warn_too(shards, caplog):
+    pattern, _ = shards  # 40 wide, 32 high (every third 32 wide, 40 high): JPEG header sizes
+    loader = stoker.Loader(pattern, {"jpg": stoker.image(64)}, batch_size=50, output="numpy")
+    lines = _upscale_lines(caplog, loader, epochs=1)
+    assert len(lines) == 1 and "'jpg'" in lines[0] and "size=(64, 64) (H, W)," in lines[0], lines
+    assert "e.g. (32, 40)" in lines[0] or "e.g. (40, 32)" in lines[0], lines[0]
+
+
+@pytest.mark.parametrize("spec", [lambda: stoker.image((28, 28), resize="none"), lambda: stoker.image(16),
+                                  lambda: stoker.image(28), lambda: stoker.image(64, resize="random_resized_crop")])
+def test_no_upscale_warning_where_the_images_keep_or_lose_size(small_pngs, caplog, spec):
+    # resize="none", a smaller or equal size, and random_resized_crop (whose crops are scaled
+    # up by design) say nothing.
+    pattern, _ = small_pngs
+    loader = stoker.Loader(pattern, {"png": spec()}, batch_size=16, output="numpy")
+    assert _upscale_lines(caplog, loader, epochs=1) == []

@@ -158,3 +158,45 @@ def test_key_column_errors_name_the_column(parquet_files, nested_shards):
     with pytest.raises(ValueError, match="key_column='id'.*not Parquet"):
         stoker.Loader(str(nested_shards / "s-0.tar"), {"cls": stoker.scalar("int64")}, batch_size=2,
                       key_column="id")
+
+
+def test_a_packed_class_tree_keeps_its_class_names(tmp_path):
+    # `stoker pack` of class folders writes PREFIX.classes.json; a Loader over the shards
+    # (a glob, a brace list or the manifest) has the folder's classes and labels, in
+    # torchvision ImageFolder's order (byte order: "c10" before "c2", "Cat" before "b ird").
+    from PIL import Image
+
+    binary = stoker_bin()
+    if binary is None:
+        pytest.skip("no `stoker` command built (STOKER_BIN unset, none installed)")
+    root = tmp_path / "train"
+    rng = np.random.default_rng(4)
+    for cls in ["c2", "c10", "Cat", "b ird"]:
+        for i in range(3):
+            p = root / cls / f"{i}.png"
+            p.parent.mkdir(parents=True, exist_ok=True)
+            Image.fromarray(rng.integers(0, 256, (6, 5, 3), dtype=np.uint8)).save(p)
+    torchvision_classes = sorted(e.name for e in root.iterdir() if e.is_dir())  # find_classes
+    out = tmp_path / "out"
+    subprocess.run([binary, "pack", str(root), str(out / "train"), "--shard-size", "2KB", "--quiet"],
+                   check=True, timeout=60)
+    shards = sorted(out.glob("train-*.tar"))
+    assert len(shards) > 1
+    fields = {"cls": stoker.scalar("int64")}
+
+    def read(source):
+        loader = stoker.Loader(source, fields, batch_size=5, drop_last=False, output="numpy")
+        return loader.classes, {(k, int(c)) for b in loader for k, c in zip(b["__key__"], b["cls"])}
+
+    folder_classes, folder_labels = read(str(root))
+    assert folder_classes == torchvision_classes == ["Cat", "b ird", "c10", "c2"]
+    assert {k.split("/")[0]: folder_classes[c] for k, c in folder_labels} == {c: c for c in folder_classes}
+    for source in (str(out / "train-*.tar"), f"{out}/train-{{000000..{len(shards) - 1:06d}}}.tar",
+                   [str(s) for s in shards], str(out / "stoker-manifest.json")):
+        assert read(source) == (folder_classes, folder_labels), source
+    # Shards of no class tree have none; a later pack of another layout removes the file.
+    (tmp_path / "flat").mkdir()
+    (tmp_path / "flat" / "a.txt").write_text("x")
+    subprocess.run([binary, "pack", str(tmp_path / "flat"), str(out / "train"), "--quiet"], check=True, timeout=60)
+    assert not (out / "train.classes.json").exists()
+    assert stoker.Loader(str(out / "train-000000.tar"), {"txt": stoker.text()}, batch_size=1).classes is None

@@ -325,5 +325,34 @@ TEST(BatchMonitorTest, RejectsBadOptions) {
   EXPECT_FALSE(BatchMonitor::Create(o).ok());
 }
 
+// The slow threshold's median is kept as the window rolls (two sorted halves,
+// not a sort per batch): equal to numpy's median of the window before each
+// batch, for odd and even windows, repeated waits and every batch judged.
+TEST(BatchMonitorTest, RollingMedianIsTheWindowsMedianAtEveryBatch) {
+  for (int window : {2, 7, 8, 50}) {
+    MonitorOptions o;
+    o.window = window;
+    o.slow_factor = 1;  // slow when above the median: about every other batch reports it
+    o.slow_floor_s = 0;
+    o.min_history = 1;
+    BatchMonitor m = Make(o);
+    std::mt19937 rng(window);
+    std::vector<double> waits;
+    int checked = 0;
+    for (int i = 0; i < 600; ++i) {
+      // Ties too: a few values repeat, so equal waits enter and leave both halves.
+      const double w = (rng() % 4 == 0) ? 0.01 * static_cast<double>(rng() % 3) : (rng() % 100000) * 1e-6;
+      std::optional<SlowBatch> slow = m.OnWait(w);
+      if (slow) {
+        const std::vector<double> before(waits.end() - std::min<size_t>(waits.size(), window), waits.end());
+        EXPECT_DOUBLE_EQ(slow->median_s, NumpyPercentile(before, 0.5)) << "window " << window << " batch " << i;
+        ++checked;
+      }
+      waits.push_back(w);
+    }
+    EXPECT_GT(checked, 100) << window;
+  }
+}
+
 }  // namespace
 }  // namespace stoker
