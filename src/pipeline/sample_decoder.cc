@@ -3,6 +3,7 @@
 #include <charconv>
 #include <cstring>
 
+#include "formats/gzip_member.h"
 #include "formats/npy.h"
 #include "formats/text_check.h"
 #include "formats/zip.h"
@@ -78,7 +79,15 @@ Status SampleDecoder::Decode(const std::string& shard, SampleView entry, std::sp
       return NotFound(shard + ": sample '" + std::string(entry.key) + "' at offset " + std::to_string(entry.begin) +
                       " has no member for field '" + field.spec.field + "' (it has: " + have + ")");
     }
-    const std::span<const uint8_t> data = member->data(bytes);
+    std::span<const uint8_t> data = member->data(bytes);
+    if (field.gzip) {  // webdataset's gzfilter: "txt.gz" is gunzipped, then decoded as "txt"
+      Result<std::span<const uint8_t>> plain = gunzip_.Inflate(data, GzipMemberLimit(field.spec));
+      if (!plain.ok()) {
+        return plain.status().WithContext(shard + ": member '" + member->name() + "' at offset " +
+                                          std::to_string(member->offset));
+      }
+      data = *plain;
+    }
     // This field's direct ranges: adjacent in `direct`, which is in offset
     // order, since each field's ranges lie inside its own member.
     size_t first = 0;

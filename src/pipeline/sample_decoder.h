@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "codecs/image_decoder.h"
+#include "formats/gzip_member.h"
 #include "formats/sample_index.h"
 #include "pipeline/batch_layout.h"
 #include "pipeline/direct_arrays.h"
@@ -51,6 +52,7 @@ class SampleDecoder {
   const BatchLayout* layout_;
   ImageDecoder image_;  // JPEG, PNG or WebP, by content
   std::vector<uint8_t> scratch_;
+  GzipInflater gunzip_;  // ".gz" members (FieldLayout::gzip)
 };
 
 // Checks an .npy header against the shape the layout expects; copies it into out.
