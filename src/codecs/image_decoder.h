@@ -25,6 +25,11 @@ class ImageDecoder {
   // Decodes `bytes`, applies spec, writes spec.OutputBytes() bytes to out.
   Status DecodeInto(std::span<const uint8_t> bytes, const ImageSpec& spec, uint64_t sample_seed,
                     std::span<uint8_t> out);
+  // A variable-size image (spec.variable): as stored, spec.channels
+  // channels, into the start of `out` (spec.OutputBytes()); its height and
+  // width to *height, *width. DataLoss past spec.max_pixels.
+  Status DecodeVariable(std::span<const uint8_t> bytes, const ImageSpec& spec, std::span<uint8_t> out, int* height,
+                        int* width);
   // Full-size RGB (HWC uint8), no transform.
   Status DecodeRgb(std::span<const uint8_t> bytes, std::vector<uint8_t>* rgb, int* width, int* height);
   // Width and height from the header (PNG/WebP decode it whole: rarely hot).
@@ -33,8 +38,13 @@ class ImageDecoder {
   JpegDecoder& jpeg() { return jpeg_; }
 
  private:
+  // channels 1 or 4 (codecs/image_channels.h): the RGB result, then converted.
+  Status DecodeChannels(std::span<const uint8_t> bytes, const ImageSpec& spec, uint64_t sample_seed,
+                        std::span<uint8_t> out);
+
   JpegDecoder jpeg_;
   DecodeScratch scratch_;
+  std::vector<uint8_t> rgb_, converted_, alpha_;  // DecodeChannels' and DecodeVariable's
 };
 
 }  // namespace stoker

@@ -49,6 +49,8 @@ size_t GzipMemberLimit(const FieldSpec& spec) {
     case FieldKind::kBytes:
     case FieldKind::kText:
     case FieldKind::kJson:
+    case FieldKind::kMsgpack:
+    case FieldKind::kPickle:
       return spec.max_bytes;
     default:
       return kGzipMemberDefaultLimit;
@@ -93,6 +95,7 @@ Result<BatchLayout> MakeBatchLayout(const std::vector<FieldSpec>& fields, int ba
         STOKER_RETURN_IF_ERROR(spec.image.Validate().WithContext("field '" + spec.field + "'"));
         DType dt = spec.image.pixel == PixelType::kFloat32 ? DType::kF32 : DType::kU8;
         AddArray(layout, &field, spec.field, dt, spec.image.OutputShape());
+        if (spec.image.variable) AddArray(layout, &field, spec.field + ".shape", DType::kI64, {3});
         break;
       }
       case FieldKind::kScalar:
@@ -101,6 +104,8 @@ Result<BatchLayout> MakeBatchLayout(const std::vector<FieldSpec>& fields, int ba
       case FieldKind::kBytes:
       case FieldKind::kText:
       case FieldKind::kJson:
+      case FieldKind::kMsgpack:
+      case FieldKind::kPickle:
         if (spec.max_bytes == 0) return InvalidArgument("field '" + spec.field + "': bytes needs max_bytes > 0");
         AddArray(layout, &field, spec.field, DType::kU8, {static_cast<int64_t>(spec.max_bytes)});
         AddArray(layout, &field, spec.field + ".len", DType::kI64, {});

@@ -47,6 +47,7 @@ class SampleDecoder {
  private:
   Status DecodeField(size_t f, const MemberView& member, std::span<const uint8_t> data, uint8_t* batch_buffer,
                      int slot, uint64_t seed, const GpuSlot* gpu);
+  Status DecodeVariableImage(const FieldLayout& field, std::span<const uint8_t> data, uint8_t* batch_buffer, int slot);
   Status DecodeNpz(const FieldLayout& field, std::span<const uint8_t> data, uint8_t* batch_buffer, int slot);
 
   const BatchLayout* layout_;
