@@ -145,11 +145,6 @@ def _every_image(rng) -> dict[str, bytes]:
     return out
 
 
-# 16-bit PNGs with alpha: Pillow's RGBA;16B/LA;16B alpha and libspng's RGBA8
-# agree only on the high byte of 8-bit-valued data; their alpha is not claimed.
-_ALPHA_UNCLAIMED = {"png-rgba16", "png-la16", "png-i16"}
-
-
 @pytest.fixture(scope="module")
 def image_shard(tmp_path_factory):
     rng = np.random.default_rng(11)
@@ -168,15 +163,13 @@ def test_channels_equal_pillow_convert(image_shard, channels, mode):
     got = _load_all(path, {"img": stoker.image((H, W), resize="none", layout="HWC", channels=channels)}, batch_size=4)
     checked = 0
     for name, data in images.items():
-        if channels == 4 and name in _ALPHA_UNCLAIMED:
-            continue
         ref = np.asarray(Image.open(io.BytesIO(data)).convert(mode))
         if channels == 1:
             ref = ref[:, :, None]
         assert got[name]["img"].shape == (H, W, channels)
         np.testing.assert_array_equal(got[name]["img"], ref, err_msg=name)
         checked += 1
-    assert checked >= 15
+    assert checked == len(images) == 18  # 16 PNG/WebP kinds and 2 JPEG
 
 
 def test_channels_equal_webdataset_l8_rgba8(image_shard):
@@ -192,8 +185,7 @@ def test_channels_equal_webdataset_l8_rgba8(image_shard):
     for name, data in images.items():
         ext = name.split("-")[0].replace("jpeg", "jpg")
         np.testing.assert_array_equal(got_l[name]["img"][:, :, 0], l8({ext: data})[ext], err_msg=name)
-        if name not in _ALPHA_UNCLAIMED:
-            np.testing.assert_array_equal(got_rgba[name]["img"], rgba8({ext: data})[ext], err_msg=name)
+        np.testing.assert_array_equal(got_rgba[name]["img"], rgba8({ext: data})[ext], err_msg=name)
 
 
 def test_channels_layout_and_float(image_shard):
