@@ -26,17 +26,20 @@ Result<std::span<const uint8_t>> GzipInflater::Inflate(std::span<const uint8_t> 
   size_t in_at = 0;
   size_t out_size = 0;
   while (in_at < gz.size()) {
+    if (in_at > 0 && gz[in_at] == 0) {  // zeros after a member (padding): skipped, as Python's GzipFile does
+      ++in_at;
+      continue;
+    }
     const std::span<const uint8_t> in = gz.subspan(in_at);
-    if (in.size() < 18 || in[0] != 0x1f || in[1] != 0x8b) {
+    if (in.size() < 2 || in[0] != 0x1f || in[1] != 0x8b) {
       if (in_at == 0) return DataLoss("the member's name ends in .gz but its data is not gzip (no 1f 8b magic)");
-      // Trailing zeros after the last member (some writers pad): as Python's gzip, ignore them.
-      if (std::all_of(in.begin(), in.end(), [](uint8_t b) { return b == 0; })) break;
-      return DataLoss("gzip data has " + std::to_string(in.size()) + " bytes of garbage at compressed byte " +
-                      std::to_string(in_at));
+      return DataLoss("gzip data has " + std::to_string(in.size()) + " bytes that are not a gzip member at "
+                      "compressed byte " + std::to_string(in_at));
     }
     // The trailer holds this member's size only when it is the last member; a guess otherwise.
-    const size_t isize = size_t{in[in.size() - 4]} | size_t{in[in.size() - 3]} << 8 |
-                         size_t{in[in.size() - 2]} << 16 | size_t{in[in.size() - 1]} << 24;
+    const size_t isize = in.size() < 4 ? 0
+                                       : size_t{in[in.size() - 4]} | size_t{in[in.size() - 3]} << 8 |
+                                             size_t{in[in.size() - 2]} << 16 | size_t{in[in.size() - 1]} << 24;
     size_t room = std::min(limit - out_size, std::max<size_t>({isize, in.size() * 4, 4096}));
     for (;;) {
       if (out_.size() < out_size + room) out_.resize(out_size + room);

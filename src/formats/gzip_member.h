@@ -6,8 +6,9 @@
 // Bounded: the output may not exceed a limit the caller gives (the field's
 // max_bytes where it has one), so a gzip bomb is an error naming the limit,
 // not an allocation of what its trailer claims. Concatenated gzip members
-// (RFC 1952 allows them; `cat a.gz b.gz`) inflate to their concatenation, as
-// Python's gzip module reads them.
+// (RFC 1952 allows them; `cat a.gz b.gz`) inflate to their concatenation, and
+// zero bytes after a member are padding, as Python's gzip.GzipFile (what
+// webdataset's gzfilter calls) reads them.
 // Thread-safety: GzipInflater is one per thread (it owns a libdeflate
 // decompressor and the output buffer, both reused).
 #pragma once

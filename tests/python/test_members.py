@@ -113,6 +113,14 @@ def test_gz_image_and_raw_and_npz(tmp_path):
     np.testing.assert_array_equal(got["npz.gz"]["a"], ref["npz.gz"]["a"])
 
 
+def test_gz_concatenated_and_padded_members_equal_webdataset(tmp_path):
+    """`cat a.gz b.gz` with zero padding: gzip.GzipFile (webdataset's gzfilter) reads the concatenation."""
+    data = gzip.compress("first half, ".encode()) + b"\0" * 5 + gzip.compress("second half".encode()) + b"\0" * 2
+    p = _write_raw(tmp_path / "cat-000000.tar", {"k0.txt.gz": data})
+    got = _load_all(p, {"txt.gz": stoker.text()}, batch_size=1)
+    assert got["k0"]["txt.gz"] == _wds(p)["k0"]["txt.gz"] == "first half, second half"
+
+
 def test_gz_past_max_bytes_names_member(tmp_path):
     p = _write(tmp_path / "big-000000.tar", [{"__key__": "k0", "txt.gz": b"x" * 5000}])
     with pytest.raises(stoker.StokerError, match=r"k0\.txt\.gz.*at offset \d+.*limit of 4096"):

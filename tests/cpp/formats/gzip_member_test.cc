@@ -42,6 +42,19 @@ TEST(GzipMemberTest, InflatesOneAndConcatenatedMembers) {
   r = g.Inflate(two, 1 << 20);
   ASSERT_TRUE(r.ok()) << r.status().message();
   EXPECT_EQ(Str(*r), big + "tail");
+  std::vector<uint8_t> padded = Gzip("a");
+  padded.insert(padded.end(), 7, 0);  // zero padding between and after members
+  std::vector<uint8_t> b = Gzip("b");
+  padded.insert(padded.end(), b.begin(), b.end());
+  padded.insert(padded.end(), 3, 0);
+  r = g.Inflate(padded, 100);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(Str(*r), "ab");
+  padded.push_back(0x55);  // a byte that starts no member
+  r = g.Inflate(padded, 100);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("not a gzip member at compressed byte"), std::string::npos)
+      << r.status().message();
   r = g.Inflate(Gzip(""), 10);
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->size(), 0u);
