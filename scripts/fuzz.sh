@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # libFuzzer over the parsers (tar reader, sidecar index, NPY, ZIP/NPZ, JPEG
 # wrapper, the fast PNG path against libspng, the Megatron .idx, the text/JSON
-# checks), built with clang and AddressSanitizer + UndefinedBehaviorSanitizer.
+# and msgpack checks, .gz members against zlib), built with clang and AddressSanitizer + UndefinedBehaviorSanitizer.
 #
 #   bash scripts/fuzz.sh            # 15 s per target (scripts/test.sh runs 10)
 #   bash scripts/fuzz.sh 3600       # the long run: an hour per target
@@ -19,7 +19,8 @@ cd "$(dirname "$0")/.."
 secs=${1:-15}
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(tar sample_index dataset_manifest npy zip jpeg compressed png_fast megatron_index text_check)
+[ ${#targets[@]} -gt 0 ] || targets=(tar sample_index dataset_manifest npy zip jpeg compressed png_fast megatron_index text_check
+                                        msgpack_check gzip_member)
 
 SUDO=""
 [ "$(id -u)" = 0 ] || SUDO="sudo"

@@ -56,8 +56,16 @@ struct ImageSpec {
   std::array<float, 3> mean{0.485f, 0.456f, 0.406f};
   std::array<float, 3> std{0.229f, 0.224f, 0.225f};
   ImageDecode decode = ImageDecode::kCpu;
+  // 1, 3 or 4: Pillow's convert("L"), ("RGB") or ("RGBA") (codecs/image_channels.h).
+  // 4 takes no resize (mode kNone, or variable); neither 1 nor 4 decodes on the GPU.
+  int channels = 3;
+  // Variable size: each image as stored, no resize, at most max_pixels pixels,
+  // written to a [max_pixels * channels] uint8 slot (CHW or HWC from its start)
+  // with its own shape in "<field>.shape" [3] int64; Python gets a list of arrays.
+  bool variable = false;
+  int64_t max_pixels = 0;
 
-  // Shape of one output sample: {3,H,W} or {H,W,3}.
+  // Shape of one output sample: {C,H,W} or {H,W,C}; variable: {max_pixels * C}.
   std::vector<int64_t> OutputShape() const;
   size_t OutputBytes() const;
   Status Validate() const;

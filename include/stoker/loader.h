@@ -41,6 +41,8 @@ enum class FieldKind : uint8_t {
   kBytes,   // raw bytes -> [B, max_bytes] uint8 plus "<field>.len" [B] int64
   kText,    // like kBytes, checked to be UTF-8 (Python: a list of str per batch)
   kJson,    // like kBytes, checked to be one JSON value (Python: a list of parsed objects)
+  kMsgpack, // like kBytes, checked to be one msgpack value (Python: a list of msgpack.unpackb objects)
+  kPickle,  // like kBytes, unchecked (Python: a list of pickle.loads objects, only when allowed: it runs code)
 };
 
 struct FieldSpec {
@@ -48,7 +50,7 @@ struct FieldSpec {
   FieldKind kind = FieldKind::kBytes;
   ImageSpec image;                 // kImage
   DType dtype = DType::kI64;       // kScalar
-  size_t max_bytes = 0;            // kBytes, kText, kJson
+  size_t max_bytes = 0;            // kBytes, kText, kJson, kMsgpack, kPickle
 };
 
 FieldSpec ImageField(std::string field, ImageSpec spec);

@@ -8,7 +8,7 @@
 """
 from ._version import __version__  # generated from CMakeLists.txt's project version (pyproject.toml)
 from ._stoker import StokerError, decode_jpeg, decode_jpeg_rgb, expand_sources
-from .fields import image, image_spec, json, npy, npz, raw, scalar, text
+from .fields import image, image_spec, json, msgpack, npy, npz, pickle, raw, scalar, text
 from .loader import Loader
 from .observe import Observer, profile, to_device
 from .ray_workers import RayLoader, RayWorkers
@@ -28,8 +28,10 @@ __all__ = [
     "image",
     "image_spec",
     "json",
+    "msgpack",
     "npy",
     "npz",
+    "pickle",
     "profile",
     "raw",
     "scalar",

@@ -33,13 +33,21 @@ def image_spec(
     resample: str = "bilinear",
     resize_to: int | None = None,
     decode: str = "cpu",
+    channels: int = 3,
+    max_pixels: int = 1 << 20,
 ) -> _stoker.ImageSpec:
     """The native ImageSpec for :func:`image`'s arguments."""
     spec = _stoker.ImageSpec()
+    if channels not in (1, 3, 4):
+        raise ValueError(f"channels must be 1, 3 or 4 (Pillow's 'L', 'RGB', 'RGBA'), not {channels!r}")
+    spec.channels = int(channels)
     if size is None:
-        if resize == "none":  # known now, not at the first batch
-            raise ValueError("resize='none' keeps images as stored, so every image must be one size: "
-                             "give it as size=(H, W), or choose a resize mode (resize='center_crop')")
+        if resize == "none":  # variable size: each image as stored, a list of arrays per batch
+            if dtype != "uint8" or normalize or random_hflip:
+                raise ValueError("variable-size images (size=None, resize='none') are uint8, without "
+                                 "normalize or random_hflip")
+            spec.variable = True
+            spec.max_pixels = int(max_pixels)
         size = 224
     if isinstance(size, int):
         spec.height = spec.width = size
@@ -66,6 +74,11 @@ def image_spec(
     spec.std = tuple(std)
     if decode not in ("auto", "cpu", "gpu"):
         raise ValueError(f"decode must be 'auto', 'cpu' or 'gpu', not {decode!r}")
+    if decode != "cpu" and (channels != 3 or spec.variable):
+        raise ValueError("channels 1 and 4 and variable-size images decode on the CPU only (decode='cpu')")
+    if channels == 4 and resize != "none":
+        raise ValueError("channels=4 takes no resize (resize='none'): Pillow resizes RGBA premultiplied, "
+                         "which stoker does not")
     spec.decode = getattr(_stoker.ImageDecode, decode)
     return spec
 
@@ -85,11 +98,26 @@ def image(
     resample: str = "bilinear",
     resize_to: int | None = None,
     decode: str = "cpu",
+    channels: int = 3,
+    max_pixels: int = 1 << 20,
 ) -> _stoker.FieldSpec:
-    """A JPEG member decoded, resized/cropped/flipped, as [B, 3, H, W] (or HWC).
+    """A JPEG, PNG or WebP member decoded, resized/cropped/flipped, as [B, C, H, W] (or HWC).
 
-    ``size`` is the output's (H, W), or one int for a square; left out, 224
-    (with ``resize="none"`` it must be given: the images' own size).
+    ``size`` is the output's (H, W), or one int for a square; left out, 224.
+    With ``resize="none"`` and ``size=(H, W)`` every image must be that size;
+    with ``resize="none"`` and ``size=None`` images keep their own sizes: the
+    batch holds a list of B uint8 arrays, (C, h, w) or (h, w, C), each at most
+    ``max_pixels`` pixels (the batch buffer holds B x max_pixels x C bytes;
+    a larger image is an error naming it).
+
+    ``channels``: 3 (RGB, the default), 1 or 4: the pixels of Pillow's
+    ``convert("RGB")``, ``convert("L")`` or ``convert("RGBA")`` (as
+    webdataset's "l8"/"rgb8"/"rgba8" decodes give them). 1 is the luma of
+    the RGB result (exact for any image at full size, and for gray images
+    through every resize; a color image resized then converted differs
+    from Pillow's convert-then-resize by rounding); normalize uses mean[0]
+    and std[0]. 4 takes no resize (``resize="none"``); its alpha is not
+    normalized.
 
     Each mode gives the pixels of the torchvision recipe it stands for, on
     Pillow images (``resample`` "bilinear", the default, or "bicubic": Pillow's
@@ -122,7 +150,7 @@ def image(
     f.image = image_spec(
         size, resize=resize, layout=layout, random_hflip=random_hflip, scale=scale,
         ratio=ratio, dtype=dtype, normalize=normalize, mean=mean, std=std,
-        resample=resample, resize_to=resize_to, decode=decode)
+        resample=resample, resize_to=resize_to, decode=decode, channels=channels, max_pixels=max_pixels)
     return f
 
 
@@ -177,4 +205,41 @@ def json(max_bytes: int = 65536) -> _stoker.FieldSpec:
     """
     f = raw(max_bytes)
     f.kind = _stoker.FieldKind.json
+    return f
+
+
+def msgpack(max_bytes: int = 65536) -> _stoker.FieldSpec:
+    """A msgpack member (webdataset's ".mp"/".msg"; name the field as the
+    member is named, e.g. "msgpack" or "mp"): a list of parsed objects per batch.
+
+    Checked in C++ on the decode threads to be one value that
+    ``msgpack.unpackb`` parses (webdataset's call: str as UTF-8, map keys str
+    or bytes), so a bad member is an error naming shard, member and byte
+    offset; the objects are built once per batch with ``msgpack.unpackb``
+    (``pip install msgpack``). ``max_bytes`` as in :func:`text`.
+    """
+    f = raw(max_bytes)
+    f.kind = _stoker.FieldKind.msgpack
+    return f
+
+
+def pickle(max_bytes: int = 1 << 20, *, allow_unsafe: bool = False) -> _stoker.FieldSpec:
+    """A pickle member (".pkl", ".pickle", ".pyd"; torch's ".pth" is a pickle
+    too): a list of ``pickle.loads`` objects per batch.
+
+    Unpickling runs whatever code the data names: a shard from anyone you do
+    not trust can take over the process. So it is refused unless you pass
+    ``allow_unsafe=True``, saying that you trust every shard this field reads.
+    The bytes are copied in C++; ``pickle.loads`` runs once per sample when
+    the batch is handed over (".pth" members: ``torch.load(BytesIO(b),
+    weights_only=False)`` on the list is the same risk, left to you through
+    :func:`raw`). ``max_bytes`` as in :func:`text`.
+    """
+    if allow_unsafe is not True:
+        raise ValueError("stoker.pickle() unpickles member bytes, and unpickling data can execute arbitrary code "
+                         "(anyone who wrote a shard can run commands in this process); pass "
+                         "stoker.pickle(allow_unsafe=True) only if you trust every shard it reads, or store the "
+                         "field as json/msgpack/npy instead")
+    f = raw(max_bytes)
+    f.kind = _stoker.FieldKind.pickle
     return f

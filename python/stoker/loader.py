@@ -16,7 +16,7 @@ import time
 import weakref
 from typing import Any, Iterator, Mapping, Sequence
 
-from . import _exit, _parquet, _stoker
+from . import _exit, _members, _parquet, _stoker
 from .observe import Observer, to_device
 
 _PARTITION = {"drop": _stoker.PartitionPolicy.drop, "pad": _stoker.PartitionPolicy.pad,
@@ -24,16 +24,6 @@ _PARTITION = {"drop": _stoker.PartitionPolicy.drop, "pad": _stoker.PartitionPoli
 _KEY_RULE = {"webdataset": _stoker.KeyRule.webdataset, "underscore": _stoker.KeyRule.underscore}
 _ON_ERROR = {"raise": _stoker.OnError.raise_, "skip": _stoker.OnError.skip}
 _log = logging.getLogger("stoker")
-
-
-def _strings(data, lengths, parse_json: bool) -> list:
-    """One batch's text slots as a list of str (or parsed JSON): one bytes
-    copy of the batch, then a slice and a decode per sample (the bytes were
-    checked to be UTF-8 / JSON in C++)."""
-    width = data.shape[1]
-    raw = data.tobytes()
-    out = [raw[i * width:i * width + int(n)].decode("utf-8") for i, n in enumerate(lengths.tolist())]
-    return [json.loads(s) for s in out] if parse_json else out
 
 
 def storage_options(*, s3_endpoint=None, profile=None, region=None, retry_deadline_s=None, cache_dir=None,
@@ -515,9 +505,10 @@ class Loader:
         opt.batch_offset = int(_batch_offset)
         opt.batch_share = int(_batch_share)
         opt.leave_failed_slots = bool(_leave_failed_slots)
-        if device.startswith("cuda") and any(s.kind in (_stoker.FieldKind.text, _stoker.FieldKind.json)
+        if device.startswith("cuda") and any(_members.object_kind(s) or _members.is_variable_image(s)
                                              for s in fields.values()):
-            raise ValueError("text and json fields are Python strings and objects: not with device='cuda'")
+            raise ValueError("text, json, msgpack and pickle fields are Python strings and objects, and "
+                             "variable-size images lists of arrays: not with device='cuda'")
         self._skip = on_error == "skip"
         self._with_keys = keys
 
@@ -534,9 +525,11 @@ class Loader:
         if "write the rows shuffled" in order:  # a layout that limits the mix (pipeline/planner.cc)
             _log.warning("stoker: shuffle=True mixes these Parquet rows only in part: %s", order)
         self._npz_fields = {name for name, spec in fields.items() if spec.kind == _stoker.FieldKind.npz}
-        # text/json: [B, max_bytes] + "<field>.len" in the buffer, a list here.
-        self._str_fields = {name: spec.kind == _stoker.FieldKind.json for name, spec in fields.items()
-                            if spec.kind in (_stoker.FieldKind.text, _stoker.FieldKind.json)}
+        # text/json/msgpack/pickle: [B, max_bytes] + "<field>.len" in the buffer, a list here;
+        # variable-size images: [B, max_pixels * C] + "<field>.shape", a list of arrays (_members.py).
+        self._str_fields = {name: _members.object_kind(spec) for name, spec in fields.items()
+                            if _members.object_kind(spec)}
+        self._var_images = {name for name, spec in fields.items() if _members.is_variable_image(spec)}
         self._epoch = 0
         self._resuming = False
         self._pending_start = True  # set_epoch called, its iteration not begun
@@ -692,9 +685,17 @@ class Loader:
             lengths = {name[:-4]: array for name, array in arrays if name.endswith(".len")}
             for name, array in arrays:
                 if name in self._str_fields:
-                    batch[name] = _strings(array, lengths[name], self._str_fields[name])
+                    batch[name] = _members.objects(self._str_fields[name], array, lengths[name])
             arrays = [(n, a) for n, a in arrays if n not in self._str_fields
                       and not (n.endswith(".len") and n[:-4] in self._str_fields)]
+        if self._var_images:
+            arrays = list(arrays)
+            shapes = {name[:-6]: array for name, array in arrays if name.endswith(".shape")}
+            for name, array in arrays:
+                if name in self._var_images:
+                    batch[name] = _members.image_list(array, shapes[name], convert)
+            arrays = [(n, a) for n, a in arrays if n not in self._var_images
+                      and not (n.endswith(".shape") and n[:-6] in self._var_images)]
         for name, array in arrays:
             field, _, member = name.partition("/")
             if field in self._npz_fields and member:

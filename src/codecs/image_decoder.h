@@ -28,6 +28,11 @@ class ImageDecoder {
   // The source size of the last DecodeInto's image; 0 x 0 where it is not
   // known (JpegDecoder::LastSize).
   void LastSize(int* width, int* height) const;
+  // A variable-size image (spec.variable): as stored, spec.channels
+  // channels, into the start of `out` (spec.OutputBytes()); its height and
+  // width to *height, *width. DataLoss past spec.max_pixels.
+  Status DecodeVariable(std::span<const uint8_t> bytes, const ImageSpec& spec, std::span<uint8_t> out, int* height,
+                        int* width);
   // Full-size RGB (HWC uint8), no transform.
   Status DecodeRgb(std::span<const uint8_t> bytes, std::vector<uint8_t>* rgb, int* width, int* height);
   // Width and height from the header (PNG/WebP decode it whole: rarely hot).
@@ -36,10 +41,15 @@ class ImageDecoder {
   JpegDecoder& jpeg() { return jpeg_; }
 
  private:
+  // channels 1 or 4 (codecs/image_channels.h): the RGB result, then converted.
+  Status DecodeChannels(std::span<const uint8_t> bytes, const ImageSpec& spec, uint64_t sample_seed,
+                        std::span<uint8_t> out);
+
   JpegDecoder jpeg_;
   DecodeScratch scratch_;
   int last_width_ = 0, last_height_ = 0;  // PNG/WebP; JPEG's are jpeg_'s
   bool last_jpeg_ = false;
+  std::vector<uint8_t> rgb_, converted_, alpha_;  // DecodeChannels' and DecodeVariable's
 };
 
 }  // namespace stoker

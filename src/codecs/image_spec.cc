@@ -32,13 +32,15 @@ Result<ImageDecode> ParseImageDecode(const std::string& name) {
 }
 
 std::vector<int64_t> ImageSpec::OutputShape() const {
-  if (chw) return {3, height, width};
-  return {height, width, 3};
+  if (variable) return {max_pixels * channels};
+  if (chw) return {channels, height, width};
+  return {height, width, channels};
 }
 
 size_t ImageSpec::OutputBytes() const {
   const size_t elem = pixel == PixelType::kFloat32 ? sizeof(float) : 1;
-  return static_cast<size_t>(height) * static_cast<size_t>(width) * 3 * elem;
+  if (variable) return static_cast<size_t>(max_pixels) * static_cast<size_t>(channels) * elem;
+  return static_cast<size_t>(height) * static_cast<size_t>(width) * static_cast<size_t>(channels) * elem;
 }
 
 Status ImageSpec::Validate() const {
@@ -47,6 +49,24 @@ Status ImageSpec::Validate() const {
   if (height <= 0 || width <= 0 || height > 16384 || width > 16384) {
     return InvalidArgument("image size must be in 1..16384, got " + std::to_string(height) + "x" +
                            std::to_string(width));
+  }
+  if (channels != 1 && channels != 3 && channels != 4) {
+    return InvalidArgument("channels must be 1, 3 or 4, got " + std::to_string(channels));
+  }
+  if ((channels != 3 || variable) && decode != ImageDecode::kCpu) {
+    return InvalidArgument("channels other than 3 and variable-size images decode on the CPU only (decode=\"cpu\")");
+  }
+  if (channels == 4 && mode != ResizeMode::kNone && !variable) {
+    return InvalidArgument("channels=4 takes no resize (resize=\"none\" or variable size): Pillow resizes RGBA "
+                           "premultiplied, which stoker does not");
+  }
+  if (variable) {
+    if (max_pixels <= 0 || max_pixels > (int64_t{1} << 28)) {
+      return InvalidArgument("variable-size images need max_pixels in 1..2^28, got " + std::to_string(max_pixels));
+    }
+    if (mode != ResizeMode::kNone) return InvalidArgument("variable-size images take no resize (resize=\"none\")");
+    if (pixel != PixelType::kUint8 || normalize) return InvalidArgument("variable-size images are uint8 only");
+    if (random_hflip) return InvalidArgument("variable-size images take no random_hflip");
   }
   if (resize_to != 0) {
     if (mode != ResizeMode::kShorterCenterCrop) return InvalidArgument("resize_to applies to center_crop only");

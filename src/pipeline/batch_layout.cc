@@ -1,5 +1,6 @@
 #include "pipeline/batch_layout.h"
 
+#include "formats/gzip_member.h"
 #include "formats/npy.h"
 #include "formats/zip.h"
 
@@ -43,6 +44,19 @@ void AssignOffsets(BatchLayout& layout, int batch_size) {
 
 }  // namespace
 
+size_t GzipMemberLimit(const FieldSpec& spec) {
+  switch (spec.kind) {
+    case FieldKind::kBytes:
+    case FieldKind::kText:
+    case FieldKind::kJson:
+    case FieldKind::kMsgpack:
+    case FieldKind::kPickle:
+      return spec.max_bytes;
+    default:
+      return kGzipMemberDefaultLimit;
+  }
+}
+
 BatchLayout MakeTokenLayout(int sample_tokens, int batch_size) {
   BatchLayout layout;
   layout.batch_size = batch_size;
@@ -61,21 +75,27 @@ Result<BatchLayout> MakeBatchLayout(const std::vector<FieldSpec>& fields, int ba
   for (const FieldSpec& spec : fields) {
     FieldLayout field;
     field.spec = spec;
+    field.gzip = IsGzipField(spec.field);
     std::optional<MemberView> member = entry.Find(spec.field);
+    std::string member_where = member ? where + ": member '" + member->name() + "' at offset " +
+                                            std::to_string(member->offset)
+                                      : where;
+    GzipInflater gunzip;
     auto member_bytes = [&]() -> Result<std::span<const uint8_t>> {
       if (!member) {
         return NotFound(where + ": sample '" + std::string(entry.key) + "' has no member for field '" + spec.field + "'");
       }
-      return member->data(probe);
+      if (!field.gzip) return member->data(probe);
+      Result<std::span<const uint8_t>> plain = gunzip.Inflate(member->data(probe), GzipMemberLimit(spec));
+      if (!plain.ok()) return plain.status().WithContext(member_where);
+      return plain;
     };
-    std::string member_where = member ? where + ": member '" + member->name() + "' at offset " +
-                                            std::to_string(member->offset)
-                                      : where;
     switch (spec.kind) {
       case FieldKind::kImage: {
         STOKER_RETURN_IF_ERROR(spec.image.Validate().WithContext("field '" + spec.field + "'"));
         DType dt = spec.image.pixel == PixelType::kFloat32 ? DType::kF32 : DType::kU8;
         AddArray(layout, &field, spec.field, dt, spec.image.OutputShape());
+        if (spec.image.variable) AddArray(layout, &field, spec.field + ".shape", DType::kI64, {3});
         break;
       }
       case FieldKind::kScalar:
@@ -84,6 +104,8 @@ Result<BatchLayout> MakeBatchLayout(const std::vector<FieldSpec>& fields, int ba
       case FieldKind::kBytes:
       case FieldKind::kText:
       case FieldKind::kJson:
+      case FieldKind::kMsgpack:
+      case FieldKind::kPickle:
         if (spec.max_bytes == 0) return InvalidArgument("field '" + spec.field + "': bytes needs max_bytes > 0");
         AddArray(layout, &field, spec.field, DType::kU8, {static_cast<int64_t>(spec.max_bytes)});
         AddArray(layout, &field, spec.field + ".len", DType::kI64, {});
@@ -116,7 +138,7 @@ Result<BatchLayout> MakeBatchLayout(const std::vector<FieldSpec>& fields, int ba
           if (plain) field.probe_data_offsets.push_back(*at + info.data_offset);
         }
         if (field.names.empty()) return DataLoss(member_where + ": the npz holds no .npy arrays");
-        if (plain) {
+        if (plain && !field.gzip) {
           field.probe_member_size = bytes.size();
         } else {
           field.probe_data_offsets.clear();

@@ -37,6 +37,9 @@ struct ArraySlot {
 
 struct FieldLayout {
   FieldSpec spec;
+  // Its member is gzip data, inflated before decode (formats/gzip_member.h):
+  // the field ends in ".gz". No direct placement then (direct_arrays.h).
+  bool gzip = false;
   std::vector<size_t> arrays;        // indices into BatchLayout::arrays, in the order of `names`
   std::vector<std::string> names;    // npz: the member arrays, without ".npy"
   // npz whose arrays the probe stored plainly (no deflate, native order): the
@@ -62,6 +65,10 @@ struct BatchLayout {
 // messages.
 Result<BatchLayout> MakeBatchLayout(const std::vector<FieldSpec>& fields, int batch_size, SampleView entry,
                                     std::span<const uint8_t> probe, const std::string& where);
+
+// The most bytes a ".gz" member of this field may inflate to: max_bytes for
+// the fields that have one, else kGzipMemberDefaultLimit.
+size_t GzipMemberLimit(const FieldSpec& spec);
 
 // A token batch: "tokens" int64 [batch_size, sample_tokens] (then "__index__").
 BatchLayout MakeTokenLayout(int sample_tokens, int batch_size);

@@ -24,7 +24,7 @@ void PredictDirect(const BatchLayout& layout, SampleView entry, std::vector<Dire
   for (size_t f = 0; f < layout.fields.size(); ++f) {
     const FieldLayout& field = layout.fields[f];
     const FieldKind kind = field.spec.kind;
-    if (kind != FieldKind::kNpy && kind != FieldKind::kNpz) continue;
+    if ((kind != FieldKind::kNpy && kind != FieldKind::kNpz) || field.gzip) continue;  // gzip: inflated first
     std::optional<MemberView> member = entry.Find(field.spec.field);
     if (!member || !member->inline_data.empty() || member->offset < entry.begin ||
         member->offset + member->size > entry.end) {

@@ -3,6 +3,8 @@
 #include <charconv>
 #include <cstring>
 
+#include "formats/gzip_member.h"
+#include "formats/msgpack_check.h"
 #include "formats/npy.h"
 #include "formats/text_check.h"
 #include "formats/zip.h"
@@ -79,7 +81,15 @@ Status SampleDecoder::Decode(const std::string& shard, SampleView entry, std::sp
       return NotFound(shard + ": sample '" + std::string(entry.key) + "' at offset " + std::to_string(entry.begin) +
                       " has no member for field '" + field.spec.field + "' (it has: " + have + ")");
     }
-    const std::span<const uint8_t> data = member->data(bytes);
+    std::span<const uint8_t> data = member->data(bytes);
+    if (field.gzip) {  // webdataset's gzfilter: "txt.gz" is gunzipped, then decoded as "txt"
+      Result<std::span<const uint8_t>> plain = gunzip_.Inflate(data, GzipMemberLimit(field.spec));
+      if (!plain.ok()) {
+        return plain.status().WithContext(shard + ": member '" + member->name() + "' at offset " +
+                                          std::to_string(member->offset));
+      }
+      data = *plain;
+    }
     // This field's direct ranges: adjacent in `direct`, which is in offset
     // order, since each field's ranges lie inside its own member.
     size_t first = 0;
@@ -118,6 +128,7 @@ Status SampleDecoder::DecodeField(size_t f, const MemberView& member, std::span<
   std::span<uint8_t> out(first.At(batch_buffer, slot), first.sample_bytes);
   switch (field.spec.kind) {
     case FieldKind::kImage: {
+      if (field.spec.image.variable) return DecodeVariableImage(field, data, batch_buffer, slot);
       const bool gpu_field = gpu && gpu->decode && gpu->decode->Decodes(f);
       if (gpu_field && gpu->stage &&
           gpu->decode->Stage(f, data, seed, slot, out, static_cast<uint64_t>(out.data() - batch_buffer), gpu->jobs)) {
@@ -143,6 +154,10 @@ Status SampleDecoder::DecodeField(size_t f, const MemberView& member, std::span<
     case FieldKind::kJson:
       STOKER_RETURN_IF_ERROR(field.spec.kind == FieldKind::kText ? CheckUtf8(data) : CheckJson(data));
       [[fallthrough]];
+    case FieldKind::kMsgpack:
+      if (field.spec.kind == FieldKind::kMsgpack) STOKER_RETURN_IF_ERROR(CheckMsgpack(data));
+      [[fallthrough]];
+    case FieldKind::kPickle:  // parsed in Python, where the user allowed it (fields.py: pickle)
     case FieldKind::kBytes: {
       if (data.size() > field.spec.max_bytes) {
         return DataLoss(std::to_string(data.size()) + " bytes exceed max_bytes " +
@@ -179,6 +194,20 @@ Status SampleDecoder::DecodeNpz(const FieldLayout& field, std::span<const uint8_
     }
     STOKER_RETURN_IF_ERROR(CopyCheckedNpy(npy, slot_info, out).WithContext("array '" + want + "'"));
   }
+  return Status::Ok();
+}
+
+// A variable-size image: decoded as stored into the start of its
+// [max_pixels * channels] slot, its (C, H, W) or (H, W, C) in "<field>.shape".
+Status SampleDecoder::DecodeVariableImage(const FieldLayout& field, std::span<const uint8_t> data,
+                                          uint8_t* batch_buffer, int slot) {
+  const ArraySlot& pixels = layout_->arrays[field.arrays[0]];
+  int h = 0, w = 0;
+  STOKER_RETURN_IF_ERROR(image_.DecodeVariable(data, field.spec.image, {pixels.At(batch_buffer, slot), pixels.sample_bytes},
+                                               &h, &w));
+  const int64_t c = field.spec.image.channels;
+  const int64_t shape[3] = {field.spec.image.chw ? c : h, field.spec.image.chw ? h : w, field.spec.image.chw ? w : c};
+  std::memcpy(layout_->arrays[field.arrays[1]].At(batch_buffer, slot), shape, sizeof(shape));
   return Status::Ok();
 }
 

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "codecs/image_decoder.h"
+#include "formats/gzip_member.h"
 #include "formats/sample_index.h"
 #include "pipeline/batch_layout.h"
 #include "pipeline/direct_arrays.h"
@@ -50,12 +51,14 @@ class SampleDecoder {
   Status DecodeField(size_t f, const MemberView& member, std::span<const uint8_t> data, uint8_t* batch_buffer,
                      int slot, uint64_t seed, const GpuSlot* gpu);
   void NoteUpscale(size_t f, const ImageSpec& spec, uint64_t seed);
+  Status DecodeVariableImage(const FieldLayout& field, std::span<const uint8_t> data, uint8_t* batch_buffer, int slot);
   Status DecodeNpz(const FieldLayout& field, std::span<const uint8_t> data, uint8_t* batch_buffer, int slot);
 
   const BatchLayout* layout_;
   UpscaleCounter* upscales_;
   ImageDecoder image_;  // JPEG, PNG or WebP, by content
   std::vector<uint8_t> scratch_;
+  GzipInflater gunzip_;  // ".gz" members (FieldLayout::gzip)
 };
 
 // Checks an .npy header against the shape the layout expects; copies it into out.

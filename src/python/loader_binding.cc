@@ -29,7 +29,7 @@ namespace {
 // An ImageSpec's fields in declaration order: its pickled state.
 using ImageSpecState = std::tuple<int, int, ResizeMode, bool, bool, std::array<float, 2>, std::array<float, 2>,
                                   Resample, int, PixelType, bool, std::array<float, 3>, std::array<float, 3>,
-                                  ImageDecode>;
+                                  ImageDecode, int, bool, int64_t>;
 // A FieldSpec's pickled state: field, kind, image, dtype's name, max_bytes.
 using FieldSpecState = std::tuple<std::string, FieldKind, ImageSpec, std::string, size_t>;
 
@@ -197,7 +197,9 @@ void RegisterLoader(nb::module_& m) {
       .value("scalar", FieldKind::kScalar)
       .value("bytes", FieldKind::kBytes)
       .value("text", FieldKind::kText)
-      .value("json", FieldKind::kJson);
+      .value("json", FieldKind::kJson)
+      .value("msgpack", FieldKind::kMsgpack)
+      .value("pickle", FieldKind::kPickle);
   nb::enum_<KeyRule>(m, "KeyRule")
       .value("webdataset", KeyRule::kWebDataset)
       .value("underscore", KeyRule::kUnderscoreSuffix);
@@ -233,18 +235,22 @@ void RegisterLoader(nb::module_& m) {
       .def_rw("mean", &ImageSpec::mean)
       .def_rw("std", &ImageSpec::std)
       .def_rw("decode", &ImageSpec::decode)
+      .def_rw("channels", &ImageSpec::channels)
+      .def_rw("variable", &ImageSpec::variable)
+      .def_rw("max_pixels", &ImageSpec::max_pixels)
       .def("output_shape", &ImageSpec::OutputShape)
       // Specs pickle (Ray actors, DataLoader workers, a spawned Lightning
       // DataModule carry them to other processes): every field, by value.
       .def("__getstate__",
            [](const ImageSpec& s) {
              return std::make_tuple(s.height, s.width, s.mode, s.chw, s.random_hflip, s.scale, s.ratio, s.resample,
-                                    s.resize_to, s.pixel, s.normalize, s.mean, s.std, s.decode);
+                                    s.resize_to, s.pixel, s.normalize, s.mean, s.std, s.decode, s.channels,
+                                    s.variable, s.max_pixels);
            })
       .def("__setstate__", [](ImageSpec& s, const ImageSpecState& t) {
         new (&s) ImageSpec();
         std::tie(s.height, s.width, s.mode, s.chw, s.random_hflip, s.scale, s.ratio, s.resample, s.resize_to,
-                 s.pixel, s.normalize, s.mean, s.std, s.decode) = t;
+                 s.pixel, s.normalize, s.mean, s.std, s.decode, s.channels, s.variable, s.max_pixels) = t;
       });
 
   nb::class_<FieldSpec>(m, "FieldSpec")

@@ -196,6 +196,22 @@ def main(out: Path) -> None:
         "number": b" 3 ",
         "bad_utf8": b"ok \xed\xa0\x80 \xf4\x90\x80\x80 \xc0\xaf",
     }
+    import msgpack
+
+    seeds["msgpack_check"] = {
+        "map": msgpack.packb({"a": [1, 2.5, None, True], b"b": {"c": "\u00e9"}}),
+        "timestamp": msgpack.packb(msgpack.Timestamp(5, 7)),
+        "ext": msgpack.packb(msgpack.ExtType(3, b"xyz")),
+        "wide": msgpack.packb(["x" * 40, b"y" * 300, 2**40, -2**20, 0.25]),
+        "int_key": b"\x81\x01\x02",  # refused: strict_map_key
+    }
+    # gzip_member: the first byte is the limit in KiB.
+    seeds["gzip_member"] = {
+        "one": b"\x04" + gzip.compress(b"hello world " * 50, mtime=0),
+        "two_padded": b"\x10" + gzip.compress(b"a" * 3000, mtime=0) + b"\0\0" + gzip.compress(b"bc", mtime=0),
+        "past_limit": b"\x00" + gzip.compress(b"x" * 2000, mtime=0),
+        "empty": b"\x01" + gzip.compress(b"", mtime=0),
+    }
     shard = tar_bytes([(f"k{i}.txt", bytes(range(i, i + 200)) * 20) for i in range(6)])
     zstd = lambda b: subprocess.run(["zstd", "-q", "-c"], input=b, capture_output=True, check=True).stdout
     seeds["compressed"] = {
