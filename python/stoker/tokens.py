@@ -237,7 +237,6 @@ class TokenLoader(Loader):
                          left_over * global_batch)
         self._weights = None
         self._dataset_index = None  # int16 [samples]: BlendedDataset.dataset_index
-        self._ids_on: dict[str, Any] = {}
         if topt.weights:
             self._weights = [float(w) for w in _stoker.blend_sizes(list(topt.weights), topt.num_samples)[0]]
             self._dataset_index = _stoker.blend_dataset_index(list(topt.weights), topt.num_samples)
@@ -383,11 +382,14 @@ class TokenLoader(Loader):
         convert = self._convert
         window = None
         index = None
+        dataset_id = None
         for name, array in arrays:
             if name == "tokens":
                 window = convert(array)
             elif name == "__index__":
                 index = convert(array)
+            elif name == "dataset_id":  # a blend's: written by the C++ reader beside each window
+                dataset_id = convert(array)
         if self._extra_token:
             batch = {"tokens": window[:, :-1], "labels": window[:, 1:]}
         else:
@@ -405,24 +407,9 @@ class TokenLoader(Loader):
         if not self._extra_token and "loss_mask" in batch:
             batch["loss_mask"][:, -1] = 0
         batch["__index__"] = index
-        if self._dataset_index is not None:
-            batch["dataset_id"] = self._dataset_ids(index)
+        if dataset_id is not None:
+            batch["dataset_id"] = dataset_id
         return batch
-
-    def _dataset_ids(self, index):
-        """BlendedDataset's dataset_id of each sample: one gather over the
-        blend's index (C++ built it), on the device the index is on."""
-        import numpy as np
-
-        torch = self._torch
-        if torch is not None and isinstance(index, torch.Tensor):
-            if index.device.type != "cpu":
-                key = str(index.device)
-                if key not in self._ids_on:
-                    self._ids_on[key] = torch.from_numpy(self._dataset_index).to(index.device)
-                return self._ids_on[key][index].long()
-            return torch.from_numpy(self._dataset_index[index.numpy()].astype(np.int64))
-        return self._dataset_index[np.asarray(index)].astype(np.int64)
 
     @property
     def consumed_samples(self) -> int:

@@ -63,7 +63,9 @@ struct BatchLayout {
 Result<BatchLayout> MakeBatchLayout(const std::vector<FieldSpec>& fields, int batch_size, SampleView entry,
                                     std::span<const uint8_t> probe, const std::string& where);
 
-// A token batch: "tokens" int64 [batch_size, sample_tokens] (then "__index__").
-BatchLayout MakeTokenLayout(int sample_tokens, int batch_size);
+// A token batch: "tokens" int64 [batch_size, sample_tokens], for a blend
+// "dataset_id" int64 [batch_size] (BlendedDataset's dataset_id: the index of
+// each sample's dataset in the blend), then "__index__".
+BatchLayout MakeTokenLayout(int sample_tokens, int batch_size, bool blend);
 
 }  // namespace stoker
