@@ -709,6 +709,9 @@ class MegatronWriter:
 
     def add(self, arg: Annotated[NDArray[numpy.int64], dict(shape=(None,), order='C', device='cpu', writable=False)], /) -> None: ...
 
+    def add_documents(self, tokens: Annotated[NDArray[numpy.int64], dict(shape=(None,), order='C', device='cpu', writable=False)], lengths: Annotated[NDArray[numpy.int64], dict(shape=(None,), order='C', device='cpu', writable=False)]) -> None:
+        """Documents given as their tokens end to end and each one's length."""
+
     def finish(self) -> None: ...
 
 def plan_packing(lengths: Annotated[NDArray[numpy.int64], dict(shape=(None,), order='C', device='cpu', writable=False)], seq_len: int, algorithm: str = 'first_fit', truncate: bool = False) -> tuple:

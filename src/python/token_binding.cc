@@ -101,6 +101,29 @@ void RegisterTokens(nb::module_& m) {
              }();
              OkOrRaise(st);
            })
+      .def(
+          "add_documents",
+          [](MegatronWriter& w, I64Array tokens, I64Array lengths) {
+            Status st = [&]() -> Status {
+              nb::gil_scoped_release release;
+              const int64_t* at = tokens.data();
+              const int64_t* end = at + tokens.shape(0);
+              for (size_t d = 0; d < lengths.shape(0); ++d) {
+                const int64_t n = lengths.data()[d];
+                if (n < 0 || n > end - at) {
+                  return InvalidArgument("add_documents: document " + std::to_string(d) + "'s length " +
+                                         std::to_string(n) + " runs past the " + std::to_string(tokens.shape(0)) +
+                                         " tokens given");
+                }
+                STOKER_RETURN_IF_ERROR(w.AddDocument(std::span<const int64_t>(at, static_cast<size_t>(n))));
+                at += n;
+              }
+              if (at != end) return InvalidArgument("add_documents: the lengths cover fewer tokens than given");
+              return Status::Ok();
+            }();
+            OkOrRaise(st);
+          },
+          "tokens"_a, "lengths"_a, "Documents given as their tokens end to end and each one's length.")
       .def("finish", [](MegatronWriter& w) {
         Status st = [&] {
           nb::gil_scoped_release release;
