@@ -176,13 +176,21 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--docs", type=int, default=20000, help="documents in the corpus (default 20000, ~40 MB)")
     ap.add_argument("--megatron-lm", default=None, help="a Megatron-LM checkout at core_v0.16.1 (or MEGATRON_LM)")
+    ap.add_argument("--out", default=None, help="output stem (default bench/results/<UTC stamp>-pack-text)")
     args = ap.parse_args(argv)
     res = run(args.docs, args.megatron_lm)
+    res["command"] = "python bench/pack_text.py " + " ".join(argv if argv is not None else sys.argv[1:])
     c = res["corpus"]
-    print(f"{c['documents']} documents, {c['bytes'] / 1e6:.1f} MB of JSON lines, {c.get('tokens')} tokens; "
+    md = (f"{c['documents']} documents, {c['bytes'] / 1e6:.1f} MB of JSON lines, {c.get('tokens')} tokens; "
           f"{res['machine']['cores']} cores, load average {res['machine']['loadavg_start']} -> "
-          f"{res['machine']['loadavg_end']}")
-    print(common.table(["measure", "value"], rows(res), [False, True]))
+          f"{res['machine']['loadavg_end']}\n\n" + common.table(["measure", "value"], rows(res), [False, True]))
+    stem = Path(args.out) if args.out else common.RESULTS_DIR / (
+        time.strftime("%Y-%m-%dT%H%MZ", time.gmtime()) + "-pack-text")
+    stem.parent.mkdir(parents=True, exist_ok=True)
+    Path(str(stem) + ".json").write_text(json.dumps(res, indent=1, default=str) + "\n")
+    Path(str(stem) + ".md").write_text(md + "\n")
+    print(md)
+    print(f"wrote {stem}.json, .md")
     return 0
 
 
