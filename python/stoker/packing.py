@@ -7,7 +7,8 @@ batch's rows are filled in C++ too: tokens, next-token labels within each
 document, position ids restarting at each document, segment ids, the
 document boundaries of the flattened batch (``cu_seqlens`` for varlen
 attention) and the loss mask from each document's prompt span. Python only
-chooses which rows form a batch (one numpy permutation per epoch).
+chooses which rows form a batch (one numpy permutation per epoch); the next
+batch is filled on a thread while the current one trains.
 """
 from __future__ import annotations
 
@@ -41,6 +42,15 @@ class PackedLoader:
     ``seq_len`` is an error unless ``truncate=True`` (its first ``seq_len``
     tokens). ``padding_fraction`` is the share of row tokens that are padding.
 
+    ``output="hf"`` gives Hugging Face's convention instead: ``input_ids``,
+    ``labels`` unshifted with -100 wherever no loss is taken (a document's
+    first token, prompt tokens, padding: the model's own shift then trains
+    exactly ``loss_mask``), ``position_ids`` (restarting per document, which
+    flash-attention 2 models read as document boundaries) and
+    ``attention_mask`` (0 on padding). A model with plain causal attention
+    still attends across the documents of a row: use ``cu_seqlens`` or
+    ``position_ids`` with a varlen kernel to keep them apart.
+
     The rows of an epoch are the plan's rows in a seeded order (``shuffle``;
     ``seed + epoch``), cut into global batches of ``batch_size * world_size``;
     rank r takes its slice of each; a partial last global batch is dropped.
@@ -58,8 +68,9 @@ class PackedLoader:
                  rank: int | None = None, world_size: int | None = None, output: str = "torch") -> None:
         import numpy as np
 
-        if output not in ("torch", "numpy"):
-            raise ValueError(f"output must be 'torch' or 'numpy', not {output!r}")
+        if output not in ("torch", "numpy", "hf"):
+            raise ValueError(f"output must be 'torch', 'numpy' or 'hf', not {output!r}")
+        self._hf = output == "hf"
         if rank is None or world_size is None:
             env_rank, env_world = _distributed_rank_world()
             rank = env_rank if rank is None else rank
@@ -77,7 +88,7 @@ class PackedLoader:
         self._epoch = 0
         self._next = 0  # global batches of the epoch consumed
         self._torch = None
-        if output == "torch":
+        if output in ("torch", "hf"):
             import torch
 
             self._torch = torch
@@ -128,19 +139,39 @@ class PackedLoader:
     def __iter__(self) -> Iterator[dict]:
         if self._next >= len(self):
             self._epoch, self._next = self._epoch + 1, 0
+        from concurrent.futures import ThreadPoolExecutor
+
         order = self._order(self._epoch)
         epoch = self._epoch
-        while self._next < len(self) and self._epoch == epoch:
-            start = self._next * self._global + self._rank * self._batch
-            batch = self._rows.fill(order[start:start + self._batch])
-            self._next += 1
-            yield self._convert(batch)
+
+        def fill(k: int):
+            start = k * self._global + self._rank * self._batch
+            return self._rows.fill(order[start:start + self._batch])  # C++, the GIL released
+
+        # The next batch fills on a thread while this one trains.
+        with ThreadPoolExecutor(1, thread_name_prefix="stoker-packed") as pool:
+            ahead = pool.submit(fill, self._next) if self._next < len(self) else None
+            while ahead is not None and self._epoch == epoch:
+                batch = ahead.result()
+                k = self._next + 1
+                ahead = pool.submit(fill, k) if k < len(self) else None
+                self._next = k
+                yield self._convert(batch)
 
     def _convert(self, batch: dict) -> dict:
         torch = self._torch
         if torch is None:
             return batch
-        return {k: (torch.from_numpy(v) if hasattr(v, "dtype") else v) for k, v in batch.items()}
+        batch = {k: (torch.from_numpy(v) if hasattr(v, "dtype") else v) for k, v in batch.items()}
+        if not self._hf:
+            return batch
+        # Hugging Face's convention: labels unshifted (the model shifts), -100 where no loss
+        # is taken: label t + 1 is trained exactly where megatron's loss_mask[t] is 1.
+        tokens = batch["tokens"]
+        labels = torch.full_like(tokens, -100)
+        labels[:, 1:] = torch.where(batch["loss_mask"][:, :-1] > 0, tokens[:, 1:], -100)
+        return {"input_ids": tokens, "labels": labels, "position_ids": batch["position_ids"],
+                "attention_mask": (batch["segment_ids"] > 0).long()}
 
     def state_dict(self) -> dict:
         return {"packed": {"epoch": self._epoch, "consumed_rows": self._next * self._global,

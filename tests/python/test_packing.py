@@ -190,3 +190,27 @@ def test_padding_against_grains_first_fit(sft, capsys):
               f"FirstFitPackIterDataset 8 bins {results[8]:.4f}, 64 bins {results[64]:.4f}")
     assert rows.padding_fraction <= min(results.values())
     assert best.padding_fraction <= min(results.values())
+
+
+def test_hf_output_trains_the_prompt_mask_under_the_models_own_shift(sft):
+    transformers = pytest.importorskip("transformers", reason="transformers is not installed (requirements-dev.txt)")
+    import torch
+
+    prefix, _, prompts = sft
+    kw = dict(seq_len=SEQ, batch_size=4, prompt_lengths=prompts, seed=2)
+    hf = stoker.PackedLoader(prefix, output="hf", **kw)
+    mega = stoker.PackedLoader(prefix, output="torch", **kw)
+    torch.manual_seed(0)
+    model = transformers.GPT2LMHeadModel(transformers.GPT2Config(
+        vocab_size=1000, n_positions=SEQ, n_embd=32, n_layer=1, n_head=2, bos_token_id=0, eos_token_id=0,
+        loss_type="ForCausalLM"))
+    for _, b, m in zip(range(3), hf, mega):
+        assert set(b) == {"input_ids", "labels", "position_ids", "attention_mask"}
+        torch.testing.assert_close(b["input_ids"], m["tokens"])
+        out = model(**b)
+        # The reference: megatron's labels and loss_mask, over the model's logits unshifted.
+        logits = out.logits.reshape(-1, 1000)
+        mask = m["loss_mask"].reshape(-1) > 0
+        manual = torch.nn.functional.cross_entropy(logits[mask], m["labels"].reshape(-1)[mask])
+        torch.testing.assert_close(out.loss, manual)
+        assert (b["attention_mask"] == (m["segment_ids"] > 0)).all()
