@@ -4,14 +4,23 @@ batch adapter, Lightning's Trainer and a plain loop do the same, and the
 labels are checked against the model's own shift: the loss the model
 computes equals a cross-entropy written here over its logits shifted by one
 against megatron's labels. The batches' ids are megatron-core's GPTDataset
-samples in its pretraining sampler's order (test_tokens' reference set-up)."""
+samples in its pretraining sampler's order (test_tokens' reference set-up);
+under torchrun, each rank's are its slice of every global batch and DDP keeps
+the two models equal."""
 from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
 
 import numpy as np
 import pytest
 import torch
 
 import stoker
+
+from conftest import stoker_env
 
 from test_token_contracts import sampler_batches
 from test_tokens import megatron_corpus, megatron_datasets, process_group  # noqa: F401
@@ -155,8 +164,56 @@ def test_lightning_and_a_plain_loop_train_from_the_loader(corpus, tmp_path):
         opt.zero_grad()
         loss.backward()
         opt.step()
-        plain.append((batch["input_ids"].clone(), float(loss)))
+        plain.append((batch["input_ids"].clone(), float(loss.detach())))
     assert len(plain) == len(steps)
     for (a, la), (b, lb) in zip(steps, plain):
         torch.testing.assert_close(a, b)
         assert la == pytest.approx(lb, rel=1e-4)
+
+
+RANK_SCRIPT = textwrap.dedent("""
+    import json, sys
+    import torch, torch.distributed as dist, transformers
+    import stoker
+
+    prefix, cache, out = sys.argv[1:4]
+    dist.init_process_group("gloo")
+    rank = dist.get_rank()
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    model = torch.nn.parallel.DistributedDataParallel(transformers.GPT2LMHeadModel(transformers.GPT2Config(
+        vocab_size=%d, n_positions=%d, n_embd=32, n_layer=1, n_head=2, bos_token_id=0, eos_token_id=0,
+        loss_type="ForCausalLM")))
+    opt = torch.optim.AdamW(model.parameters(), lr=5e-3)
+    # rank and world_size from torchrun's environment
+    loader = stoker.TokenLoader(prefix, seq_len=%d, batch_size=4, seed=3, num_samples=160, output="hf",
+                                observe=False, cache_dir=cache)
+    seen = []
+    for step, batch in zip(range(4), loader):
+        loss = model(**batch).loss
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        seen.append({"index": loader.last_index.tolist(), "input_ids": batch["input_ids"].tolist(),
+                     "loss": float(loss.detach())})
+    checksum = float(sum(p.detach().double().sum() for p in model.parameters()))
+    json.dump({"seen": seen, "checksum": checksum}, open(f"{out}/rank{rank}.json", "w"))
+    dist.destroy_process_group()
+""") % (VOCAB, SEQ, SEQ)
+
+
+def test_a_plain_torchrun_loop_takes_each_ranks_slice(corpus, tmp_path, process_group):
+    ref = megatron_datasets([corpus], None, 3, SEQ, 160, "100,0,0", tmp_path / "m", vocab=VOCAB)
+    script = tmp_path / "hf_rank.py"
+    script.write_text(RANK_SCRIPT)
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", str(script),
+           str(corpus), str(tmp_path / "idx"), str(tmp_path)]
+    proc = subprocess.run(cmd, env=stoker_env(), capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2)]
+    for r, res in enumerate(ranks):
+        want = sampler_batches(len(ref), 4, 2, r)[:4]
+        assert [s["index"] for s in res["seen"]] == [w.tolist() for w in want]
+        for s, w in zip(res["seen"], want):
+            assert s["input_ids"] == [ref[int(i)]["tokens"].tolist() for i in w]
+    assert ranks[0]["checksum"] == pytest.approx(ranks[1]["checksum"], rel=1e-9)  # DDP: one model
