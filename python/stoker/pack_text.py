@@ -68,18 +68,19 @@ def _eod_of(tok) -> int | None:
     return None
 
 
-def _texts(path: str, key: str) -> Iterator[tuple[list[str], int]]:
-    """Batches of texts from one input and the input bytes they came from."""
+def _texts(path: str, keys: Sequence[str]) -> Iterator[tuple[list[list[str]], int]]:
+    """Batches of texts from one input (a list per key) and the input bytes they came from."""
     if path.endswith(".parquet"):
         import pyarrow.parquet as pq
 
         f = pq.ParquetFile(path)
-        if key not in f.schema_arrow.names:
-            raise ValueError(f"{path}: no column '{key}' (columns: {f.schema_arrow.names}); pass --key")
+        for key in keys:
+            if key not in f.schema_arrow.names:
+                raise ValueError(f"{path}: no column '{key}' (columns: {f.schema_arrow.names}); pass --key")
         size = os.path.getsize(path)
         rows = max(1, f.metadata.num_rows)
-        for batch in f.iter_batches(batch_size=_BATCH_DOCS, columns=[key]):
-            yield batch.column(0).to_pylist(), size * batch.num_rows // rows
+        for batch in f.iter_batches(batch_size=_BATCH_DOCS, columns=list(keys)):
+            yield [batch.column(k).to_pylist() for k in keys], size * batch.num_rows // rows
         return
     import pyarrow as pa
     import pyarrow.json as pj
@@ -105,13 +106,15 @@ def _texts(path: str, key: str) -> Iterator[tuple[list[str], int]]:
                     table = pj.read_json(pa.BufferReader(chunk), read_options=opts)
                 except pa.ArrowInvalid as e:
                     raise ValueError(f"{path}: near byte {f.tell() - len(data)}: not JSON lines: {e}") from None
-                if key not in table.column_names:
-                    raise ValueError(f"{path}: the JSON lines have no field '{key}' (fields: {table.column_names}); "
-                                     f"pass --key")
-                texts = table.column(key).to_pylist()
-                for i in range(0, len(texts), _BATCH_DOCS):
-                    part = texts[i:i + _BATCH_DOCS]
-                    yield part, len(chunk) * len(part) // len(texts)
+                for key in keys:
+                    if key not in table.column_names:
+                        raise ValueError(f"{path}: the JSON lines have no field '{key}' (fields: "
+                                         f"{table.column_names}); pass --key")
+                columns = [table.column(k).to_pylist() for k in keys]
+                n = len(columns[0])
+                for i in range(0, n, _BATCH_DOCS):
+                    part = [c[i:i + _BATCH_DOCS] for c in columns]
+                    yield part, len(chunk) * len(part[0]) // n
             if not block:
                 return
 
@@ -148,9 +151,13 @@ class _Progress:
 
 
 def pack_text(inputs: Sequence[str], output: str, tokenizer: str, key: str = "text", append_eod: bool = False,
-              quiet: bool = True) -> dict:
+              quiet: bool = True, prompt_key: str | None = None) -> dict:
     """Tokenizes every input's texts and writes ``output.bin``/``.idx``;
-    returns the counts and the tokens/s."""
+    returns the counts and the tokens/s. With ``prompt_key`` (SFT data) a
+    document is the prompt's ids then the response's (``key``), each
+    tokenized on its own so the boundary is exact, and ``output.prompts.npy``
+    holds each document's prompt length (int64): ``PackedLoader``'s
+    ``prompt_lengths``."""
     import numpy as np
 
     for p in inputs:
@@ -173,12 +180,14 @@ def pack_text(inputs: Sequence[str], output: str, tokenizer: str, key: str = "te
     def read() -> None:
         try:
             for p in inputs:
-                for item in _texts(p, key):
+                for item in _texts(p, keys):
                     ready.put(item)
         except BaseException as e:  # handed to the writer's thread, raised there
             ready.put(e)
         ready.put(None)
 
+    keys = [key] if prompt_key is None else [prompt_key, key]
+    prompts: list = []
     threading.Thread(target=read, daemon=True, name="stoker-pack-text").start()
     docs = 0
     while True:
@@ -187,10 +196,15 @@ def pack_text(inputs: Sequence[str], output: str, tokenizer: str, key: str = "te
             break
         if isinstance(item, BaseException):
             raise item
-        texts, nbytes = item
-        if any(t is None for t in texts):
-            raise ValueError(f"document {docs + [t is None for t in texts].index(True)}: '{key}' is null")
-        ids = encode(texts)
+        columns, nbytes = item
+        for k, texts in zip(keys, columns):
+            if any(t is None for t in texts):
+                raise ValueError(f"document {docs + [t is None for t in texts].index(True)}: '{k}' is null")
+        ids = encode(columns[-1])
+        if prompt_key is not None:
+            asked = encode(columns[0])
+            prompts.append(np.fromiter(map(len, asked), dtype=np.int64, count=len(asked)))
+            ids = list(map(list.__add__, asked, ids))
         if append_eod:
             ids = [d + [eod] for d in ids]
         # map/chain iterate in C: no Python-level loop over tokens.
@@ -200,6 +214,8 @@ def pack_text(inputs: Sequence[str], output: str, tokenizer: str, key: str = "te
         docs += len(ids)
         progress.add(len(ids), int(lengths.sum()), nbytes)
     writer.finish()
+    if prompt_key is not None:
+        np.save(output + ".prompts.npy", np.concatenate(prompts) if prompts else np.zeros(0, np.int64))
     progress.finish()
     seconds = time.perf_counter() - start
     return {"documents": docs, "tokens": progress.tokens, "dtype": dtype, "seconds": seconds,
@@ -213,11 +229,13 @@ def main(argv: Sequence[str]) -> int:
     ap.add_argument("-o", "--output", required=True, help="output prefix (PREFIX.bin, PREFIX.idx)")
     ap.add_argument("--tokenizer", required=True, help="a tokenizers JSON file or a transformers tokenizer folder")
     ap.add_argument("--key", default="text", help="the JSON field or Parquet column holding the text")
+    ap.add_argument("--prompt-key", default=None, help="SFT: the field or column of each document's prompt; "
+                    "the document is prompt + response (--key), and PREFIX.prompts.npy gets the prompt lengths")
     ap.add_argument("--append-eod", action="store_true", help="end each document with the end-of-document token")
     ap.add_argument("-q", "--quiet", action="store_true", help="no progress, no summary")
     a = ap.parse_args(list(argv))
     try:
-        r = pack_text(a.inputs, a.output, a.tokenizer, a.key, a.append_eod, a.quiet)
+        r = pack_text(a.inputs, a.output, a.tokenizer, a.key, a.append_eod, a.quiet, a.prompt_key)
     except (ValueError, FileNotFoundError, _stoker.StokerError) as e:
         print(f"stoker pack-tokens: {e}", file=sys.stderr)
         return 1

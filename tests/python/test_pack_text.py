@@ -105,3 +105,28 @@ def test_bad_text_inputs_are_named(text, tmp_path):
     run = stoker_cli("pack-tokens", str(root / "a.jsonl"), "-o", str(tmp_path / "x"), "--tokenizer",
                      str(tmp_path / "nowhere"))
     assert run.returncode == 1 and "nowhere" in run.stderr
+
+
+def test_sft_text_gives_documents_and_prompt_lengths_for_packing(text, tmp_path):
+    import stoker
+
+    root, docs, tok = text
+    eod = tok.token_to_id("<|endoftext|>")
+    pairs = [(docs[i], docs[i + 1]) for i in range(0, 200, 2)]
+    with open(tmp_path / "sft.jsonl", "w") as f:
+        for p, r in pairs:
+            f.write(json.dumps({"prompt": p, "response": r}) + "\n")
+    run = stoker_cli("pack-tokens", str(tmp_path / "sft.jsonl"), "-o", str(tmp_path / "sft"), "--tokenizer",
+                     str(root / "tokenizer.json"), "--prompt-key", "prompt", "--key", "response", "--append-eod", "-q")
+    assert run.returncode == 0, run.stderr
+    ref = IndexedDataset(str(tmp_path / "sft"))
+    prompts = np.load(tmp_path / "sft.prompts.npy")
+    assert prompts.dtype == np.int64 and len(prompts) == len(ref) == len(pairs)
+    for i, (p, r) in enumerate(pairs):
+        asked = tok.encode(p, add_special_tokens=False).ids
+        # Each part tokenized on its own: the boundary is where the prompt ends.
+        assert ref[i].tolist() == asked + tok.encode(r, add_special_tokens=False).ids + [eod]
+        assert prompts[i] == len(asked)
+    loader = stoker.PackedLoader(tmp_path / "sft", seq_len=256, batch_size=2, prompt_lengths=prompts,
+                                 truncate=True, output="numpy")
+    assert len(loader) > 0 and next(iter(loader))["loss_mask"].sum() > 0
