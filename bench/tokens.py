@@ -10,7 +10,10 @@ tests/python/test_tokens.py). On the same files, seed 1234, seq_len 2048, batch 
   * time to first batch on a cold index (loader created + first batch);
   * steady tokens/s: stoker.TokenLoader (observer on, torch tensors) vs megatron-core's
     GPTDataset in a torch DataLoader (attention mask off, num_workers 0/1/2, best kept);
-  * stoker's output bytes/s (the int64 [8, 2049] buffers it fills) vs memcpy bandwidth.
+  * stoker's output bytes/s (the int64 [8, 2049] buffers it fills) vs memcpy bandwidth;
+  * then bench/pack_text.py: `pack-tokens --tokenizer` tokens/s vs megatron's
+    tools/preprocess_data.py (with --megatron-lm or MEGATRON_LM), and stoker.PackedLoader's
+    padding vs Grain's first-fit packing.
 The corpus sits in the page cache (it was just written or read): this measures the
 loader, not the disk. The machine is shared: ratios are taken in one run, side by side.
 """
@@ -225,6 +228,15 @@ def markdown(res: dict) -> str:
     head = (f"Workload T: {c['tokens'] / 1e6:.0f}M uint16 tokens, {c['documents']} documents, seq_len {SEQ_LEN}, "
             f"batch {BATCH}, seed {SEED}, num_samples {c['num_samples']} (1.5 epochs); load average "
             f"{res['machine']['loadavg_start']} -> {res['machine']['loadavg_end']}")
+    text = res.get("pack_text")
+    if text and "error" not in text:
+        import pack_text
+
+        c2 = text["corpus"]
+        rows += [(f"[{c2['documents']} text documents, {c2['bytes'] / 1e6:.0f} MB JSON lines, {c2.get('tokens')} "
+                  f"tokens]", "")] + pack_text.rows(text)
+    elif text:
+        rows.append(("pack-tokens --tokenizer / packing", text["error"]))
     return head + "\n\n" + common.table(["measure", "value"], rows, [False, True])
 
 
@@ -232,9 +244,20 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tokens", type=float, default=2e8, help="corpus size in tokens (default 2e8)")
     ap.add_argument("--seconds", type=float, default=10.0, help="steady-state seconds per loader")
+    ap.add_argument("--text-docs", type=int, default=20000, help="pack-tokens --tokenizer corpus (documents)")
+    ap.add_argument("--megatron-lm", default=None, help="a Megatron-LM checkout at core_v0.16.1 for "
+                    "tools/preprocess_data.py (or MEGATRON_LM); without it that row says why it did not run")
+    ap.add_argument("--no-text", action="store_true", help="skip the pack-tokens --tokenizer and packing rows")
     ap.add_argument("--out", default=None, help="output stem (default bench/results/<UTC stamp>-T)")
     args = ap.parse_args(argv)
     res = run(args.tokens, args.seconds)
+    if not args.no_text:
+        import pack_text  # text in, packed rows out: bench/pack_text.py
+
+        try:
+            res["pack_text"] = pack_text.run(args.text_docs, args.megatron_lm)
+        except ImportError as e:  # tokenizers/transformers missing: say so, keep T's rows
+            res["pack_text"] = {"error": f"not run: {e}"}
     res["command"] = "bash bench/run.sh --workloads T" if argv is None else "python bench/tokens.py"
     stem = Path(args.out) if args.out else common.RESULTS_DIR / (time.strftime("%Y-%m-%dT%H%MZ", time.gmtime()) + "-T")
     stem.parent.mkdir(parents=True, exist_ok=True)

@@ -11,6 +11,7 @@ from ._stoker import StokerError, decode_jpeg, decode_jpeg_rgb, expand_sources
 from .fields import image, image_spec, json, msgpack, npy, npz, pickle, raw, scalar, text
 from .loader import Loader
 from .observe import Observer, profile, to_device
+from .packing import PackedLoader, plan_packing
 from .ray_workers import RayLoader, RayWorkers
 from .tokens import MegatronDataset, TokenLoader, write_megatron
 
@@ -18,6 +19,8 @@ __all__ = [
     "Loader",
     "MegatronDataset",
     "TokenLoader",
+    "PackedLoader",
+    "plan_packing",
     "Observer",
     "RayLoader",
     "RayWorkers",

@@ -1,6 +1,7 @@
 """`stoker` on PATH: `stoker report` runs here in Python (it draws HTML from a
-run's JSON lines); every other subcommand runs the native command installed
-inside the package."""
+run's JSON lines), and so does `stoker pack-tokens --tokenizer` (Hugging
+Face's tokenizers are a Rust library with no C++ API: stoker/pack_text.py);
+every other subcommand runs the native command installed inside the package."""
 import os
 import sys
 
@@ -14,6 +15,11 @@ def main() -> None:
         from .report import main as report_main
 
         sys.exit(report_main(sys.argv[2:]))
+    if len(sys.argv) > 1 and sys.argv[1] == "pack-tokens" and any(
+            a == "--tokenizer" or a.startswith("--tokenizer=") for a in sys.argv[2:]):
+        from .pack_text import main as pack_text_main
+
+        sys.exit(pack_text_main(sys.argv[2:]))
     path = binary()
     if not os.path.exists(path):
         sys.exit(f"stoker: the native command is missing at {path}; reinstall with `pip install .`")

@@ -743,7 +743,40 @@ class MegatronWriter:
 
     def add(self, arg: Annotated[NDArray[numpy.int64], dict(shape=(None,), order='C', device='cpu', writable=False)], /) -> None: ...
 
+    def add_documents(self, tokens: Annotated[NDArray[numpy.int64], dict(shape=(None,), order='C', device='cpu', writable=False)], lengths: Annotated[NDArray[numpy.int64], dict(shape=(None,), order='C', device='cpu', writable=False)]) -> None:
+        """Documents given as their tokens end to end and each one's length."""
+
     def finish(self) -> None: ...
+
+def plan_packing(lengths: Annotated[NDArray[numpy.int64], dict(shape=(None,), order='C', device='cpu', writable=False)], seq_len: int, algorithm: str = 'first_fit', truncate: bool = False) -> tuple:
+    """
+    (row_offsets, documents): documents packed into rows of seq_len tokens, first-fit or best-fit decreasing; row r holds documents[row_offsets[r]:row_offsets[r + 1]].
+    """
+
+class PackedRows:
+    @staticmethod
+    def create(prefix: str, seq_len: int, algorithm: str = 'first_fit', prompt_lengths: Annotated[NDArray[numpy.int64], dict(shape=(None,), order='C', device='cpu', writable=False)] | None = None, truncate: bool = False, pad_id: int = 0) -> PackedRows: ...
+
+    @property
+    def num_rows(self) -> int: ...
+
+    @property
+    def seq_len(self) -> int: ...
+
+    @property
+    def tokens(self) -> int: ...
+
+    @property
+    def padding_fraction(self) -> float: ...
+
+    @property
+    def row_offsets(self) -> object: ...
+
+    @property
+    def documents(self) -> object: ...
+
+    def fill(self, rows: Annotated[NDArray[numpy.int64], dict(shape=(None,), order='C', device='cpu', writable=False)]) -> dict:
+        """The packed rows `rows` (int64 row numbers), filled in C++."""
 
 def gpt_indices(sequence_lengths: Annotated[NDArray[numpy.int32], dict(shape=(None,), order='C', device='cpu', writable=False)], begin: int, end: int, seq_len: int, num_samples: int, seed: int, add_extra_token: bool = True) -> tuple:
     """

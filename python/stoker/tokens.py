@@ -92,6 +92,21 @@ class TokenLoader(Loader):
     ``num_samples`` (or stop at max_steps), or pass ``epochs``; replaying an
     epoch takes an explicit set_epoch.
 
+    ``output="hf"`` delivers Hugging Face's convention for causal LMs:
+    ``{"input_ids": int64 [B, seq_len], "labels": int64 [B, seq_len]}``
+    where ``input_ids`` are megatron's ``tokens`` and ``labels`` are the same
+    ids, unshifted (a copy): HF models shift labels themselves (logits at t
+    predict labels[t + 1]), so ``model(**batch).loss`` trains what megatron's
+    ``tokens``/``labels`` do, less the last position's target (megatron's
+    ``labels[:, -1]``, the extra token), which HF's convention has no place
+    for. Windows are never padded, so no ``attention_mask`` (HF's default is
+    all ones); ``extras=("position_ids",)`` adds ``position_ids``. Nothing
+    else is in the batch (``model(**batch)`` takes every key):
+    ``last_index`` / ``last_dataset_id`` hold the last batch's ``__index__``
+    and ``dataset_id``. Torch tensors, so a ``transformers.Trainer`` (whose
+    ``get_train_dataloader`` returns the loader), a Lightning module or a
+    plain loop feed it to the model as it is.
+
     ``state_dict()`` holds what the run is over (each dataset's name, dtype,
     sizes; weights, seq_len, split, num_samples, add_extra_token) and the
     samples consumed per dataset; ``load_state_dict`` refuses a state of
@@ -140,8 +155,14 @@ class TokenLoader(Loader):
         pin_memory: bool = False,
         _late_copy_ms: int = 20,  # device="cpu-late" (tests only)
     ) -> None:
-        if output not in ("torch", "numpy"):
-            raise ValueError(f"output must be 'torch' or 'numpy', not {output!r}")
+        if output not in ("torch", "numpy", "hf"):
+            raise ValueError(f"output must be 'torch', 'numpy' or 'hf', not {output!r}")
+        self._hf = output == "hf"
+        if self._hf:
+            output = "torch"
+            if "loss_mask" in extras:
+                raise ValueError("output='hf' marks untrained labels -100 (Hugging Face's convention) and every "
+                                 "label of a token window is trained: drop 'loss_mask' from extras")
         if partition not in ("drop", "exact"):
             raise ValueError(f"partition must be 'drop' or 'exact' for token windows, not {partition!r}")
         unknown = set(extras) - {"loss_mask", "position_ids"}
@@ -203,6 +224,7 @@ class TokenLoader(Loader):
         self._extra_token = bool(add_extra_token)
         self._extras = tuple(extras)
         self._cached: dict[str, Any] = {}
+        self._last_index = self._last_dataset_id = None  # output="hf": the last batch's, kept out of the batch
         self._attach(output, observe, device=device, source="stoker.TokenLoader",
                      config={"batch_size": batch_size, **self._start_settings(),
                              "seq_len": seq_len, "batches": self._epoch_batches, "epochs": epochs},
@@ -237,7 +259,6 @@ class TokenLoader(Loader):
                          left_over * global_batch)
         self._weights = None
         self._dataset_index = None  # int16 [samples]: BlendedDataset.dataset_index
-        self._ids_on: dict[str, Any] = {}
         if topt.weights:
             self._weights = [float(w) for w in _stoker.blend_sizes(list(topt.weights), topt.num_samples)[0]]
             self._dataset_index = _stoker.blend_dataset_index(list(topt.weights), topt.num_samples)
@@ -378,16 +399,32 @@ class TokenLoader(Loader):
         value = self._cached[key]
         return value.clone() if name == "loss_mask" and self._torch is not None else value
 
+    def _hf_dict(self, window, index, dataset_id) -> dict:
+        """Hugging Face's convention: ``input_ids`` are megatron's tokens,
+        ``labels`` the same ids unshifted (the model shifts them), nothing a
+        causal LM's forward does not take."""
+        tokens = window[:, :-1] if self._extra_token else window
+        batch = {"input_ids": tokens, "labels": tokens.clone()}
+        if "position_ids" in self._extras:
+            batch["position_ids"] = self._extra("position_ids", window.shape[0])
+        self._last_index, self._last_dataset_id = index, dataset_id
+        return batch
+
     def _to_dict(self, item) -> dict:
         _, arrays, *_ = item  # (index, arrays, keys, urls, failed slots)
         convert = self._convert
         window = None
         index = None
+        dataset_id = None
         for name, array in arrays:
             if name == "tokens":
                 window = convert(array)
             elif name == "__index__":
                 index = convert(array)
+            elif name == "dataset_id":  # a blend's: written by the C++ reader beside each window
+                dataset_id = convert(array)
+        if self._hf:
+            return self._hf_dict(window, index, dataset_id)
         if self._extra_token:
             batch = {"tokens": window[:, :-1], "labels": window[:, 1:]}
         else:
@@ -405,24 +442,21 @@ class TokenLoader(Loader):
         if not self._extra_token and "loss_mask" in batch:
             batch["loss_mask"][:, -1] = 0
         batch["__index__"] = index
-        if self._dataset_index is not None:
-            batch["dataset_id"] = self._dataset_ids(index)
+        if dataset_id is not None:
+            batch["dataset_id"] = dataset_id
         return batch
 
-    def _dataset_ids(self, index):
-        """BlendedDataset's dataset_id of each sample: one gather over the
-        blend's index (C++ built it), on the device the index is on."""
-        import numpy as np
+    @property
+    def last_index(self):
+        """output="hf": the global sample ids (``__index__``) of the batch
+        delivered last (a Hugging Face batch holds only what the model's
+        forward takes, so they are kept here)."""
+        return self._last_index
 
-        torch = self._torch
-        if torch is not None and isinstance(index, torch.Tensor):
-            if index.device.type != "cpu":
-                key = str(index.device)
-                if key not in self._ids_on:
-                    self._ids_on[key] = torch.from_numpy(self._dataset_index).to(index.device)
-                return self._ids_on[key][index].long()
-            return torch.from_numpy(self._dataset_index[index.numpy()].astype(np.int64))
-        return self._dataset_index[np.asarray(index)].astype(np.int64)
+    @property
+    def last_dataset_id(self):
+        """output="hf" over a blend: the ``dataset_id`` of the batch delivered last."""
+        return self._last_dataset_id
 
     @property
     def consumed_samples(self) -> int:

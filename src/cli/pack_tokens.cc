@@ -30,6 +30,7 @@ struct PackTokensOptions {
   std::string out_prefix;
   int64_t vocab_size = 0;
   std::string key = "tokens";
+  std::string tokenizer;
   bool quiet = false;
 };
 
@@ -97,6 +98,13 @@ Status ForEachDocument(const std::string& path, const std::string& key, Fn fn) {
 }
 
 Status RunPackTokens(const PackTokensOptions& o) {
+  if (!o.tokenizer.empty()) {
+    // Hugging Face tokenizers are Rust with no C++ API: the Python package's
+    // `stoker` command tokenizes (python/stoker/pack_text.py), then writes
+    // with this command's MegatronWriter.
+    return InvalidArgument("--tokenizer " + o.tokenizer + ": tokenizing text runs in the Python package: use the "
+                           "`stoker` command pip installs (or python -m stoker.pack_text), not the bare binary");
+  }
   uint64_t total_bytes = 0;
   for (const std::string& p : o.inputs) {
     STOKER_ASSIGN_OR_RETURN(File f, File::OpenRead(p));
@@ -186,6 +194,9 @@ void RegisterPackTokens(CLI::App& app, Status* status) {
   cmd->add_option("--vocab-size", opt->vocab_size, "vocabulary size (else the largest id seen + 1)");
   cmd->add_option("--key", opt->key, "JSON lines: the field holding the ids when a line is an object")
       ->capture_default_str();
+  cmd->add_option("--tokenizer", opt->tokenizer,
+                  "tokenize text (.jsonl/.parquet) with a tokenizers JSON or transformers folder: handled by the "
+                  "Python package's `stoker` command");
   cmd->add_flag("-q,--quiet", opt->quiet, "no progress, no summary");
   cmd->callback([=] { *status = RunPackTokens(*opt); });
 }

@@ -57,12 +57,13 @@ size_t GzipMemberLimit(const FieldSpec& spec) {
   }
 }
 
-BatchLayout MakeTokenLayout(int sample_tokens, int batch_size) {
+BatchLayout MakeTokenLayout(int sample_tokens, int batch_size, bool blend) {
   BatchLayout layout;
   layout.batch_size = batch_size;
   AddArray(layout, nullptr, "tokens", DType::kI64, {sample_tokens});
+  if (blend) AddArray(layout, nullptr, "dataset_id", DType::kI64, {});
   AddArray(layout, nullptr, "__index__", DType::kI64, {});
-  layout.index_array = 1;
+  layout.index_array = layout.arrays.size() - 1;
   AssignOffsets(layout, batch_size);
   return layout;
 }

@@ -70,7 +70,9 @@ Result<BatchLayout> MakeBatchLayout(const std::vector<FieldSpec>& fields, int ba
 // the fields that have one, else kGzipMemberDefaultLimit.
 size_t GzipMemberLimit(const FieldSpec& spec);
 
-// A token batch: "tokens" int64 [batch_size, sample_tokens] (then "__index__").
-BatchLayout MakeTokenLayout(int sample_tokens, int batch_size);
+// A token batch: "tokens" int64 [batch_size, sample_tokens], for a blend
+// "dataset_id" int64 [batch_size] (BlendedDataset's dataset_id: the index of
+// each sample's dataset in the blend), then "__index__".
+BatchLayout MakeTokenLayout(int sample_tokens, int batch_size, bool blend);
 
 }  // namespace stoker

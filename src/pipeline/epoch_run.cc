@@ -642,6 +642,7 @@ void EpochRun::ReadTokens(const ReadTask& task, uint32_t thread) {
   uint8_t* base = task.batch->lease->data();
   const ArraySlot& out = layout.arrays[0];
   const ArraySlot& index = layout.arrays[layout.index_array];
+  const ArraySlot* dataset = tokens.blended() ? &layout.arrays[1] : nullptr;  // "dataset_id"
   const int bs = data_->options.batch_size;
   const uint64_t begin = NowNs();
   if (rec_) rec_->reads_in_flight++;
@@ -653,6 +654,10 @@ void EpochRun::ReadTokens(const ReadTask& task, uint32_t thread) {
     st = tokens.Fill(global, reinterpret_cast<int64_t*>(out.At(base, slot)));
     if (!st.ok()) st = st.WithContext("token sample " + std::to_string(global));
     std::memcpy(index.At(base, slot), &global, sizeof(global));
+    if (dataset) {
+      const int64_t id = tokens.DatasetOf(global);
+      std::memcpy(dataset->At(base, slot), &id, sizeof(id));
+    }
     if (!task.batch->keys.empty()) task.batch->keys[slot] = std::to_string(global);
   }
   if (rec_) {

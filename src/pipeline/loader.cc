@@ -688,7 +688,7 @@ Result<std::unique_ptr<Loader>> Loader::Create(LoaderOptions options) {
     if (options.io_depth < 0) {
       options.io_depth = tokens->remote() ? kRemoteTokenIoDepth : std::min(kLocalIoDepth, cores);
     }
-    data.layout = MakeTokenLayout(tokens->sample_tokens(), options.batch_size);
+    data.layout = MakeTokenLayout(tokens->sample_tokens(), options.batch_size, tokens->blended());
     TuneConfig tune = MakeTuneConfig(user, options, data.layout, {}, tokens->remote(), /*tokens=*/true, cores);
     data.tokens = std::move(tokens);
     data.options = std::move(options);

@@ -227,7 +227,8 @@ Result<EpochPlan> PlanTokenRun(int64_t total, int64_t consumed, const LoaderOpti
     plan.info.rank_samples = static_cast<int64_t>(whole * micro);
     plan.info.dropped_samples = static_cast<int64_t>(rest);
   }
-  plan.info.num_shards = 1;
+  // The files the run reads: one .bin per dataset of a blend.
+  plan.info.num_shards = static_cast<int64_t>(std::max<size_t>(1, options.tokens.paths.size()));
   return plan;
 }
 

@@ -27,6 +27,10 @@ class TokenSource {
 
   int64_t size() const { return size_; }                  // len() of the top-level dataset
   int sample_tokens() const { return sample_tokens_; }    // seq_len + add_extra_token
+  // A weighted blend: batches carry each sample's dataset (DatasetOf).
+  bool blended() const { return !dataset_index_.empty(); }
+  // BlendedDataset.dataset_index[i]: the dataset sample i comes from (0 alone).
+  int64_t DatasetOf(int64_t i) const { return dataset_index_.empty() ? 0 : dataset_index_[i]; }
   // Some .bin is read over HTTP/S3: each window costs round trips, not memcpy.
   bool remote() const { return remote_; }
   // Sample i, as GPTDataset[i]["tokens"] followed by its last label.

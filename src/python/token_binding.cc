@@ -6,6 +6,7 @@
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/pair.h>
+#include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/unique_ptr.h>
 #include <nanobind/stl/vector.h>
@@ -14,6 +15,7 @@
 #include "formats/megatron_index.h"
 #include "io/reader.h"
 #include "pipeline/gpt_indices.h"
+#include "pipeline/sequence_packing.h"
 #include "python/status_binding.h"
 #include "stoker/loader.h"
 
@@ -99,6 +101,29 @@ void RegisterTokens(nb::module_& m) {
              }();
              OkOrRaise(st);
            })
+      .def(
+          "add_documents",
+          [](MegatronWriter& w, I64Array tokens, I64Array lengths) {
+            Status st = [&]() -> Status {
+              nb::gil_scoped_release release;
+              const int64_t* at = tokens.data();
+              const int64_t* end = at + tokens.shape(0);
+              for (size_t d = 0; d < lengths.shape(0); ++d) {
+                const int64_t n = lengths.data()[d];
+                if (n < 0 || n > end - at) {
+                  return InvalidArgument("add_documents: document " + std::to_string(d) + "'s length " +
+                                         std::to_string(n) + " runs past the " + std::to_string(tokens.shape(0)) +
+                                         " tokens given");
+                }
+                STOKER_RETURN_IF_ERROR(w.AddDocument(std::span<const int64_t>(at, static_cast<size_t>(n))));
+                at += n;
+              }
+              if (at != end) return InvalidArgument("add_documents: the lengths cover fewer tokens than given");
+              return Status::Ok();
+            }();
+            OkOrRaise(st);
+          },
+          "tokens"_a, "lengths"_a, "Documents given as their tokens end to end and each one's length.")
       .def("finish", [](MegatronWriter& w) {
         Status st = [&] {
           nb::gil_scoped_release release;
@@ -106,6 +131,67 @@ void RegisterTokens(nb::module_& m) {
         }();
         OkOrRaise(st);
       });
+
+  m.def(
+      "plan_packing",
+      [](I64Array lengths, int64_t seq_len, const std::string& algorithm, bool truncate) {
+        const PackAlgorithm algo = ValueOrRaise(ParsePackAlgorithm(algorithm));
+        Result<PackPlan> r = [&] {
+          nb::gil_scoped_release release;
+          return PlanPacking(std::span<const int64_t>(lengths.data(), lengths.shape(0)), seq_len, algo, truncate);
+        }();
+        PackPlan plan = ValueOrRaise(std::move(r));
+        return nb::make_tuple(ToNumpy(std::move(plan.row_offsets)), ToNumpy(std::move(plan.documents)));
+      },
+      "lengths"_a, "seq_len"_a, "algorithm"_a = "first_fit", "truncate"_a = false,
+      "(row_offsets, documents): documents packed into rows of seq_len tokens, first-fit or best-fit "
+      "decreasing; row r holds documents[row_offsets[r]:row_offsets[r + 1]].");
+
+  nb::class_<PackedRows>(m, "PackedRows")
+      .def_static(
+          "create",
+          [](const std::string& prefix, int64_t seq_len, const std::string& algorithm,
+             std::optional<I64Array> prompt_lengths, bool truncate, int64_t pad_id) {
+            const PackAlgorithm algo = ValueOrRaise(ParsePackAlgorithm(algorithm));
+            std::vector<int64_t> prompt;
+            if (prompt_lengths) prompt.assign(prompt_lengths->data(), prompt_lengths->data() + prompt_lengths->shape(0));
+            Result<std::unique_ptr<PackedRows>> r = [&]() -> Result<std::unique_ptr<PackedRows>> {
+              nb::gil_scoped_release release;
+              STOKER_ASSIGN_OR_RETURN(auto data, MegatronDataset::Open(prefix));
+              return PackedRows::Create(std::move(data), seq_len, algo, std::move(prompt), truncate, pad_id);
+            }();
+            return ValueOrRaise(std::move(r));
+          },
+          "prefix"_a, "seq_len"_a, "algorithm"_a = "first_fit", "prompt_lengths"_a = nb::none(),
+          "truncate"_a = false, "pad_id"_a = 0)
+      .def_prop_ro("num_rows", [](const PackedRows& p) { return p.plan().rows(); })
+      .def_prop_ro("seq_len", [](const PackedRows& p) { return p.plan().seq_len; })
+      .def_prop_ro("tokens", [](const PackedRows& p) { return p.plan().tokens; })
+      .def_prop_ro("padding_fraction", [](const PackedRows& p) { return p.plan().padding_fraction(); })
+      .def_prop_ro("row_offsets", [](const PackedRows& p) { return ToNumpy(p.plan().row_offsets); })
+      .def_prop_ro("documents", [](const PackedRows& p) { return ToNumpy(p.plan().documents); })
+      .def(
+          "fill",
+          [](const PackedRows& p, I64Array rows) {
+            Result<PackedBatch> r = [&] {
+              nb::gil_scoped_release release;
+              return p.Fill(std::span<const int64_t>(rows.data(), rows.shape(0)));
+            }();
+            PackedBatch b = ValueOrRaise(std::move(r));
+            const size_t n = rows.shape(0), L = static_cast<size_t>(p.plan().seq_len);
+            nb::dict out;
+            out["tokens"] = ToNumpy(std::move(b.tokens), {n, L});
+            out["labels"] = ToNumpy(std::move(b.labels), {n, L});
+            out["loss_mask"] = ToNumpy(std::move(b.loss_mask), {n, L});
+            out["position_ids"] = ToNumpy(std::move(b.position_ids), {n, L});
+            out["segment_ids"] = ToNumpy(std::move(b.segment_ids), {n, L});
+            out["cu_seqlens"] = ToNumpy(std::move(b.cu_seqlens));
+            out["max_seqlen"] = b.max_seqlen;
+            out["documents"] = ToNumpy(std::move(b.row_documents));
+            out["document_offsets"] = ToNumpy(std::move(b.row_document_offsets));
+            return out;
+          },
+          "rows"_a, "The packed rows `rows` (int64 row numbers), filled in C++.");
 
   m.def(
       "gpt_indices",

@@ -358,11 +358,13 @@ def test_per_dataset_counts_in_state_report_and_datasets(corpora, tmp_path, proc
     assert [d["consumed"] for d in report["datasets"]] == want
     assert [d["path"] for d in loader.datasets] == [str(p) for p in prefixes]
     np.testing.assert_allclose([d["weight"] for d in loader.datasets], [0.5, 0.3, 0.2])
+    assert loader.plan.num_shards == 3  # the blend reads three .bin files
     json.dumps(state)  # a state stays JSON
     # A single dataset: no dataset_id (GPTDataset has none); its count is the position.
     plain = single(corpora, tmp_path)
     batch = next(iter(plain))
     assert "dataset_id" not in batch
+    assert plain.plan.num_shards == 1
     assert plain.state_dict()["stoker"]["dataset_consumed"] == [4]
     plain.close()
     loader.close()
