@@ -10,6 +10,7 @@ from ._version import __version__  # generated from CMakeLists.txt's project ver
 from ._stoker import StokerError, decode_jpeg, decode_jpeg_rgb, expand_sources
 from .fields import image, image_spec, json, npy, npz, raw, scalar, text
 from .loader import Loader
+from .mixture import Mixture, mix
 from .observe import Observer, profile, to_device
 from .ray_workers import RayLoader, RayWorkers
 from .tokens import MegatronDataset, TokenLoader, write_megatron
@@ -17,6 +18,7 @@ from .tokens import MegatronDataset, TokenLoader, write_megatron
 __all__ = [
     "Loader",
     "MegatronDataset",
+    "Mixture",
     "TokenLoader",
     "Observer",
     "RayLoader",
@@ -28,6 +30,7 @@ __all__ = [
     "image",
     "image_spec",
     "json",
+    "mix",
     "npy",
     "npz",
     "profile",

@@ -16,6 +16,7 @@ import weakref
 from typing import Any, Iterator, Mapping, Sequence
 
 from . import _exit, _parquet, _stoker
+from .mixture import Mixture
 from .observe import Observer, to_device
 
 _PARTITION = {"drop": _stoker.PartitionPolicy.drop, "pad": _stoker.PartitionPolicy.pad,
@@ -320,7 +321,7 @@ class Loader:
 
     def __init__(
         self,
-        sources: str | Sequence[str],
+        sources: str | Sequence[str] | Mixture,
         fields: Mapping[str, Any],
         *,
         batch_size: int,
@@ -411,13 +412,18 @@ class Loader:
         opt.storage = storage_options(s3_endpoint=s3_endpoint, profile=profile, region=region,
                                       retry_deadline_s=retry_deadline_s, cache_dir=cache_dir, cache_bytes=cache_bytes,
                                       http_headers=http_headers)
+        self._mixture = sources if isinstance(sources, Mixture) else None
+        if self._mixture is not None:  # stoker.mix: one entry of sources per source (mixture.py)
+            opt.mix = self._mixture.options(partition)
+            sources = self._mixture.sources
         single = isinstance(sources, (str, os.PathLike))
         opt.sources = [str(sources)] if single else [str(s) for s in sources]
         _parquet.prepare(opt.sources)  # a Parquet source: the plugin for the pyarrow installed
         # A directory of class sub-directories: an image folder (C++ lists it
         # with the same rule; the names are listed here for `classes`).
         self._classes = (sorted(e.name for e in os.scandir(opt.sources[0]) if e.is_dir())
-                         if len(opt.sources) == 1 and os.path.isdir(opt.sources[0]) else None)
+                         if len(opt.sources) == 1 and os.path.isdir(opt.sources[0]) and self._mixture is None
+                         else None)
         # Copies: one spec object may serve several fields.
         opt.fields = [spec.named(name) for name, spec in fields.items()]
         opt.batch_size = batch_size
@@ -647,6 +653,8 @@ class Loader:
         if self._with_keys:  # an empty batch (partition="exact") has an empty list
             batch["__key__"] = keys
             batch["__url__"] = urls
+            if getattr(self, "_mixture", None) is not None:
+                batch["__source__"] = self._native.sources_of(urls)
         return batch
 
     def _log_skips(self) -> None:
@@ -742,6 +750,8 @@ class Loader:
             raise RuntimeError("this loader was created with observe=False")
         report = self._observer.report()
         report["skips"] = self._native.skips()
+        if self._mixture is not None:  # each source's draws, pass and this rank's delivered samples
+            report["mix"] = json.loads(self._native.state())["mix"]
         if self._device != "cpu" or self._native.options.pin_memory:
             # copy_s on the copy stream, split into exposed (the consumer waited) and hidden
             report["h2d"] = self._native.stats()["h2d"]

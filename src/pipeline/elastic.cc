@@ -3,6 +3,8 @@
 
 #include <algorithm>
 
+#include "pipeline/mix_order.h"
+
 namespace stoker {
 
 Result<EpochPlan> PlanRemaining(const std::vector<uint32_t>& samples_per_shard, const LoaderOptions& options,
@@ -15,7 +17,7 @@ Result<EpochPlan> PlanRemaining(const std::vector<uint32_t>& samples_per_shard, 
   // The epoch's global order, as PlanEpoch computes it; what is left of it is
   // kept as spans of its positions, never as a list of samples.
   STOKER_ASSIGN_OR_RETURN(std::shared_ptr<const EpochOrder> order,
-                          EpochOrder::Make(samples_per_shard, options, epoch));
+                          MakeEpochOrder(samples_per_shard, options, epoch));
   std::vector<OrderSpan> left = {{0, order->size()}};
   const uint64_t bs = static_cast<uint64_t>(options.batch_size);
   for (const ElasticStage& st : stages) {

@@ -12,6 +12,7 @@
 #include <future>
 #include <optional>
 #include <thread>
+#include <unordered_map>
 
 #include "core/buffer_pool.h"
 #include "core/file.h"
@@ -25,6 +26,7 @@
 #include "pipeline/epoch_run.h"
 #include "pipeline/image_folder.h"
 #include "pipeline/memory_budget.h"
+#include "pipeline/mix_order.h"
 #include "pipeline/planner.h"
 #include "pipeline/read_runs.h"
 #include "pipeline/shard_indexes.h"
@@ -186,6 +188,10 @@ class LoaderImpl : public Loader {
     if (data_.indexes) {  // not for tokens
       for (const ShardSummary& shard : data_.indexes->summaries()) counts_.push_back(shard.samples);
       fingerprint_ = DatasetFingerprint(data_);
+    }
+    const MixOptions& mix = data_.options.mix;
+    for (size_t s = 0, shard = 0; s < mix.shards.size(); ++s) {
+      for (uint32_t i = 0; i < mix.shards[s]; ++i, ++shard) source_of_url_.emplace(data_.shards[shard], s);
     }
     if (epoch0 && !data_.tokens) {
       STOKER_ASSIGN_OR_RETURN(EpochPlan own, OwnBatches(std::move(*epoch0)));
@@ -380,6 +386,7 @@ class LoaderImpl : public Loader {
       j["shuffle_window"] = std::max(0, data_.options.shuffle_window);  // -1 unresolved plans as 0
       j["shuffle_mix"] = std::max(0, data_.options.shuffle_mix);
     }
+    if (!data_.options.mix.names.empty()) j["mix"] = MixState();
     if (!elastic_.empty()) {  // this epoch resumed on another world size: the stages before this one
       j["elastic"] = nlohmann::json::array();
       for (const ElasticStage& st : elastic_) j["elastic"].push_back({st.world_size, st.next_batch});
@@ -453,6 +460,7 @@ class LoaderImpl : public Loader {
                              " (auto: Parquet's, lowered to fit memory_budget): load it with the memory_budget it "
                              "was saved with");
     }
+    STOKER_RETURN_IF_ERROR(CheckMixState(j));
     // Each policy cuts the epoch differently: the batches one delivered are
     // not the batches another would skip.
     const char* partition = PartitionName(data_.options.partition);
@@ -528,6 +536,17 @@ class LoaderImpl : public Loader {
   std::vector<SkipRecord> TakeSkipLog() override { return refill_.TakeLog(); }
   size_t OpenShardFiles() const override { return files_.open_count(); }
 
+  std::vector<std::string> SourcesOf(const std::vector<std::string>& urls) const override {
+    std::vector<std::string> out;
+    if (source_of_url_.empty()) return out;
+    out.reserve(urls.size());
+    for (const std::string& u : urls) {
+      const auto it = source_of_url_.find(u);
+      out.push_back(it == source_of_url_.end() ? std::string() : data_.options.mix.names[it->second]);
+    }
+    return out;
+  }
+
  private:
   Status RestoreConsumed(int64_t consumed) {
     run_.reset();
@@ -540,6 +559,51 @@ class LoaderImpl : public Loader {
     }
     next_batch_ = 0;
     Start();
+    return Status::Ok();
+  }
+
+  // A mixture's part of the state: its law and sources with their weights,
+  // each source's draws before this epoch (all ranks) and its pass, and the
+  // samples this rank has delivered of each in this epoch (by the plan: a
+  // skipped sample's refill counts as the planned one's source).
+  nlohmann::json MixState() const {
+    const MixOptions& mix = data_.options.mix;
+    nlohmann::json j = {{"law", MixLawName(mix.law)}, {"names", mix.names}, {"weights", mix.weights}};
+    Result<std::shared_ptr<const MixOrder>> order = MixOrder::Make(counts_, data_.options, epoch_);
+    if (!order.ok()) return j;
+    const MixOrder& o = **order;
+    const std::vector<uint64_t> drawn = o.DrawnBefore();
+    std::vector<uint64_t> passes(drawn.size()), delivered(drawn.size(), 0);
+    for (size_t s = 0; s < drawn.size(); ++s) passes[s] = drawn[s] / o.source_samples()[s];
+    const int64_t done = std::min<int64_t>(plan_->info.rank_samples, next_batch_ * data_.options.batch_size);
+    for (int64_t i = 0; i < done; ++i) ++delivered[o.SourceOfShard(plan_->At(i).shard)];
+    j["drawn_before_epoch"] = drawn;
+    j["pass"] = passes;
+    j["samples"] = o.source_samples();
+    j["delivered"] = delivered;
+    return j;
+  }
+  // A mixture's state restores only onto the same sources, law and weights.
+  Status CheckMixState(const nlohmann::json& j) const {
+    const MixOptions& mix = data_.options.mix;
+    if (!j.contains("mix")) {
+      if (mix.names.empty()) return Status::Ok();
+      return InvalidArgument("loader state was saved by a loader of one dataset, this loader is a mixture");
+    }
+    if (mix.names.empty()) return InvalidArgument("loader state was saved by a mixture, this loader is not one");
+    const nlohmann::json& m = j["mix"];
+    if (m.value("names", nlohmann::json()) != nlohmann::json(mix.names) ||
+        m.value("law", std::string()) != MixLawName(mix.law)) {
+      return InvalidArgument("loader state was saved by a mixture of " + m.value("names", nlohmann::json()).dump() +
+                             " (law " + m.value("law", nlohmann::json()).dump() + "), this loader mixes " +
+                             nlohmann::json(mix.names).dump() + " (law \"" + MixLawName(mix.law) + "\")");
+    }
+    if (mix.law != MixLaw::kProportion && m.value("weights", nlohmann::json()) != nlohmann::json(mix.weights)) {
+      return InvalidArgument("loader state was saved with mixture weights " + m["weights"].dump() +
+                             ", this loader has " + nlohmann::json(mix.weights).dump() +
+                             ": changing a mixture's weights at restore is not supported yet; restore with the saved "
+                             "weights");
+    }
     return Status::Ok();
   }
 
@@ -670,6 +734,7 @@ class LoaderImpl : public Loader {
   std::shared_ptr<BufferPool> pool_;
   std::unique_ptr<Recorder> recorder_;  // outlives run_, whose threads record into it
   std::vector<uint32_t> counts_;
+  std::unordered_map<std::string, uint32_t> source_of_url_;  // a mixture: each shard's source
   std::shared_ptr<const EpochPlan> plan_;  // shared with the run, which may have planned it
   // The rank's plan of this epoch uncut by batch_stride, for Receive; null until needed.
   std::shared_ptr<const EpochPlan> rank_plan_;
@@ -713,6 +778,10 @@ Result<std::unique_ptr<Loader>> Loader::Create(LoaderOptions options) {
   if (options.batch_size < 1) return InvalidArgument("batch_size must be at least 1");
   if (options.prefetch_batches < 1 && options.prefetch_batches != -1) {
     return InvalidArgument("prefetch_batches must be at least 1 (or -1: auto)");
+  }
+  if (options.stream && !options.mix.names.empty()) {
+    return InvalidArgument("a mixture of sources is read in indexed mode (tar shards with an index or a manifest, "
+                           "Parquet files, image folders); stream=True is not supported with stoker.mix yet");
   }
   if (options.stream) return CreateStreamLoader(std::move(options));
   if (options.samples_per_epoch != 0) {
@@ -760,7 +829,9 @@ Result<std::unique_ptr<Loader>> Loader::Create(LoaderOptions options) {
     return Finish(std::move(data), std::move(tune));
   }
   const uint64_t index_bytes = IndexCacheBytes(options);
-  STOKER_ASSIGN_OR_RETURN(ShardTables tables, SummarizeShards(options, io, index_bytes, &data.shards));
+  STOKER_ASSIGN_OR_RETURN(ShardTables tables, options.mix.names.empty()
+                                                  ? SummarizeShards(options, io, index_bytes, &data.shards)
+                                                  : SummarizeMixture(options, io, index_bytes, &data.shards));
   data.parquet = tables.parquet;
   data.index_from = tables.from;
   data.remote_scanned = tables.remote_scanned;
@@ -864,6 +935,11 @@ Result<std::unique_ptr<Loader>> Loader::Create(LoaderOptions options) {
     // and the mix's run (counted by EstimateMemory); the bound follows the
     // tuned reads in flight (EpochRun::Apply).
     data.parquet_rows->SetMaxGroups(ParquetGroupsKept(options.io_depth, options.shuffle_mix));
+  }
+  if (!options.mix.names.empty()) {
+    std::vector<uint32_t> counts;
+    for (const ShardSummary& s : summaries) counts.push_back(s.samples);
+    data.order = DescribeMix(counts, options, data.order);
   }
   STOKER_RETURN_IF_ERROR(
       CheckMemoryBudget(options, EstimateMemory(options, data.layout, summaries, data.row_group_bytes)));

@@ -1,0 +1,244 @@
+"""stoker.mix: several sources in one Loader by weight (issue 42).
+
+Each source's bytes are checked against webdataset's reader (tar) and
+pyarrow (Parquet); shares against binomial bounds of the weights; passes,
+ranks, the exact partition and resume against the sources' own sample sets.
+"""
+from __future__ import annotations
+
+import io
+import math
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import stoker
+from url_server import UrlServer
+
+FIELDS = {"bin": stoker.raw(64)}
+
+
+def write_tar_source(directory: Path, prefix: str, shards: int, per_shard: int, seed: int) -> dict:
+    """Tar shards of samples {bin}; returns key -> bytes as webdataset's reader reads them back."""
+    import webdataset as wds
+
+    rng = np.random.default_rng(seed)
+    directory.mkdir(parents=True, exist_ok=True)
+    for s in range(shards):
+        with wds.TarWriter(str(directory / f"{prefix}-{s:02d}.tar")) as sink:
+            for i in range(per_shard):
+                key = f"{prefix}{s:02d}_{i:04d}"
+                sink.write({"__key__": key, "bin": rng.integers(0, 256, int(rng.integers(8, 64)), np.uint8).tobytes()})
+    ref = {}
+    for sample in wds.WebDataset(str(directory / f"{prefix}-{{00..{shards - 1:02d}}}.tar"), shardshuffle=False):
+        ref[sample["__key__"]] = sample["bin"]
+    return ref
+
+
+def write_parquet_source(directory: Path, files: int, rows: int, seed: int) -> dict:
+    """Parquet files with columns key, bin; returns key -> bytes as pyarrow reads them back."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rng = np.random.default_rng(seed)
+    directory.mkdir(parents=True, exist_ok=True)
+    for f in range(files):
+        keys = [f"pq{f}_{i:04d}" for i in range(rows)]
+        blobs = [rng.integers(0, 256, int(rng.integers(8, 64)), np.uint8).tobytes() for _ in range(rows)]
+        pq.write_table(pa.table({"key": keys, "bin": blobs}), directory / f"part-{f}.parquet", row_group_size=16)
+    ref = {}
+    for f in range(files):
+        t = pq.read_table(directory / f"part-{f}.parquet")
+        ref.update(zip(t.column("key").to_pylist(), t.column("bin").to_pylist()))
+    return ref
+
+
+@pytest.fixture(scope="module")
+def sources(tmp_path_factory):
+    root = tmp_path_factory.mktemp("mix")
+    a = write_tar_source(root / "a", "a", shards=3, per_shard=40, seed=1)    # 120 samples
+    b = write_tar_source(root / "b", "b", shards=2, per_shard=35, seed=2)    # 70
+    c = write_tar_source(root / "c", "c", shards=1, per_shard=30, seed=3)    # 30
+    return root, {"a": (str(root / "a" / "a-{00..02}.tar"), a), "b": (str(root / "b" / "b-{00..01}.tar"), b),
+                  "c": (str(root / "c" / "c-00.tar"), c)}
+
+
+def rows(batch):
+    """(source, key, bytes) of each sample of a batch."""
+    data, lengths = batch["bin"], batch["bin.len"]
+    return [(s, k, bytes(data[i, : int(lengths[i])])) for i, (s, k) in enumerate(zip(batch["__source__"],
+                                                                                      batch["__key__"]))]
+
+
+def drain(loader, epoch=None):
+    if epoch is not None:
+        loader.set_epoch(epoch)
+    out = []
+    for batch in loader:
+        out.extend(rows(batch))
+    return out
+
+
+def make(srcs, weights, **kw):
+    spec = {name: (srcs[name][0], w) for name, w in weights.items()}
+    law = kw.pop("law", None)
+    spe = kw.pop("samples_per_epoch", None)
+    kw.setdefault("output", "numpy")
+    kw.setdefault("observe", False)
+    return stoker.Loader(stoker.mix(spec, samples_per_epoch=spe, law=law), FIELDS, **kw)
+
+
+def check_bytes(got, srcs):
+    for source, key, data in got:
+        assert data == srcs[source][1][key], f"{source}/{key}: bytes differ from the reference reader's"
+
+
+def test_shares_within_binomial_bounds_and_bytes(sources):
+    _, srcs = sources
+    weights = {"a": 0.5, "b": 0.3, "c": 0.2}
+    loader = make(srcs, weights, batch_size=20, shuffle=True, seed=7, samples_per_epoch=2000)
+    got = drain(loader)
+    assert len(got) == 2000
+    check_bytes(got, srcs)
+    counts = Counter(s for s, _, _ in got)
+    n = len(got)
+    for name, w in weights.items():
+        bound = 4 * math.sqrt(n * w * (1 - w))  # 4 sigma of a binomial draw of n
+        assert abs(counts[name] - n * w) <= bound, (name, counts[name], n * w)
+    # Within each batch too: a batch of 20 holds about 10/6/4.
+    per_batch = [Counter(s for s, _, _ in got[i:i + 20]) for i in range(0, n, 20)]
+    for name, w in weights.items():
+        assert all(abs(c[name] - 20 * w) <= 3 for c in per_batch)
+    # The order is the words of settings.
+    order = loader.settings["order"]
+    assert "mixture of 3 sources, law sample" in order and "2000 samples an epoch" in order
+
+
+def check_passes(got, srcs, batch_size):
+    """At each batch's end, each source has delivered exactly draws [0, c) of
+    its stream (a batch's positions are one block, permuted among its slots):
+    c // N whole passes and c % N samples of the next, none twice."""
+    seen = {name: Counter() for name in srcs}
+    for i in range(0, len(got), batch_size):
+        for s, k, _ in got[i:i + batch_size]:
+            seen[s][k] += 1
+        for name, count in seen.items():
+            n = len(srcs[name][1])
+            c = sum(count.values())
+            assert set(count) <= set(srcs[name][1])
+            high = [k for k in srcs[name][1] if count[k] == c // n + 1]
+            assert len(high) == c % n and all(count[k] in (c // n, c // n + 1) for k in srcs[name][1]), \
+                f"{name} after batch {i // batch_size}: {c} draws are not whole passes and part of one"
+
+
+def test_each_source_once_per_own_pass(sources):
+    _, srcs = sources
+    # 0.2 of 2000 = 400 draws of c (30 samples): 13 full passes and a part.
+    loader = make(srcs, {"a": 0.5, "b": 0.3, "c": 0.2}, batch_size=20, shuffle=True, seed=3,
+                  samples_per_epoch=2000)
+    got = drain(loader)
+    check_passes(got, srcs, 20)
+    # A new pass is freshly shuffled: pass 0 and pass 1 of c come in other orders.
+    c = [k for s, k, _ in got if s == "c"]
+    assert c[:30] != c[30:60]
+    state = loader.state_dict()["stoker"]["mix"]
+    assert state["law"] == "sample" and state["names"] == ["a", "b", "c"]
+    # The passes run on into the next epoch: epoch 1 continues each source's stream.
+    got1 = drain(loader, epoch=1)
+    check_passes(got + got1, srcs, 20)
+    state1 = loader.state_dict()["stoker"]["mix"]
+    assert state1["drawn_before_epoch"] == [sum(1 for s, _, _ in got if s == n) for n in ("a", "b", "c")]
+    assert state1["pass"] == [d // n for d, n in zip(state1["drawn_before_epoch"], state1["samples"])]
+
+
+def test_parquet_mixture_against_pyarrow(tmp_path):
+    p1 = write_parquet_source(tmp_path / "p1", files=2, rows=48, seed=4)
+    p2 = write_parquet_source(tmp_path / "p2", files=1, rows=40, seed=5)
+    mixture = stoker.mix({"p1": (str(tmp_path / "p1" / "*.parquet"), 0.6),
+                          "p2": (str(tmp_path / "p2" / "*.parquet"), 0.4)}, samples_per_epoch=400)
+    loader = stoker.Loader(mixture, {"bin": stoker.raw(64)}, batch_size=16, shuffle=True, seed=1,
+                           key_column="key", output="numpy", observe=False)
+    got = drain(loader)
+    ref = {"p1": p1, "p2": p2}
+    for source, key, data in got:
+        assert data == ref[source][key]
+    counts = Counter(s for s, _, _ in got)
+    assert abs(counts["p1"] - 240) <= 4 * math.sqrt(400 * 0.24)
+
+
+def test_resume_mid_epoch_equals_uninterrupted(sources):
+    _, srcs = sources
+    kw = dict(batch_size=10, shuffle=True, seed=11, samples_per_epoch=600)
+    weights = {"a": 0.6, "b": 0.3, "c": 0.1}
+    whole = drain(make(srcs, weights, **kw))
+    first = make(srcs, weights, **kw)
+    it = iter(first)
+    head = []
+    for _ in range(17):
+        head.extend(rows(next(it)))
+    state = first.state_dict()
+    assert sum(state["stoker"]["mix"]["delivered"]) == 170
+    resumed = make(srcs, weights, **kw)
+    resumed.load_state_dict(state)
+    assert head + drain(resumed) == whole
+    # Changed weights at restore: refused, naming both (left: issue 42).
+    other = make(srcs, {"a": 0.2, "b": 0.3, "c": 0.5}, **kw)
+    with pytest.raises(Exception, match="mixture weights"):
+        other.load_state_dict(state)
+
+
+@pytest.mark.parametrize("world", [2, 3])
+def test_ranks_equal_batches_and_exact_partition(sources, world):
+    _, srcs = sources
+    weights = {"a": 1, "b": 1, "c": 1}
+    counts = [len(make(srcs, weights, batch_size=8, shuffle=True, seed=2, rank=r, world_size=world,
+                       samples_per_epoch=500)) for r in range(world)]
+    assert len(set(counts)) == 1
+    # partition="exact" (law proportion by default): every sample of every source exactly once.
+    got = []
+    nb = set()
+    for r in range(world):
+        loader = make(srcs, weights, batch_size=8, shuffle=True, seed=2, rank=r, world_size=world,
+                      partition="exact")
+        nb.add(len(loader))
+        got.extend(drain(loader))
+    assert len(nb) == 1
+    check_bytes(got, srcs)
+    every = sorted((name, k) for name in srcs for k in srcs[name][1])
+    assert sorted((s, k) for s, k, _ in got) == every
+
+
+def test_stop_at_first(sources):
+    _, srcs = sources
+    loader = make(srcs, {"a": 0.5, "b": 0.5}, batch_size=10, shuffle=True, seed=5, law="stop_at_first")
+    got = drain(loader)
+    b = [k for s, k, _ in got if s == "b"]
+    a = [k for s, k, _ in got if s == "a"]
+    # The epoch ends before b (70 samples at weight 0.5) would run out: all of b once, about as many of a.
+    assert sorted(b) == sorted(srcs["b"][1])
+    assert abs(len(a) - 70) <= 2 and len(set(a)) == len(a)
+    check_bytes(got, srcs)
+
+
+def test_missing_source_is_named(sources, tmp_path):
+    _, srcs = sources
+    root = tmp_path / "www"
+    root.mkdir()
+    with UrlServer(root) as server:
+        url = f"http://127.0.0.1:{server.port}/gone-{{0..1}}.tar"
+        with pytest.raises(Exception, match=r"source 'web' of the mixture.*(404|not found|Not Found)"):
+            stoker.Loader(stoker.mix({"a": (srcs["a"][0], 0.5), "web": (url, 0.5)}), FIELDS, batch_size=4,
+                          retry_deadline_s=1.0, observe=False)
+
+
+def test_bad_arguments(sources):
+    _, srcs = sources
+    with pytest.raises(ValueError, match="no weight"):
+        stoker.mix({"a": srcs["a"][0]}, law="sample")
+    with pytest.raises(ValueError, match=">= 0"):
+        stoker.mix({"a": (srcs["a"][0], -1)})
+    with pytest.raises(Exception, match="stream=True is not supported"):
+        stoker.Loader(stoker.mix({"a": (srcs["a"][0], 1)}), FIELDS, batch_size=4, stream=True,
+                      samples_per_epoch=10, observe=False)
