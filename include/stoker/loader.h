@@ -116,6 +116,12 @@ struct MixOptions {
   // Filled by Loader::Create: how many shards each source expanded to (the
   // shards are the sources' shards one source after another).
   std::vector<uint32_t> shards;
+  // Law kSample after a restore with other weights (the loader sets them;
+  // pipeline/mix_order.h): the weights hold from epoch base_epoch on, each
+  // source's stream going on from base_draws (its draws before that epoch;
+  // empty: none).
+  uint64_t base_epoch = 0;
+  std::vector<uint64_t> base_draws;
 };
 
 struct LoaderOptions {

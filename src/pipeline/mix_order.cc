@@ -126,7 +126,8 @@ std::vector<uint64_t> MixSourceSamples(const std::vector<uint32_t>& samples_per_
 }
 
 Result<std::shared_ptr<const MixOrder>> MixOrder::Make(const std::vector<uint32_t>& samples_per_shard,
-                                                       const LoaderOptions& options, uint64_t epoch) {
+                                                       const LoaderOptions& options, uint64_t epoch,
+                                                       const MixSegment* segment) {
   const MixOptions& mix = options.mix;
   const size_t n = mix.names.size();
   if (n == 0) return InvalidArgument("a mixture needs at least one source");
@@ -186,6 +187,27 @@ Result<std::shared_ptr<const MixOrder>> MixOrder::Make(const std::vector<uint32_
     }
   }
   if (o.length_ == 0) return InvalidArgument("the mixture's epoch holds no samples");
+  o.base_.assign(n, 0);
+  o.block_key_ = MixSeed(options.seed ^ kBlockKey, epoch);
+  if (segment) {
+    if (mix.law != MixLaw::kSample) return InvalidArgument("a mixture's weights change mid-epoch only under law sample");
+    if (segment->base_draws.size() != n || segment->length == 0) return InvalidArgument("a bad mixture segment");
+    o.length_ = segment->length;
+    o.base_ = segment->base_draws;
+    o.block_key_ = MixSeed(options.seed ^ kBlockKey, epoch, kPassKey);  // not the epoch's own blocks
+  } else if (mix.law == MixLaw::kSample) {
+    if (epoch < mix.base_epoch) {
+      return InvalidArgument("epoch " + std::to_string(epoch) + " is before the mixture's weights changed (epoch " +
+                             std::to_string(mix.base_epoch) + ")");
+    }
+    if (!mix.base_draws.empty()) {
+      if (mix.base_draws.size() != n) return InvalidArgument("the mixture's base_draws are not one per source");
+      o.base_ = mix.base_draws;
+    }
+    o.g0_ = (epoch - mix.base_epoch) * o.length_;
+  } else if (mix.law == MixLaw::kProportion) {
+    o.g0_ = epoch * o.length_;
+  }
   o.shard_first_.assign(n + 1, 0);
   for (size_t s = 0; s < n; ++s) o.shard_first_[s + 1] = o.shard_first_[s] + mix.shards[s];
   o.first_.assign(samples_per_shard.size() + 1, 0);
@@ -208,16 +230,26 @@ MixAllocation::Draw MixOrder::DrawAt(uint64_t p) const {
   uint64_t q = p;
   if (shuffle_) {
     const uint64_t b = p / block_, begin = b * block_, len = std::min(block_, length_ - begin);
-    q = begin + IndexShuffle(len, MixSeed(seed_ ^ kBlockKey, epoch_, b))(p - begin);
+    q = begin + IndexShuffle(len, MixSeed(block_key_, b))(p - begin);
   }
-  const uint64_t g = law_ == MixLaw::kStopAtFirst ? q : epoch_ * length_ + q;
-  return alloc_.Locate(g);
+  MixAllocation::Draw d = alloc_.Locate(g0_ + q);
+  d.k += base_[d.source];
+  return d;
 }
 
 std::vector<uint64_t> MixOrder::DrawnBefore() const {
   std::vector<uint64_t> out(num_sources(), 0);
   for (size_t s = 0; s < out.size(); ++s) {
-    out[s] = law_ == MixLaw::kStopAtFirst ? epoch_ * source_samples_[s] : alloc_.Count(s, epoch_ * length_);
+    out[s] = law_ == MixLaw::kStopAtFirst ? epoch_ * source_samples_[s] : base_[s] + alloc_.Count(s, g0_);
+  }
+  return out;
+}
+
+std::vector<uint64_t> MixOrder::DrawnAfter() const {
+  std::vector<uint64_t> out(num_sources(), 0);
+  for (size_t s = 0; s < out.size(); ++s) {
+    out[s] = law_ == MixLaw::kStopAtFirst ? (epoch_ + 1) * source_samples_[s]
+                                          : base_[s] + alloc_.Count(s, g0_ + length_);
   }
   return out;
 }

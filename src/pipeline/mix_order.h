@@ -19,7 +19,9 @@
 //     k within that source's stream are found by walking the tree: O(log
 //     sources), and the draws of a source up to any position likewise, both
 //     in exact integer arithmetic.
-//  2. The epoch's part of the stream. Law "sample": epoch e is stream
+//  2. The epoch's part of the stream (after a weight change, the stream of
+//     the new weights from the change on, each source's draws counted on
+//     from where they were: MixOptions::base_draws, MixSegment). Law "sample": epoch e is stream
 //     positions [e M, (e + 1) M) (M = samples_per_epoch), so each source's
 //     passes run on across epochs. Law "proportion": the weights are the
 //     sources' sample counts and M their total, so the tree gives source s
@@ -86,12 +88,23 @@ class MixAllocation {
   std::vector<Node> nodes_;  // nodes_[0]: the root
 };
 
+// The rest of an epoch whose weights changed in its middle (law sample, a
+// restore with other weights): `length` positions drawn by the new weights,
+// each source's stream going on from base_draws, a fresh pass of its own
+// after every pass the interrupted order reaches.
+struct MixSegment {
+  uint64_t length = 0;
+  std::vector<uint64_t> base_draws;
+};
+
 class MixOrder : public OrderFunction {
  public:
   // samples_per_shard: the concatenated shards; options.mix.shards: how many
-  // belong to each source, in order.
+  // belong to each source, in order. segment: the rest of an epoch whose
+  // weights changed (law sample only).
   static Result<std::shared_ptr<const MixOrder>> Make(const std::vector<uint32_t>& samples_per_shard,
-                                                      const LoaderOptions& options, uint64_t epoch);
+                                                      const LoaderOptions& options, uint64_t epoch,
+                                                      const MixSegment* segment = nullptr);
 
   uint64_t size() const override { return length_; }
   SampleRef At(uint64_t p) const override;
@@ -102,6 +115,8 @@ class MixOrder : public OrderFunction {
   // Draws of each source before this epoch (all ranks together), counted
   // from its first pass: pass = drawn / samples, as the state reports.
   std::vector<uint64_t> DrawnBefore() const;
+  // Draws of each source once this epoch (or segment) is over.
+  std::vector<uint64_t> DrawnAfter() const;
   const std::vector<uint64_t>& source_samples() const { return source_samples_; }
   // The source of dataset shard `shard`.
   uint32_t SourceOfShard(uint32_t shard) const;
@@ -114,6 +129,9 @@ class MixOrder : public OrderFunction {
   LoaderOptions pass_options_;  // the options a pass order is made with (mix cleared)
   MixLaw law_ = MixLaw::kSample;
   uint64_t epoch_ = 0, length_ = 0, block_ = 1, seed_ = 0;
+  uint64_t g0_ = 0;              // the stream position of the epoch's position 0
+  uint64_t block_key_ = 0;       // keys the permutations within blocks
+  std::vector<uint64_t> base_;   // each source's draws before stream position 0
   bool shuffle_ = false;
   MixAllocation alloc_;
   std::vector<uint64_t> source_samples_;      // N_s

@@ -183,10 +183,62 @@ def test_resume_mid_epoch_equals_uninterrupted(sources):
     resumed = make(srcs, weights, **kw)
     resumed.load_state_dict(state)
     assert head + drain(resumed) == whole
-    # Changed weights at restore: refused, naming both (left: issue 42).
-    other = make(srcs, {"a": 0.2, "b": 0.3, "c": 0.5}, **kw)
-    with pytest.raises(Exception, match="mixture weights"):
-        other.load_state_dict(state)
+
+
+def test_weights_changed_mid_epoch_take_effect_from_the_next_batch(sources):
+    _, srcs = sources
+    kw = dict(batch_size=10, shuffle=True, seed=11, samples_per_epoch=600)
+    w1, w2 = {"a": 0.6, "b": 0.3, "c": 0.1}, {"a": 0.1, "b": 0.3, "c": 0.6}
+    first = make(srcs, w1, **kw)
+    it = iter(first)
+    for _ in range(17):
+        next(it)
+    state = first.state_dict()
+    changed = make(srcs, w2, **kw)
+    changed.load_state_dict(state)
+    assert len(changed) == 60 - 17
+    rest = drain(changed)
+    assert len(rest) == 430
+    check_bytes(rest, srcs)
+    counts = Counter(s for s, _, _ in rest)
+    for name, w in w2.items():  # the new shares from the next batch on
+        assert abs(counts[name] - 430 * w) <= 4 * math.sqrt(430 * w * (1 - w)), (name, counts)
+    # Each source starts a fresh pass at the change: whole passes and part of one from there.
+    check_passes(rest, srcs, 10)
+    # The same restore twice gives the same batches (a pure function of the state and the weights).
+    again = make(srcs, w2, **kw)
+    again.load_state_dict(state)
+    assert drain(again) == rest
+    # Saved again in the middle of the changed epoch, it resumes exactly; the next epoch goes on
+    # from each source's draws after the change.
+    mid = make(srcs, w2, **kw)
+    mid.load_state_dict(state)
+    it = iter(mid)
+    part = []
+    for _ in range(20):
+        part.extend(rows(next(it)))
+    state2 = mid.state_dict()
+    assert state2["stoker"]["mix"]["segment"]["weights"] == [0.6, 0.3, 0.1]
+    later = make(srcs, w2, **kw)
+    later.load_state_dict(state2)
+    assert part + drain(later) == rest
+    after = drain(later, epoch=1)
+    check_passes(rest + after, srcs, 10)
+    with pytest.raises(Exception, match="once already"):
+        make(srcs, w1, **kw).load_state_dict(state2)
+
+
+def test_weights_changed_at_an_epoch_boundary_keep_every_pass_whole(sources):
+    _, srcs = sources
+    kw = dict(batch_size=10, shuffle=True, seed=12, samples_per_epoch=600)
+    first = make(srcs, {"a": 0.6, "b": 0.3, "c": 0.1}, **kw)
+    epoch0 = drain(first)
+    state = first.state_dict()
+    changed = make(srcs, {"a": 0.2, "b": 0.2, "c": 0.6}, **kw)
+    changed.load_state_dict(state)
+    epoch1 = drain(changed, epoch=1)
+    assert Counter(s for s, _, _ in epoch1)["c"] >= 600 * 0.6 - 3
+    check_passes(epoch0 + epoch1, srcs, 10)  # no pass cut: the new weights' stream goes on
 
 
 @pytest.mark.parametrize("world", [2, 3])
