@@ -256,7 +256,7 @@ class LoaderImpl : public Loader {
       return std::shared_ptr<Batch>();
     }
     waiting_since_.reset();
-    if (!ready.ok()) return ready.status();
+    if (!ready.ok()) return NameSource(ready.status());
     ++next_batch_;
     if (tuner_) Tune();
     std::vector<SlotFailure> left;
@@ -266,7 +266,7 @@ class LoaderImpl : public Loader {
       DropRefilledJobs(*work);  // before Resolve takes the failures
       STOKER_RETURN_IF_ERROR(refill_.Resolve(*work, *plan_));  // refills failed slots, keeps the budget
     } else if (work->error_slot >= 0) {
-      return work->error;
+      return NameSource(work->error);
     }
     if (data_.device && data_.device->copies()) {  // its copy, issued when it became ready (device_stage.h)
       std::shared_ptr<DeviceCopy> copy = std::move(work->copy);
@@ -573,6 +573,19 @@ class LoaderImpl : public Loader {
     next_batch_ = 0;
     Start();
     return Status::Ok();
+  }
+
+  // A mixture's error names the source of the shard it names (a message
+  // names its shard as given, after expansion), so a bad member or a failed
+  // read is told with its source.
+  Status NameSource(const Status& st) const {
+    if (st.ok() || source_of_url_.empty()) return st;
+    for (const auto& [url, s] : source_of_url_) {
+      if (st.message().find(url) != std::string::npos) {
+        return st.WithContext("source '" + data_.options.mix.names[s] + "' of the mixture");
+      }
+    }
+    return st;
   }
 
   // A mixture's part of the state: its law and sources with their weights,

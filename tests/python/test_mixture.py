@@ -294,3 +294,62 @@ def test_bad_arguments(sources):
     with pytest.raises(Exception, match="stream=True is not supported"):
         stoker.Loader(stoker.mix({"a": (srcs["a"][0], 1)}), FIELDS, batch_size=4, stream=True,
                       samples_per_epoch=10, observe=False)
+
+
+def test_bad_member_is_named_with_its_source(sources, tmp_path):
+    import webdataset as wds
+
+    _, srcs = sources
+    with wds.TarWriter(str(tmp_path / "bad-00.tar")) as sink:
+        for i in range(8):  # one member longer than the field's 64 bytes: an error naming it
+            sink.write({"__key__": f"bad{i}", "bin": bytes(200 if i == 5 else 10)})
+    loader = stoker.Loader(stoker.mix({"a": (srcs["a"][0], 0.5), "bad": (str(tmp_path / "bad-00.tar"), 0.5)}),
+                           FIELDS, batch_size=8, output="numpy", observe=False)
+    with pytest.raises(Exception, match=r"source 'bad' of the mixture: .*bad-00\.tar.*bad5"):
+        drain(loader)
+
+
+def test_image_folder_http_and_local_tar_in_one_exact_mixture(tmp_path):
+    """Three kinds of source (an image folder, tar shards over HTTP, local tar shards) under
+    law proportion and partition exact: every sample of every source once, bytes and labels as
+    the files, webdataset's reader and torchvision's ImageFolder order give them."""
+    import webdataset as wds
+
+    from conftest import jpeg_bytes, natural_image, write_vision_shards
+
+    rng = np.random.default_rng(9)
+    folder = tmp_path / "folder"
+    files = {}
+    for label, cls in enumerate(["cat", "dog"]):  # sorted class names: ImageFolder's labels
+        (folder / cls).mkdir(parents=True)
+        for i in range(5):
+            data = jpeg_bytes(natural_image(rng, 40, 30))
+            (folder / cls / f"{i:06d}.jpg").write_bytes(data)
+            files[f"{cls}/{i:06d}"] = (data, label)
+    write_vision_shards(tmp_path / "web", shards=2, per_shard=6, seed=1)
+    write_vision_shards(tmp_path / "local", shards=1, per_shard=7, seed=2)
+
+    def tar_ref(directory, n):
+        ref = {}
+        for s in wds.WebDataset(str(directory / f"shard-{{000000..{n - 1:06d}}}.tar"), shardshuffle=False):
+            ref[s["__key__"]] = (s["jpg"], int(s["cls"]))
+        return ref
+
+    refs = {"folder": files, "web": tar_ref(tmp_path / "web", 2), "local": tar_ref(tmp_path / "local", 1)}
+    fields = {"jpg": stoker.raw(1 << 16), "cls": stoker.scalar()}
+    with UrlServer(tmp_path / "web") as server:
+        mixture = stoker.mix({"folder": str(folder),
+                              "web": f"http://127.0.0.1:{server.port}/shard-{{000000..000001}}.tar",
+                              "local": str(tmp_path / "local" / "shard-000000.tar")})
+        got = []
+        for rank in range(2):
+            loader = stoker.Loader(mixture, fields, batch_size=4, shuffle=True, seed=3, rank=rank, world_size=2,
+                                   partition="exact", output="numpy", observe=False)
+            assert "law proportion" in loader.settings["order"]
+            for batch in loader:
+                for i, (source, key) in enumerate(zip(batch["__source__"], batch["__key__"])):
+                    got.append((source, key, bytes(batch["jpg"][i, : int(batch["jpg.len"][i])]),
+                                int(batch["cls"][i])))
+    assert sorted((s, k) for s, k, _, _ in got) == sorted((s, k) for s in refs for k in refs[s])
+    for source, key, data, label in got:
+        assert (data, label) == refs[source][key], f"{source}/{key}"
