@@ -82,6 +82,8 @@ class EpochOrder {
                                                     std::shared_ptr<const OrderFunction> f);
 
   uint64_t size() const { return computed_ ? computed_->size() : first_.back(); }
+  // The function of a Computed order (null for the others).
+  const OrderFunction* computed() const { return computed_.get(); }
   size_t num_shards() const { return first_.size() - 1; }
 
   // The sample at position p < size().

@@ -614,7 +614,18 @@ class LoaderImpl : public Loader {
     std::vector<uint64_t> passes(drawn.size()), delivered(drawn.size(), 0);
     for (size_t s = 0; s < drawn.size(); ++s) passes[s] = drawn[s] / o.source_samples()[s];
     const int64_t done = std::min<int64_t>(plan_->info.rank_samples, next_batch_ * data_.options.batch_size);
-    for (int64_t i = 0; i < done; ++i) ++delivered[o.SourceOfShard(plan_->At(i).shard)];
+    const auto* mixed = plan_->order ? dynamic_cast<const MixOrder*>(plan_->order->computed()) : nullptr;
+    if (mixed && !plan_->strided && data_.options.batch_stride <= 1) {
+      // By the plan's spans of the order: counted by the allocation, not walked.
+      const uint64_t d = static_cast<uint64_t>(done);
+      for (size_t k = 0; k < plan_->spans.size() && plan_->span_start[k] < d; ++k) {
+        const uint64_t take = std::min(plan_->spans[k].count, d - plan_->span_start[k]);
+        const std::vector<uint64_t> c = mixed->CountIn(plan_->spans[k].first, plan_->spans[k].first + take);
+        for (size_t s = 0; s < c.size(); ++s) delivered[s] += c[s];
+      }
+    } else {
+      for (int64_t i = 0; i < done; ++i) ++delivered[o.SourceOfShard(plan_->At(i).shard)];
+    }
     j["drawn_before_epoch"] = drawn;
     j["pass"] = passes;
     j["samples"] = o.source_samples();

@@ -254,6 +254,23 @@ std::vector<uint64_t> MixOrder::DrawnAfter() const {
   return out;
 }
 
+std::vector<uint64_t> MixOrder::CountIn(uint64_t begin, uint64_t end) const {
+  std::vector<uint64_t> out(num_sources(), 0);
+  end = std::min(end, length_);
+  if (begin >= end) return out;
+  // Whole blocks (their positions permuted among themselves) count by the
+  // allocation; the part blocks at the ends position by position.
+  uint64_t lo = begin, hi = end;
+  if (shuffle_) {
+    lo = std::min(end, (begin + block_ - 1) / block_ * block_);
+    hi = std::max(lo, end / block_ * block_);
+    for (uint64_t p = begin; p < lo; ++p) ++out[DrawAt(p).source];
+    for (uint64_t p = hi; p < end; ++p) ++out[DrawAt(p).source];
+  }
+  for (size_t s = 0; s < out.size(); ++s) out[s] += alloc_.Count(s, g0_ + hi) - alloc_.Count(s, g0_ + lo);
+  return out;
+}
+
 uint32_t MixOrder::SourceOfShard(uint32_t shard) const {
   return static_cast<uint32_t>(std::upper_bound(shard_first_.begin(), shard_first_.end(), shard) -
                                shard_first_.begin() - 1);

@@ -118,6 +118,10 @@ class MixOrder : public OrderFunction {
   // Draws of each source once this epoch (or segment) is over.
   std::vector<uint64_t> DrawnAfter() const;
   const std::vector<uint64_t>& source_samples() const { return source_samples_; }
+  // Each source's positions among the epoch's positions [begin, end):
+  // O(sources log sources) for whole blocks and O(batch_size) for the part
+  // blocks at either end, never a walk of the range.
+  std::vector<uint64_t> CountIn(uint64_t begin, uint64_t end) const;
   // The source of dataset shard `shard`.
   uint32_t SourceOfShard(uint32_t shard) const;
 

@@ -211,6 +211,26 @@ TEST(MixOrder, SameOrderFromAnyThreadCount) {
   ASSERT_EQ(one, many);
 }
 
+TEST(MixOrder, CountInEqualsAWalkOfTheRange) {
+  const std::vector<uint32_t> shards = {2, 3, 1};
+  const std::vector<uint32_t> counts = Counts(shards, 7);
+  for (bool shuffle : {true, false}) {
+    LoaderOptions o = Mix(shards, {0.3, 0.5, 0.2}, MixLaw::kSample, 997);
+    o.shuffle = shuffle;
+    auto order = MixOrder::Make(counts, o, 2);
+    ASSERT_TRUE(order.ok());
+    const MixOrder& m = **order;
+    SplitMix64 rng(8);
+    for (int t = 0; t < 200; ++t) {
+      uint64_t a = rng.Below(998), b = rng.Below(998);
+      if (a > b) std::swap(a, b);
+      std::vector<uint64_t> walk(3, 0);
+      for (uint64_t p = a; p < b; ++p) ++walk[m.SourceOfShard(m.At(p).shard)];
+      ASSERT_EQ(m.CountIn(a, b), walk) << a << ".." << b;
+    }
+  }
+}
+
 TEST(MixOrder, StopAtFirstEndsBeforeASourceRunsOut) {
   const std::vector<uint32_t> shards = {2, 1};
   const std::vector<uint32_t> counts = Counts(shards, 5);
