@@ -353,3 +353,27 @@ def test_image_folder_http_and_local_tar_in_one_exact_mixture(tmp_path):
     assert sorted((s, k) for s, k, _, _ in got) == sorted((s, k) for s in refs for k in refs[s])
     for source, key, data, label in got:
         assert (data, label) == refs[source][key], f"{source}/{key}"
+
+
+def test_skip_refills_from_the_bad_samples_own_source(sources, tmp_path):
+    import webdataset as wds
+
+    _, srcs = sources
+    bad = {}
+    with wds.TarWriter(str(tmp_path / "bad-00.tar")) as sink:
+        for i in range(20):  # samples 3 and 11 longer than the field's 64 bytes: skipped
+            data = bytes([i]) * (200 if i in (3, 11) else 10)
+            sink.write({"__key__": f"bad{i:02d}", "bin": data})
+            bad[f"bad{i:02d}"] = data
+    loader = stoker.Loader(stoker.mix({"a": (srcs["a"][0], 0.5), "bad": (str(tmp_path / "bad-00.tar"), 0.5)},
+                                      samples_per_epoch=80),
+                           FIELDS, batch_size=8, shuffle=True, seed=4, on_error="skip", output="numpy",
+                           observe=False)
+    got = drain(loader)
+    # Two bad samples, each drawn once in each of the epoch's two passes of 'bad': four slots refilled.
+    assert loader.skips["skipped"] == 2 and loader.skips["refilled"] == 4
+    counts = Counter(s for s, _, _ in got)
+    assert counts["bad"] == 40 and counts["a"] == 40  # shares kept: each refill came from 'bad'
+    refs = {"a": srcs["a"][1], "bad": bad}
+    for source, key, data in got:
+        assert key not in ("bad03", "bad11") and data == refs[source][key]
