@@ -179,6 +179,10 @@ class Loader:
     iterated to its end begins the next epoch (a new shuffle), as torch's
     DataLoader does; ``state_dict`` holds the epoch.
 
+    ``sources`` may be ``stoker.mix({name: (source, weight), ...})``: several
+    sources drawn by weight in one loader, each sample named in
+    ``__source__`` (README, "Mixtures").
+
     Batches are views into pooled memory: a buffer is reused only after every
     tensor that views it is gone. Keep a batch past the next step only if you
     mean to (the pool then lends an extra buffer rather than deadlock).

@@ -102,5 +102,7 @@ def mix(sources: Mapping[str, Any], *, samples_per_epoch: int | None = None, law
     draw) and its draws sit in random slots. Each batch names each sample's
     source in ``__source__`` beside ``__key__`` and ``__url__``; the state
     and ``report()["mix"]`` carry each source's draws, pass and delivered
-    counts; ``settings["order"]`` states the law."""
+    counts; ``settings["order"]`` states the law. A state restored with
+    other weights draws by them from the next batch (README, "Mixtures").
+    A skipped sample (``on_error="skip"``) is refilled from its own source."""
     return Mixture(sources, samples_per_epoch, law)
