@@ -128,13 +128,15 @@ def main(argv=None) -> int:
     def ratio(a, b):
         return statistics.median(x["steady_rate"] / y["steady_rate"] for x, y in zip(results[a], results[b]))
 
-    lines = [f"# Mixtures, V shards ({count} samples, 3 sources by {WEIGHTS}), {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}",
+    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    lines = [f"# Mixtures, V shards ({count} samples, 3 sources by {WEIGHTS}), {when}",
              "", "| loader | samples/s | first batch s | peak RSS MB |", "| --- | ---: | ---: | ---: |"]
     for name in rows:
         lines.append(f"| {name} | {med(name, 'steady_rate'):.0f} | {med(name, 'ttfb_s'):.2f} | "
                      f"{med(name, 'peak_rss') / 2**20:.0f} |")
     lines += ["",
-              f"- mixture / one source (local): {ratio('stoker mix local', 'stoker one source'):.2f}x (target >= 0.95x)",
+              f"- mixture / one source (local): {ratio('stoker mix local', 'stoker one source'):.2f}x "
+              "(target >= 0.95x)",
               f"- stoker mix +http / wds RandomMix +http: "
               f"{ratio('stoker mix +http', 'wds RandomMix +http (DataLoader, 2 workers)'):.2f}x (target >= 2x)"]
     text = "\n".join(lines)

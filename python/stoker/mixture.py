@@ -28,6 +28,7 @@ class Mixture:
         self.names: list[str] = []
         self.sources: list[str] = []
         self.weights: list[float] = []
+        given = []  # which sources were given a weight
         for name, entry in sources.items():
             if isinstance(entry, (str, os.PathLike)):
                 source, weight = entry, None
@@ -39,6 +40,7 @@ class Mixture:
             if not isinstance(source, (str, os.PathLike)):
                 raise ValueError(f"source {name!r}: one source string per name (a pattern such as "
                                  f"'a-{{000..009}}.tar', a manifest, a folder), not {source!r}")
+            given.append(weight is not None)
             if weight is None:
                 if law not in ("proportion", None):
                     raise ValueError(f"source {name!r} has no weight; weights are needed unless law='proportion'")
@@ -49,6 +51,11 @@ class Mixture:
             self.names.append(str(name))
             self.sources.append(os.fspath(source))
             self.weights.append(weight)
+        if law is None and any(given) and not all(given):
+            raise ValueError("give every source a weight, or none (then each is drawn by its size: law='proportion')")
+        self._weighted = all(given)
+        if not self._weighted and samples_per_epoch is not None:
+            raise ValueError("samples_per_epoch draws by weight: give each source a weight")
         if sum(self.weights) <= 0:
             raise ValueError("every source of the mixture has weight 0")
         if samples_per_epoch is not None and int(samples_per_epoch) < 1:
@@ -60,8 +67,10 @@ class Mixture:
 
     def options(self, partition: str) -> Any:
         """The engine's MixOptions. Without a law: 'proportion' (each sample
-        of each source once an epoch) under partition='exact', else 'sample'."""
-        law = self.law or ("proportion" if partition == "exact" and self.samples_per_epoch is None else "sample")
+        of each source once an epoch) where no weights are given or under
+        partition='exact' (without samples_per_epoch), else 'sample'."""
+        exact = partition == "exact" and self.samples_per_epoch is None
+        law = self.law or ("proportion" if not self._weighted or exact else "sample")
         m = _stoker.MixOptions()
         m.names = self.names
         m.weights = self.weights
@@ -81,7 +90,8 @@ def mix(sources: Mapping[str, Any], *, samples_per_epoch: int | None = None, law
                                   "coco": ("coco-{00..09}.tar", 0.3)}),
                       fields=..., batch_size=64, shuffle=True)
 
-    Each value is ``(source, weight)``: a source string as ``stoker.Loader``
+    Each value is ``(source, weight)``, or the source alone for every one
+    (then each is drawn by its size, law ``"proportion"``): a source string as ``stoker.Loader``
     takes one (tar shards with their indexes or a manifest, Parquet files,
     an image folder; all Parquet or none). The law makes the epoch:
 

@@ -755,10 +755,11 @@ class LoaderImpl : public Loader {
       const uint64_t n = interrupted->source_samples()[s];
       segment.base_draws.push_back((reached[s] + n - 1) / n * n);  // a fresh pass after those reached
     }
-    STOKER_ASSIGN_OR_RETURN(std::shared_ptr<const MixOrder> drawn, MixOrder::Make(counts_, data_.options, epoch, &segment));
+    STOKER_ASSIGN_OR_RETURN(std::shared_ptr<const MixOrder> drawn,
+                            MixOrder::Make(counts_, data_.options, epoch, &segment));
     const std::vector<OrderSpan> whole = {{0, rest}};
-    STOKER_ASSIGN_OR_RETURN(EpochPlan plan,
-                            PlanShare(EpochOrder::Computed(counts_, drawn), whole, data_.options, "left in this epoch"));
+    STOKER_ASSIGN_OR_RETURN(EpochPlan plan, PlanShare(EpochOrder::Computed(counts_, drawn), whole, data_.options,
+                                                      "left in this epoch"));
     plan.info.dataset_samples = static_cast<int64_t>(interrupted->size());  // the epoch's, as the state checks
     auto rank_plan = std::make_shared<const EpochPlan>(plan);
     STOKER_ASSIGN_OR_RETURN(plan, OwnBatches(std::move(plan)));

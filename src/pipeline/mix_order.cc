@@ -145,7 +145,9 @@ Result<std::shared_ptr<const MixOrder>> MixOrder::Make(const std::vector<uint32_
   MixOrder& o = *order;
   o.source_samples_ = MixSourceSamples(samples_per_shard, options);
   for (size_t s = 0; s < n; ++s) {
-    if (o.source_samples_[s] == 0) return InvalidArgument("source '" + mix.names[s] + "' of the mixture has no samples");
+    if (o.source_samples_[s] == 0) {
+      return InvalidArgument("source '" + mix.names[s] + "' of the mixture has no samples");
+    }
   }
   STOKER_ASSIGN_OR_RETURN(std::vector<uint64_t> weights, IntegerWeights(options, o.source_samples_));
   o.law_ = mix.law;
@@ -190,7 +192,9 @@ Result<std::shared_ptr<const MixOrder>> MixOrder::Make(const std::vector<uint32_
   o.base_.assign(n, 0);
   o.block_key_ = MixSeed(options.seed ^ kBlockKey, epoch);
   if (segment) {
-    if (mix.law != MixLaw::kSample) return InvalidArgument("a mixture's weights change mid-epoch only under law sample");
+    if (mix.law != MixLaw::kSample) {
+      return InvalidArgument("a mixture's weights change mid-epoch only under law sample");
+    }
     if (segment->base_draws.size() != n || segment->length == 0) return InvalidArgument("a bad mixture segment");
     o.length_ = segment->length;
     o.base_ = segment->base_draws;
@@ -214,7 +218,8 @@ Result<std::shared_ptr<const MixOrder>> MixOrder::Make(const std::vector<uint32_
   for (size_t i = 0; i < samples_per_shard.size(); ++i) o.first_[i + 1] = o.first_[i] + samples_per_shard[i];
   o.counts_.resize(n);
   for (size_t s = 0; s < n; ++s) {
-    o.counts_[s].assign(samples_per_shard.begin() + o.shard_first_[s], samples_per_shard.begin() + o.shard_first_[s + 1]);
+    o.counts_[s].assign(samples_per_shard.begin() + o.shard_first_[s],
+                        samples_per_shard.begin() + o.shard_first_[s + 1]);
   }
   o.pass_options_ = options;
   o.pass_options_.mix = MixOptions{};

@@ -291,6 +291,14 @@ def test_bad_arguments(sources):
         stoker.mix({"a": srcs["a"][0]}, law="sample")
     with pytest.raises(ValueError, match=">= 0"):
         stoker.mix({"a": (srcs["a"][0], -1)})
+    with pytest.raises(ValueError, match="every source a weight, or none"):
+        stoker.mix({"a": (srcs["a"][0], 1), "b": srcs["b"][0]})
+    with pytest.raises(ValueError, match="give each source a weight"):
+        stoker.mix({"a": srcs["a"][0], "b": srcs["b"][0]}, samples_per_epoch=10)
+    # No weights: each source by its size, one pass of each an epoch.
+    loader = stoker.Loader(stoker.mix({"a": srcs["a"][0], "b": srcs["b"][0]}), FIELDS, batch_size=10,
+                           output="numpy", observe=False)
+    assert "law proportion, 190 samples an epoch" in loader.settings["order"]
     with pytest.raises(Exception, match="stream=True is not supported"):
         stoker.Loader(stoker.mix({"a": (srcs["a"][0], 1)}), FIELDS, batch_size=4, stream=True,
                       samples_per_epoch=10, observe=False)
@@ -377,3 +385,26 @@ def test_skip_refills_from_the_bad_samples_own_source(sources, tmp_path):
     refs = {"a": srcs["a"][1], "bad": bad}
     for source, key, data in got:
         assert key not in ("bad03", "bad11") and data == refs[source][key]
+
+
+def test_a_remote_manifest_in_a_mixture(sources, tmp_path):
+    """One source a stoker-manifest.json over HTTP (its shards' counts, no shard read before the
+    first batch's), one local tar: every sample of both once, bytes as webdataset reads them."""
+    import shutil
+    import subprocess
+
+    from conftest import stoker_bin, stoker_env
+
+    root, srcs = sources
+    web = tmp_path / "web"
+    shutil.copytree(root / "b", web)
+    subprocess.run([stoker_bin(), "index", "-q", str(web)], check=True, env=stoker_env())
+    assert (web / "stoker-manifest.json").exists()
+    with UrlServer(web) as server:
+        mixture = stoker.mix({"c": srcs["c"][0], "b": f"http://127.0.0.1:{server.port}/stoker-manifest.json"})
+        loader = stoker.Loader(mixture, FIELDS, batch_size=8, shuffle=True, seed=1, partition="exact",
+                               output="numpy", observe=False)
+        assert "b: the manifest" in loader.settings["index"]["from"]
+        got = drain(loader)
+    check_bytes(got, srcs)
+    assert sorted((s, k) for s, k, _ in got) == sorted((n, k) for n in ("b", "c") for k in srcs[n][1])
