@@ -113,6 +113,9 @@ struct MixOptions {
   std::vector<double> weights;     // one per source, >= 0, not all 0 (kProportion: unused)
   MixLaw law = MixLaw::kSample;
   int64_t samples_per_epoch = 0;   // kSample: the epoch's length; 0: the sources' total
+  // kSample: each batch-size run of the epoch's positions from one source
+  // (pipeline/mix_order.h); false: sources mixed within batches.
+  bool one_source_per_batch = false;
   // Filled by Loader::Create: how many shards each source expanded to (the
   // shards are the sources' shards one source after another).
   std::vector<uint32_t> shards;

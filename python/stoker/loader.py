@@ -418,7 +418,7 @@ class Loader:
                                       http_headers=http_headers)
         self._mixture = sources if isinstance(sources, Mixture) else None
         if self._mixture is not None:  # stoker.mix: one entry of sources per source (mixture.py)
-            opt.mix = self._mixture.options(partition)
+            opt.mix = self._mixture.options(partition, int(batch_size), int(world_size))
             sources = self._mixture.sources
         single = isinstance(sources, (str, os.PathLike))
         opt.sources = [str(sources)] if single else [str(s) for s in sources]

@@ -20,7 +20,8 @@ class Mixture:
     """Sources by name, each with a weight, and the law that makes an epoch of
     them; pass it to :class:`stoker.Loader` as its sources. Made by :func:`mix`."""
 
-    def __init__(self, sources: Mapping[str, Any], samples_per_epoch: int | None, law: str | None) -> None:
+    def __init__(self, sources: Mapping[str, Any], samples_per_epoch: int | None, law: str | None,
+                 one_source_per_batch: bool = False) -> None:
         if not isinstance(sources, Mapping) or not sources:
             raise ValueError("stoker.mix takes a dict {name: (source, weight)} of at least one source")
         if law is not None and law not in _LAW:
@@ -62,10 +63,14 @@ class Mixture:
             raise ValueError(f"samples_per_epoch must be at least 1, not {samples_per_epoch}")
         if samples_per_epoch is not None and law not in (None, "sample"):
             raise ValueError(f"samples_per_epoch is law 'sample''s epoch length; law {law!r} sets its own")
+        if one_source_per_batch and (law not in (None, "sample") or samples_per_epoch is None):
+            raise ValueError("one_source_per_batch needs law 'sample' and samples_per_epoch (a multiple of "
+                             "batch_size x world_size)")
         self.samples_per_epoch = samples_per_epoch
         self.law = law
+        self.one_source_per_batch = bool(one_source_per_batch)
 
-    def options(self, partition: str) -> Any:
+    def options(self, partition: str, batch_size: int = 1, world_size: int = 1) -> Any:
         """The engine's MixOptions. Without a law: 'proportion' (each sample
         of each source once an epoch) where no weights are given or under
         partition='exact' (without samples_per_epoch), else 'sample'."""
@@ -76,6 +81,14 @@ class Mixture:
         m.weights = self.weights
         m.law = _LAW[law]
         m.samples_per_epoch = int(self.samples_per_epoch or 0)
+        if self.one_source_per_batch:
+            if law != "sample":
+                raise ValueError("one_source_per_batch needs law 'sample'")
+            if m.samples_per_epoch % (batch_size * world_size):
+                raise ValueError(f"one_source_per_batch: samples_per_epoch {m.samples_per_epoch} must be a multiple "
+                                 f"of batch_size x world_size ({batch_size} x {world_size}), so every rank's batches "
+                                 "fall on whole runs of one source")
+            m.one_source_per_batch = True
         return m
 
     def __repr__(self) -> str:
@@ -83,7 +96,8 @@ class Mixture:
         return f"stoker.mix({{{parts}}}, samples_per_epoch={self.samples_per_epoch}, law={self.law!r})"
 
 
-def mix(sources: Mapping[str, Any], *, samples_per_epoch: int | None = None, law: str | None = None) -> Mixture:
+def mix(sources: Mapping[str, Any], *, samples_per_epoch: int | None = None, law: str | None = None,
+        one_source_per_batch: bool = False) -> Mixture:
     """Several sources in one loader, each drawn by its weight::
 
         stoker.Loader(stoker.mix({"laion": ("laion-{000..099}.tar", 0.7),
@@ -110,9 +124,13 @@ def mix(sources: Mapping[str, Any], *, samples_per_epoch: int | None = None, law
     Batches are mixed: with ``shuffle=True`` a batch's share of a source is
     within a sample or two of weight x batch_size (stratified, not a binomial
     draw) and its draws sit in random slots. Each batch names each sample's
-    source in ``__source__`` beside ``__key__`` and ``__url__``; the state
+    source in ``__source__`` beside ``__key__`` and ``__url__``.
+    ``one_source_per_batch=True`` (law ``"sample"``, ``samples_per_epoch`` a
+    multiple of batch_size x world_size) makes every batch one source's (the
+    batches' sources drawn by weight), as multi-task training and
+    aspect-ratio buckets want; the state
     and ``report()["mix"]`` carry each source's draws, pass and delivered
     counts; ``settings["order"]`` states the law. A state restored with
     other weights draws by them from the next batch (README, "Mixtures").
     A skipped sample (``on_error="skip"``) is refilled from its own source."""
-    return Mixture(sources, samples_per_epoch, law)
+    return Mixture(sources, samples_per_epoch, law, one_source_per_batch)

@@ -155,6 +155,7 @@ Result<std::shared_ptr<const MixOrder>> MixOrder::Make(const std::vector<uint32_
   o.seed_ = options.seed;
   o.shuffle_ = options.shuffle;
   o.block_ = static_cast<uint64_t>(std::max(1, options.batch_size));
+  o.unit_ = mix.one_source_per_batch ? o.block_ : 1;
   o.alloc_ = MixAllocation(weights, MixSeed(options.seed, kPhaseKey));
   uint64_t total = 0;
   for (uint64_t c : o.source_samples_) total += c;
@@ -171,7 +172,7 @@ Result<std::shared_ptr<const MixOrder>> MixOrder::Make(const std::vector<uint32_
       // source's count grows with the prefix: a binary search).
       auto fits = [&](uint64_t m) {
         for (size_t s = 0; s < n; ++s) {
-          if (o.alloc_.Count(s, m) > o.source_samples_[s]) return false;
+          if (o.CountAt(s, m) > o.source_samples_[s]) return false;
         }
         return true;
       };
@@ -189,6 +190,10 @@ Result<std::shared_ptr<const MixOrder>> MixOrder::Make(const std::vector<uint32_
     }
   }
   if (o.length_ == 0) return InvalidArgument("the mixture's epoch holds no samples");
+  if (mix.one_source_per_batch && (mix.law != MixLaw::kSample || o.length_ % o.unit_ != 0)) {
+    return InvalidArgument("one source per batch needs law sample and samples_per_epoch a multiple of batch_size (" +
+                           std::to_string(o.unit_) + "), not " + std::to_string(o.length_));
+  }
   o.base_.assign(n, 0);
   o.block_key_ = MixSeed(options.seed ^ kBlockKey, epoch);
   if (segment) {
@@ -237,7 +242,7 @@ MixAllocation::Draw MixOrder::DrawAt(uint64_t p) const {
     const uint64_t b = p / block_, begin = b * block_, len = std::min(block_, length_ - begin);
     q = begin + IndexShuffle(len, MixSeed(block_key_, b))(p - begin);
   }
-  MixAllocation::Draw d = alloc_.Locate(g0_ + q);
+  MixAllocation::Draw d = LocateAt(g0_ + q);
   d.k += base_[d.source];
   return d;
 }
@@ -245,7 +250,7 @@ MixAllocation::Draw MixOrder::DrawAt(uint64_t p) const {
 std::vector<uint64_t> MixOrder::DrawnBefore() const {
   std::vector<uint64_t> out(num_sources(), 0);
   for (size_t s = 0; s < out.size(); ++s) {
-    out[s] = law_ == MixLaw::kStopAtFirst ? epoch_ * source_samples_[s] : base_[s] + alloc_.Count(s, g0_);
+    out[s] = law_ == MixLaw::kStopAtFirst ? epoch_ * source_samples_[s] : base_[s] + CountAt(s, g0_);
   }
   return out;
 }
@@ -254,7 +259,7 @@ std::vector<uint64_t> MixOrder::DrawnAfter() const {
   std::vector<uint64_t> out(num_sources(), 0);
   for (size_t s = 0; s < out.size(); ++s) {
     out[s] = law_ == MixLaw::kStopAtFirst ? (epoch_ + 1) * source_samples_[s]
-                                          : base_[s] + alloc_.Count(s, g0_ + length_);
+                                          : base_[s] + CountAt(s, g0_ + length_);
   }
   return out;
 }
@@ -272,8 +277,23 @@ std::vector<uint64_t> MixOrder::CountIn(uint64_t begin, uint64_t end) const {
     for (uint64_t p = begin; p < lo; ++p) ++out[DrawAt(p).source];
     for (uint64_t p = hi; p < end; ++p) ++out[DrawAt(p).source];
   }
-  for (size_t s = 0; s < out.size(); ++s) out[s] += alloc_.Count(s, g0_ + hi) - alloc_.Count(s, g0_ + lo);
+  for (size_t s = 0; s < out.size(); ++s) out[s] += CountAt(s, g0_ + hi) - CountAt(s, g0_ + lo);
   return out;
+}
+
+MixAllocation::Draw MixOrder::LocateAt(uint64_t g) const {
+  if (unit_ == 1) return alloc_.Locate(g);
+  // One source per batch: the allocation hands out whole units of batch_size
+  // consecutive positions, each a run of its source's draws.
+  MixAllocation::Draw d = alloc_.Locate(g / unit_);
+  d.k = d.k * unit_ + g % unit_;
+  return d;
+}
+
+uint64_t MixOrder::CountAt(size_t source, uint64_t g) const {
+  if (unit_ == 1) return alloc_.Count(source, g);
+  const uint64_t whole = alloc_.Count(source, g / unit_) * unit_;
+  return whole + (g % unit_ != 0 && alloc_.Locate(g / unit_).source == source ? g % unit_ : 0);
 }
 
 uint32_t MixOrder::SourceOfShard(uint32_t shard) const {
@@ -339,7 +359,10 @@ std::string DescribeMix(const std::vector<uint32_t>& samples_per_shard, const Lo
     }
     out += (s ? ", " : "") + options.mix.names[s] + " " + w + " of " + std::to_string(n[s]) + " samples";
   }
-  out += std::string("); ") + (options.shuffle ? "each batch's draws in random slots, " : "") +
+  out += std::string("); ") +
+         (options.mix.one_source_per_batch ? "one source per batch, "
+          : options.shuffle                ? "each batch's draws in random slots, "
+                                           : "") +
          "each source's passes: " + within;
   return out;
 }

@@ -37,6 +37,12 @@
 //     consecutive draws of its stream (its block reads stay coalesced) in
 //     random slots. A batch's share of a source is thus stratified: within
 //     about depth + 1 samples of w_s * batch_size, never a binomial spread.
+//     With one source per batch (MixOptions::one_source_per_batch) the
+//     allocation hands out units of batch_size consecutive positions
+//     instead of single ones: a batch is a run of one source's draws, as
+//     multi-task training and aspect-ratio buckets want, wherever ranks'
+//     batches fall on units (an epoch of a multiple of batch_size x
+//     world_size samples; an elastic resume may cut the rest elsewhere).
 //  4. A source's draw k is sample k mod N_s of its pass floor(k / N_s), and a
 //     pass is the order a loader of that source alone would make (planner.h:
 //     single samples, blocks, windows, Parquet's mix, as the options say)
@@ -129,11 +135,15 @@ class MixOrder : public OrderFunction {
 
  private:
   std::shared_ptr<const EpochOrder> PassOrder(uint32_t source, uint64_t pass) const;
+  // The allocation over stream positions, in units of unit_ positions.
+  MixAllocation::Draw LocateAt(uint64_t g) const;
+  uint64_t CountAt(size_t source, uint64_t g) const;
 
   LoaderOptions pass_options_;  // the options a pass order is made with (mix cleared)
   MixLaw law_ = MixLaw::kSample;
   uint64_t epoch_ = 0, length_ = 0, block_ = 1, seed_ = 0;
   uint64_t g0_ = 0;              // the stream position of the epoch's position 0
+  uint64_t unit_ = 1;            // positions a source is handed at once: 1, or batch_size (one source per batch)
   uint64_t block_key_ = 0;       // keys the permutations within blocks
   std::vector<uint64_t> base_;   // each source's draws before stream position 0
   bool shuffle_ = false;

@@ -282,6 +282,7 @@ void RegisterLoader(nb::module_& m) {
       .def_rw("weights", &MixOptions::weights)
       .def_rw("law", &MixOptions::law)
       .def_rw("samples_per_epoch", &MixOptions::samples_per_epoch)
+      .def_rw("one_source_per_batch", &MixOptions::one_source_per_batch)
       .def_ro("shards", &MixOptions::shards);
 
   nb::class_<LoaderOptions>(m, "LoaderOptions")

@@ -85,9 +85,10 @@ def make(srcs, weights, **kw):
     spec = {name: (srcs[name][0], w) for name, w in weights.items()}
     law = kw.pop("law", None)
     spe = kw.pop("samples_per_epoch", None)
+    one = kw.pop("one_source_per_batch", False)
     kw.setdefault("output", "numpy")
     kw.setdefault("observe", False)
-    return stoker.Loader(stoker.mix(spec, samples_per_epoch=spe, law=law), FIELDS, **kw)
+    return stoker.Loader(stoker.mix(spec, samples_per_epoch=spe, law=law, one_source_per_batch=one), FIELDS, **kw)
 
 
 def check_bytes(got, srcs):
@@ -408,3 +409,28 @@ def test_a_remote_manifest_in_a_mixture(sources, tmp_path):
         got = drain(loader)
     check_bytes(got, srcs)
     assert sorted((s, k) for s, k, _ in got) == sorted((n, k) for n in ("b", "c") for k in srcs[n][1])
+
+
+@pytest.mark.parametrize("world", [1, 2])
+def test_one_source_per_batch(sources, world):
+    _, srcs = sources
+    weights = {"a": 0.5, "b": 0.3, "c": 0.2}
+    got_batches = []
+    for rank in range(world):
+        loader = make(srcs, weights, batch_size=8, shuffle=True, seed=6, rank=rank, world_size=world,
+                      samples_per_epoch=1600, one_source_per_batch=True)
+        assert "one source per batch" in loader.settings["order"]
+        batches = [rows(b) for b in loader]
+        assert len(batches) == 200 // world
+        got_batches += batches
+    assert all(len({s for s, _, _ in b}) == 1 for b in got_batches)
+    n = len(got_batches)
+    counts = Counter(b[0][0] for b in got_batches)
+    for name, w in weights.items():  # batches' sources by weight
+        assert abs(counts[name] - n * w) <= 4 * math.sqrt(n * w * (1 - w)), counts
+    flat = [r for b in got_batches for r in b]
+    check_bytes(flat, srcs)
+    if world == 1:
+        check_passes(flat, srcs, 8)
+    with pytest.raises(ValueError, match="multiple"):
+        make(srcs, weights, batch_size=8, samples_per_epoch=1604, one_source_per_batch=True)

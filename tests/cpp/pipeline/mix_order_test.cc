@@ -214,19 +214,26 @@ TEST(MixOrder, SameOrderFromAnyThreadCount) {
 TEST(MixOrder, CountInEqualsAWalkOfTheRange) {
   const std::vector<uint32_t> shards = {2, 3, 1};
   const std::vector<uint32_t> counts = Counts(shards, 7);
-  for (bool shuffle : {true, false}) {
-    LoaderOptions o = Mix(shards, {0.3, 0.5, 0.2}, MixLaw::kSample, 997);
-    o.shuffle = shuffle;
+  for (int variant = 0; variant < 3; ++variant) {
+    const bool one_source = variant == 2;  // batch-size units of one source
+    LoaderOptions o = Mix(shards, {0.3, 0.5, 0.2}, MixLaw::kSample, one_source ? 992 : 997);
+    o.shuffle = variant != 1;
+    o.mix.one_source_per_batch = one_source;
     auto order = MixOrder::Make(counts, o, 2);
     ASSERT_TRUE(order.ok());
     const MixOrder& m = **order;
     SplitMix64 rng(8);
     for (int t = 0; t < 200; ++t) {
-      uint64_t a = rng.Below(998), b = rng.Below(998);
+      uint64_t a = rng.Below(m.size() + 1), b = rng.Below(m.size() + 1);
       if (a > b) std::swap(a, b);
       std::vector<uint64_t> walk(3, 0);
       for (uint64_t p = a; p < b; ++p) ++walk[m.SourceOfShard(m.At(p).shard)];
       ASSERT_EQ(m.CountIn(a, b), walk) << a << ".." << b;
+    }
+    if (one_source) {  // every batch of 16 positions one source's, its draws consecutive
+      for (uint64_t p = 0; p < m.size(); p += 16) {
+        for (uint64_t q = p + 1; q < p + 16; ++q) ASSERT_EQ(m.DrawAt(q).source, m.DrawAt(p).source);
+      }
     }
   }
 }
