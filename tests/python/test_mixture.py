@@ -434,3 +434,14 @@ def test_one_source_per_batch(sources, world):
         check_passes(flat, srcs, 8)
     with pytest.raises(ValueError, match="multiple"):
         make(srcs, weights, batch_size=8, samples_per_epoch=1604, one_source_per_batch=True)
+
+
+def test_report_names_each_sources_counts(sources):
+    _, srcs = sources
+    loader = make(srcs, {"a": 0.5, "b": 0.5}, batch_size=10, shuffle=True, seed=1, samples_per_epoch=100,
+                  observe=True)
+    got = drain(loader)
+    mix = loader.report()["mix"]
+    assert mix["names"] == ["a", "b"] and mix["law"] == "sample"
+    assert mix["delivered"] == [sum(1 for s, _, _ in got if s == n) for n in ("a", "b")]
+    assert mix["samples"] == [120, 70] and mix["pass"] == [0, 0]
