@@ -103,6 +103,32 @@ enum class OnError : uint8_t {
 // Stream mode's shuffle buffer when shuffling and none is given (webdataset users' usual).
 inline constexpr int kDefaultStreamShuffleBuffer = 1000;
 
+// A mixture of sources (README, "Mixtures"; pipeline/mix_order.h): each
+// entry of LoaderOptions::sources is one source, drawn by its weight.
+enum class MixLaw {
+  kSample,       // an epoch of samples_per_epoch draws; a source that runs out starts its next pass
+  kProportion,   // an epoch is one pass of every source (weights are the sources' sizes)
+  kStopAtFirst,  // each epoch starts a fresh pass of every source and ends before the first runs out
+};
+struct MixOptions {
+  std::vector<std::string> names;  // one per entry of sources; empty: not a mixture
+  std::vector<double> weights;     // one per source, >= 0, not all 0 (kProportion: unused)
+  MixLaw law = MixLaw::kSample;
+  int64_t samples_per_epoch = 0;   // kSample: the epoch's length; 0: the sources' total
+  // kSample: each batch-size run of the epoch's positions from one source
+  // (pipeline/mix_order.h); false: sources mixed within batches.
+  bool one_source_per_batch = false;
+  // Filled by Loader::Create: how many shards each source expanded to (the
+  // shards are the sources' shards one source after another).
+  std::vector<uint32_t> shards;
+  // Law kSample after a restore with other weights (the loader sets them;
+  // pipeline/mix_order.h): the weights hold from epoch base_epoch on, each
+  // source's stream going on from base_draws (its draws before that epoch;
+  // empty: none).
+  uint64_t base_epoch = 0;
+  std::vector<uint64_t> base_draws;
+};
+
 struct LoaderOptions {
   TokenOptions tokens;             // paths set: a token loader; sources/fields unused
   // Shards: paths, brace ranges "a-{000..031}.tar", globs "dir/*.tar", or a
@@ -110,6 +136,7 @@ struct LoaderOptions {
   std::vector<std::string> sources;
   std::vector<FieldSpec> fields;
   KeyRule key_rule = KeyRule::kWebDataset;
+  MixOptions mix;                  // names set: the sources are a mixture, not one dataset
 
   int batch_size = 32;
   bool drop_last = true;           // false: the last batch of a rank may be short (kExact needs false)
@@ -380,6 +407,12 @@ class Loader {
   virtual Result<std::shared_ptr<Batch>> Receive(ReceivedBatch batch) = 0;
   // Shards whose descriptors are cached open now (at most max_open_files).
   virtual size_t OpenShardFiles() const = 0;
+  // A mixture (LoaderOptions::mix): the source each of `urls` (a batch's
+  // urls()) came from, by name; empty for a loader of one dataset.
+  virtual std::vector<std::string> SourcesOf(const std::vector<std::string>& urls) const {
+    (void)urls;
+    return {};
+  }
 
   // The knobs in effect now (the controller moves those left on auto).
   virtual LoaderSettings Settings() const = 0;

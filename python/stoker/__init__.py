@@ -10,6 +10,7 @@ from ._version import __version__  # generated from CMakeLists.txt's project ver
 from ._stoker import StokerError, decode_jpeg, decode_jpeg_rgb, expand_sources
 from .fields import image, image_spec, json, msgpack, npy, npz, pickle, raw, scalar, text
 from .loader import Loader
+from .mixture import Mixture, mix
 from .observe import Observer, profile, to_device
 from .packing import PackedLoader, plan_packing
 from .ray_workers import RayLoader, RayWorkers
@@ -18,6 +19,7 @@ from .tokens import MegatronDataset, TokenLoader, write_megatron
 __all__ = [
     "Loader",
     "MegatronDataset",
+    "Mixture",
     "TokenLoader",
     "PackedLoader",
     "plan_packing",
@@ -31,6 +33,7 @@ __all__ = [
     "image",
     "image_spec",
     "json",
+    "mix",
     "msgpack",
     "npy",
     "npz",

@@ -225,6 +225,49 @@ class FieldSpec:
 
     def __setstate__(self, arg: tuple[str, FieldKind, ImageSpec, str, int], /) -> None: ...
 
+class MixLaw(enum.Enum):
+    sample = 0
+
+    proportion = 1
+
+    stop_at_first = 2
+
+class MixOptions:
+    def __init__(self) -> None: ...
+
+    @property
+    def names(self) -> list[str]: ...
+
+    @names.setter
+    def names(self, arg: Sequence[str], /) -> None: ...
+
+    @property
+    def weights(self) -> list[float]: ...
+
+    @weights.setter
+    def weights(self, arg: Sequence[float], /) -> None: ...
+
+    @property
+    def law(self) -> MixLaw: ...
+
+    @law.setter
+    def law(self, arg: MixLaw, /) -> None: ...
+
+    @property
+    def samples_per_epoch(self) -> int: ...
+
+    @samples_per_epoch.setter
+    def samples_per_epoch(self, arg: int, /) -> None: ...
+
+    @property
+    def one_source_per_batch(self) -> bool: ...
+
+    @one_source_per_batch.setter
+    def one_source_per_batch(self, arg: bool, /) -> None: ...
+
+    @property
+    def shards(self) -> list[int]: ...
+
 class LoaderOptions:
     def __init__(self) -> None: ...
 
@@ -251,6 +294,12 @@ class LoaderOptions:
 
     @key_rule.setter
     def key_rule(self, arg: KeyRule, /) -> None: ...
+
+    @property
+    def mix(self) -> MixOptions: ...
+
+    @mix.setter
+    def mix(self, arg: MixOptions, /) -> None: ...
 
     @property
     def batch_size(self) -> int: ...
@@ -579,6 +628,11 @@ class NativeLoader:
     def take_skip_log(self) -> list: ...
 
     def open_shard_files(self) -> int: ...
+
+    def sources_of(self, urls: Sequence[str]) -> list[str]:
+        """
+        A mixture: the source each of a batch's urls came from, by name; empty for one dataset.
+        """
 
     def settings(self) -> dict: ...
 

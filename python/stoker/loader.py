@@ -17,6 +17,7 @@ import weakref
 from typing import Any, Iterator, Mapping, Sequence
 
 from . import _exit, _members, _parquet, _stoker
+from .mixture import Mixture
 from .observe import Observer, to_device
 
 _PARTITION = {"drop": _stoker.PartitionPolicy.drop, "pad": _stoker.PartitionPolicy.pad,
@@ -216,6 +217,10 @@ class Loader:
     iterated to its end begins the next epoch (a new shuffle), as torch's
     DataLoader does; ``state_dict`` holds the epoch.
 
+    ``sources`` may be ``stoker.mix({name: (source, weight), ...})``: several
+    sources drawn by weight in one loader, each sample named in
+    ``__source__`` (README, "Mixtures").
+
     Batches are views into pooled memory: a buffer is reused only after every
     tensor that views it is gone. Keep a batch past the next step only if you
     mean to (the pool then lends an extra buffer rather than deadlock).
@@ -360,7 +365,7 @@ class Loader:
 
     def __init__(
         self,
-        sources: str | Sequence[str],
+        sources: str | Sequence[str] | Mixture,
         fields: Mapping[str, Any],
         *,
         batch_size: int,
@@ -455,13 +460,22 @@ class Loader:
         opt.storage = storage_options(s3_endpoint=s3_endpoint, profile=profile, region=region,
                                       retry_deadline_s=retry_deadline_s, cache_dir=cache_dir, cache_bytes=cache_bytes,
                                       http_headers=http_headers)
+        self._mixture = sources if isinstance(sources, Mixture) else None
+        if self._mixture is not None:  # stoker.mix: one entry of sources per source (mixture.py)
+            opt.mix = self._mixture.options(partition, int(batch_size), int(world_size))
+            sources = self._mixture.sources
         single = isinstance(sources, (str, os.PathLike))
         opt.sources = [str(sources)] if single else [str(s) for s in sources]
         _parquet.prepare(opt.sources)  # a Parquet source: the plugin for the pyarrow installed
         # A directory of class sub-directories: an image folder (C++ lists it
         # with the same rule; the names are listed here for `classes`).
-        self._classes = (sorted(e.name for e in os.scandir(opt.sources[0]) if e.is_dir())
-                         if len(opt.sources) == 1 and os.path.isdir(opt.sources[0]) else _packed_classes(opt.sources))
+        # A mixture's sources each have their own (none here); packed shards: pack's list.
+        if self._mixture is not None:
+            self._classes = None
+        elif len(opt.sources) == 1 and os.path.isdir(opt.sources[0]):
+            self._classes = sorted(e.name for e in os.scandir(opt.sources[0]) if e.is_dir())
+        else:
+            self._classes = _packed_classes(opt.sources)
         # Copies: one spec object may serve several fields.
         opt.fields = [spec.named(name) for name, spec in fields.items()]
         opt.batch_size = batch_size
@@ -705,6 +719,8 @@ class Loader:
         if self._with_keys:  # an empty batch (partition="exact") has an empty list
             batch["__key__"] = keys
             batch["__url__"] = urls
+            if getattr(self, "_mixture", None) is not None:
+                batch["__source__"] = self._native.sources_of(urls)
         return batch
 
     def _log_skips(self) -> None:
@@ -825,6 +841,8 @@ class Loader:
             raise RuntimeError("this loader was created with observe=False")
         report = self._observer.report()
         report["skips"] = self._native.skips()
+        if self._mixture is not None:  # each source's draws, pass and this rank's delivered samples
+            report["mix"] = json.loads(self._native.state())["mix"]
         if self._device != "cpu" or self._native.options.pin_memory:
             # copy_s on the copy stream, split into exposed (the consumer waited) and hidden
             report["h2d"] = self._native.stats()["h2d"]

@@ -3,20 +3,13 @@
 
 #include <algorithm>
 
+#include "pipeline/mix_order.h"
+
 namespace stoker {
 
-Result<EpochPlan> PlanRemaining(const std::vector<uint32_t>& samples_per_shard, const LoaderOptions& options,
-                                uint64_t epoch, const std::vector<ElasticStage>& stages) {
-  if (options.world_size < 1 || options.rank < 0 || options.rank >= options.world_size) {
-    return InvalidArgument("rank " + std::to_string(options.rank) + " is outside world_size " +
-                           std::to_string(options.world_size));
-  }
-  if (options.batch_size < 1) return InvalidArgument("batch_size must be at least 1");
-  // The epoch's global order, as PlanEpoch computes it; what is left of it is
-  // kept as spans of its positions, never as a list of samples.
-  STOKER_ASSIGN_OR_RETURN(std::shared_ptr<const EpochOrder> order,
-                          EpochOrder::Make(samples_per_shard, options, epoch));
-  std::vector<OrderSpan> left = {{0, order->size()}};
+Result<std::vector<OrderSpan>> SpansLeft(uint64_t size, const LoaderOptions& options,
+                                         const std::vector<ElasticStage>& stages) {
+  std::vector<OrderSpan> left = {{0, size}};
   const uint64_t bs = static_cast<uint64_t>(options.batch_size);
   for (const ElasticStage& st : stages) {
     if (st.world_size < 1 || st.next_batch < 0) return InvalidArgument("bad elastic stage in the loader state");
@@ -37,6 +30,21 @@ Result<EpochPlan> PlanRemaining(const std::vector<uint32_t>& samples_per_shard, 
     }
     left = std::move(rest);
   }
+  return left;
+}
+
+Result<EpochPlan> PlanRemaining(const std::vector<uint32_t>& samples_per_shard, const LoaderOptions& options,
+                                uint64_t epoch, const std::vector<ElasticStage>& stages) {
+  if (options.world_size < 1 || options.rank < 0 || options.rank >= options.world_size) {
+    return InvalidArgument("rank " + std::to_string(options.rank) + " is outside world_size " +
+                           std::to_string(options.world_size));
+  }
+  if (options.batch_size < 1) return InvalidArgument("batch_size must be at least 1");
+  // The epoch's global order, as PlanEpoch computes it; what is left of it is
+  // kept as spans of its positions, never as a list of samples.
+  STOKER_ASSIGN_OR_RETURN(std::shared_ptr<const EpochOrder> order,
+                          MakeEpochOrder(samples_per_shard, options, epoch));
+  STOKER_ASSIGN_OR_RETURN(std::vector<OrderSpan> left, SpansLeft(order->size(), options, stages));
   STOKER_ASSIGN_OR_RETURN(EpochPlan plan, PlanShare(std::move(order), left, options, "left in this epoch"));
   if (plan.info.batches == 0) {
     return InvalidArgument("each rank has fewer than batch_size samples left in this epoch with drop_last");

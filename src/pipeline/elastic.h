@@ -30,6 +30,12 @@ struct ElasticStage {
   int64_t next_batch;  // batches each of them had delivered when the state was saved
 };
 
+// What is left of an epoch's order of `size` positions after the stages,
+// oldest first, as spans of its positions (every rank's unconsumed part, in
+// rank order). options: batch_size, drop_last, partition.
+Result<std::vector<OrderSpan>> SpansLeft(uint64_t size, const LoaderOptions& options,
+                                         const std::vector<ElasticStage>& stages);
+
 // This rank's (options.rank of options.world_size) plan for the rest of
 // `epoch` after the stages, oldest first. options.batch_size, drop_last,
 // partition, shuffle and seed must be those of the saved run.

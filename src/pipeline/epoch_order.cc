@@ -286,6 +286,16 @@ std::shared_ptr<const EpochOrder> EpochOrder::Listed(const std::vector<uint32_t>
   return o;
 }
 
+std::shared_ptr<const EpochOrder> EpochOrder::Computed(const std::vector<uint32_t>& samples_per_shard,
+                                                       std::shared_ptr<const OrderFunction> f) {
+  auto o = std::make_shared<EpochOrder>();
+  o->kind_ = Kind::kComputed;
+  o->first_.assign(samples_per_shard.size() + 1, 0);
+  for (size_t s = 0; s < samples_per_shard.size(); ++s) o->first_[s + 1] = o->first_[s] + samples_per_shard[s];
+  o->computed_ = std::move(f);
+  return o;
+}
+
 SampleRef EpochOrder::RefOf(uint64_t g) const {
   // The last shard whose first sample is at or before g: shards holding no
   // samples share their successor's start and are passed over.
@@ -336,6 +346,8 @@ SampleRef EpochOrder::At(uint64_t p) const {
       const uint32_t sample = b.begin + static_cast<uint32_t>(x - table->start[j]);
       return SampleRef{b.shard, sample, first_[b.shard] + sample};
     }
+    case Kind::kComputed:
+      return computed_->At(p);
     case Kind::kListed:
       break;
   }

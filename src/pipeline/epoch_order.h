@@ -56,6 +56,15 @@ struct SampleRef {
   uint64_t global;   // index within the dataset (shards concatenated)
 };
 
+// An order computed by another unit (a mixture of sources, mix_order.h):
+// positions [0, size()) of the epoch, each a sample of the dataset.
+class OrderFunction {
+ public:
+  virtual ~OrderFunction() = default;
+  virtual uint64_t size() const = 0;
+  virtual SampleRef At(uint64_t p) const = 0;
+};
+
 class EpochOrder {
  public:
   // options: shuffle, shuffle_block (-1 unresolved means 1), shuffle_window
@@ -67,7 +76,14 @@ class EpochOrder {
   static std::shared_ptr<const EpochOrder> Listed(const std::vector<uint32_t>& samples_per_shard,
                                                   std::vector<SampleRef> order);
 
-  uint64_t size() const { return first_.back(); }
+  // An order that `f` computes over the dataset of these shards; its length
+  // is f's (a mixture's epoch need not be the dataset's size).
+  static std::shared_ptr<const EpochOrder> Computed(const std::vector<uint32_t>& samples_per_shard,
+                                                    std::shared_ptr<const OrderFunction> f);
+
+  uint64_t size() const { return computed_ ? computed_->size() : first_.back(); }
+  // The function of a Computed order (null for the others).
+  const OrderFunction* computed() const { return computed_.get(); }
   size_t num_shards() const { return first_.size() - 1; }
 
   // The sample at position p < size().
@@ -99,7 +115,7 @@ class EpochOrder {
   EpochOrder& operator=(const EpochOrder&) = delete;
 
  private:
-  enum class Kind { kShardOrder, kPermuted, kBlocks, kListed, kWindowed };
+  enum class Kind { kShardOrder, kPermuted, kBlocks, kListed, kWindowed, kComputed };
   struct Block {
     uint32_t shard, begin, end;  // samples [begin, end) of the shard
   };
@@ -124,6 +140,7 @@ class EpochOrder {
   std::vector<Block> blocks_;    // kBlocks: in plan order
   std::vector<uint64_t> block_start_;  // kBlocks: plan position of each block's first sample
   std::vector<SampleRef> listed_;      // kListed: the whole order
+  std::shared_ptr<const OrderFunction> computed_;  // kComputed
   // kBlocks and kWindowed with blocks: shuffle_mix (0: none), and the key of
   // each run's permutation (with the window's index, windowed).
   uint32_t mix_ = 0;

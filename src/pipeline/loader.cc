@@ -12,6 +12,7 @@
 #include <future>
 #include <optional>
 #include <thread>
+#include <unordered_map>
 
 #include "core/buffer_pool.h"
 #include "core/file.h"
@@ -25,6 +26,7 @@
 #include "pipeline/epoch_run.h"
 #include "pipeline/image_folder.h"
 #include "pipeline/memory_budget.h"
+#include "pipeline/mix_order.h"
 #include "pipeline/planner.h"
 #include "pipeline/read_runs.h"
 #include "pipeline/shard_indexes.h"
@@ -188,6 +190,10 @@ class LoaderImpl : public Loader {
       for (const ShardSummary& shard : data_.indexes->summaries()) counts_.push_back(shard.samples);
       fingerprint_ = DatasetFingerprint(data_);
     }
+    const MixOptions& mix = data_.options.mix;
+    for (size_t s = 0, shard = 0; s < mix.shards.size(); ++s) {
+      for (uint32_t i = 0; i < mix.shards[s]; ++i, ++shard) source_of_url_.emplace(data_.shards[shard], s);
+    }
     if (epoch0 && !data_.tokens) {
       STOKER_ASSIGN_OR_RETURN(EpochPlan own, OwnBatches(std::move(*epoch0)));
       Adopt(0, std::make_shared<const EpochPlan>(std::move(own)));
@@ -251,7 +257,7 @@ class LoaderImpl : public Loader {
       return std::shared_ptr<Batch>();
     }
     waiting_since_.reset();
-    if (!ready.ok()) return ready.status();
+    if (!ready.ok()) return NameSource(ready.status());
     ++next_batch_;
     if (tuner_) Tune();
     std::vector<SlotFailure> left;
@@ -261,7 +267,7 @@ class LoaderImpl : public Loader {
       DropRefilledJobs(*work);  // before Resolve takes the failures
       STOKER_RETURN_IF_ERROR(refill_.Resolve(*work, *plan_));  // refills failed slots, keeps the budget
     } else if (work->error_slot >= 0) {
-      return work->error;
+      return NameSource(work->error);
     }
     if (data_.device && data_.device->copies()) {  // its copy, issued when it became ready (device_stage.h)
       std::shared_ptr<DeviceCopy> copy = std::move(work->copy);
@@ -381,6 +387,7 @@ class LoaderImpl : public Loader {
       j["shuffle_window"] = std::max(0, data_.options.shuffle_window);  // -1 unresolved plans as 0
       j["shuffle_mix"] = std::max(0, data_.options.shuffle_mix);
     }
+    if (!data_.options.mix.names.empty()) j["mix"] = MixState();
     if (!elastic_.empty()) {  // this epoch resumed on another world size: the stages before this one
       j["elastic"] = nlohmann::json::array();
       for (const ElasticStage& st : elastic_) j["elastic"].push_back({st.world_size, st.next_batch});
@@ -454,6 +461,7 @@ class LoaderImpl : public Loader {
                              " (auto: Parquet's, lowered to fit memory_budget): load it with the memory_budget it "
                              "was saved with");
     }
+    STOKER_RETURN_IF_ERROR(CheckMixState(j));
     // Each policy cuts the epoch differently: the batches one delivered are
     // not the batches another would skip.
     const char* partition = PartitionName(data_.options.partition);
@@ -464,6 +472,19 @@ class LoaderImpl : public Loader {
     STOKER_ASSIGN_OR_RETURN(int64_t epoch, field("epoch"));
     STOKER_ASSIGN_OR_RETURN(int64_t next, field("next_batch"));
     run_.reset();
+    if (!data_.options.mix.names.empty()) {
+      STOKER_ASSIGN_OR_RETURN(bool planned, RestoreMix(j, static_cast<uint64_t>(epoch), next, elastic));
+      if (planned) {  // the rest of an epoch whose weights changed: its own plan, next_batch counted in it
+        // A saved segment goes on at its next_batch, with its skip log; a new one starts at its first batch.
+        const bool saved_segment = j["mix"].contains("segment");
+        if (!saved_segment) next = 0;
+        if (next < 0 || next > plan_->info.batches) return InvalidArgument("loader state next_batch is out of range");
+        if (saved_segment && j.contains("skip")) STOKER_RETURN_IF_ERROR(refill_.FromJson(j["skip"]));
+        next_batch_ = next;
+        Start();
+        return Status::Ok();
+      }
+    }
     STOKER_RETURN_IF_ERROR(Plan(static_cast<uint64_t>(epoch)));
     std::vector<ElasticStage> stages;
     if (j.contains("elastic") && j["elastic"].is_array()) {
@@ -530,6 +551,17 @@ class LoaderImpl : public Loader {
   std::vector<SkipRecord> TakeSkipLog() override { return refill_.TakeLog(); }
   size_t OpenShardFiles() const override { return files_.open_count(); }
 
+  std::vector<std::string> SourcesOf(const std::vector<std::string>& urls) const override {
+    std::vector<std::string> out;
+    if (source_of_url_.empty()) return out;
+    out.reserve(urls.size());
+    for (const std::string& u : urls) {
+      const auto it = source_of_url_.find(u);
+      out.push_back(it == source_of_url_.end() ? std::string() : data_.options.mix.names[it->second]);
+    }
+    return out;
+  }
+
  private:
   Status RestoreConsumed(int64_t consumed) {
     run_.reset();
@@ -542,6 +574,204 @@ class LoaderImpl : public Loader {
     }
     next_batch_ = 0;
     Start();
+    return Status::Ok();
+  }
+
+  // A mixture's error names the source of the shard it names (a message
+  // names its shard as given, after expansion), so a bad member or a failed
+  // read is told with its source.
+  Status NameSource(const Status& st) const {
+    if (st.ok() || source_of_url_.empty()) return st;
+    for (const auto& [url, s] : source_of_url_) {
+      if (st.message().find(url) != std::string::npos) {
+        return st.WithContext("source '" + data_.options.mix.names[s] + "' of the mixture");
+      }
+    }
+    return st;
+  }
+
+  // A mixture's part of the state: its law and sources with their weights,
+  // each source's draws before this epoch (all ranks) and its pass, and the
+  // samples this rank has delivered of each in this epoch (by the plan: a
+  // skipped sample's refill counts as the planned one's source).
+  nlohmann::json MixState() const {
+    // An epoch before a change of weights at its end reports the weights it ran with.
+    const MixOptions& mix = prior_mix_ && epoch_ < data_.options.mix.base_epoch ? *prior_mix_ : data_.options.mix;
+    nlohmann::json j = {{"law", MixLawName(mix.law)}, {"names", mix.names}, {"weights", mix.weights}};
+    j["base_epoch"] = mix.base_epoch;
+    j["base_draws"] = mix.base_draws;
+    if (!segment_.is_null()) j["segment"] = segment_;
+    // This epoch's order as planned (after a weight change in it, the order it began with).
+    LoaderOptions planned = data_.options;
+    planned.mix = mix;
+    if (!segment_.is_null()) {
+      planned.mix.weights = segment_["weights"].get<std::vector<double>>();
+      planned.mix.base_epoch = segment_["base_epoch"].get<uint64_t>();
+      planned.mix.base_draws = segment_["base_draws"].get<std::vector<uint64_t>>();
+    }
+    Result<std::shared_ptr<const MixOrder>> order = MixOrder::Make(counts_, planned, epoch_);
+    if (!order.ok()) return j;
+    const MixOrder& o = **order;
+    const std::vector<uint64_t> drawn = o.DrawnBefore();
+    std::vector<uint64_t> passes(drawn.size()), delivered(drawn.size(), 0);
+    for (size_t s = 0; s < drawn.size(); ++s) passes[s] = drawn[s] / o.source_samples()[s];
+    const int64_t done = std::min<int64_t>(plan_->info.rank_samples, next_batch_ * data_.options.batch_size);
+    const auto* mixed = plan_->order ? dynamic_cast<const MixOrder*>(plan_->order->computed()) : nullptr;
+    if (mixed && !plan_->strided && data_.options.batch_stride <= 1) {
+      // By the plan's spans of the order: counted by the allocation, not walked.
+      const uint64_t d = static_cast<uint64_t>(done);
+      for (size_t k = 0; k < plan_->spans.size() && plan_->span_start[k] < d; ++k) {
+        const uint64_t take = std::min(plan_->spans[k].count, d - plan_->span_start[k]);
+        const std::vector<uint64_t> c = mixed->CountIn(plan_->spans[k].first, plan_->spans[k].first + take);
+        for (size_t s = 0; s < c.size(); ++s) delivered[s] += c[s];
+      }
+    } else {
+      for (int64_t i = 0; i < done; ++i) ++delivered[o.SourceOfShard(plan_->At(i).shard)];
+    }
+    j["drawn_before_epoch"] = drawn;
+    j["pass"] = passes;
+    j["samples"] = o.source_samples();
+    j["delivered"] = delivered;
+    return j;
+  }
+  // A mixture's state restores only onto the same sources, law and weights.
+  Status CheckMixState(const nlohmann::json& j) const {
+    const MixOptions& mix = data_.options.mix;
+    if (!j.contains("mix")) {
+      if (mix.names.empty()) return Status::Ok();
+      return InvalidArgument("loader state was saved by a loader of one dataset, this loader is a mixture");
+    }
+    if (mix.names.empty()) return InvalidArgument("loader state was saved by a mixture, this loader is not one");
+    const nlohmann::json& m = j["mix"];
+    if (m.value("names", nlohmann::json()) != nlohmann::json(mix.names) ||
+        m.value("law", std::string()) != MixLawName(mix.law)) {
+      return InvalidArgument("loader state was saved by a mixture of " + m.value("names", nlohmann::json()).dump() +
+                             " (law " + m.value("law", nlohmann::json()).dump() + "), this loader mixes " +
+                             nlohmann::json(mix.names).dump() + " (law \"" + MixLawName(mix.law) + "\")");
+    }
+    if (!m.contains("weights") || !m["weights"].is_array() || m["weights"].size() != mix.names.size()) {
+      return InvalidArgument("loader state's mixture has no weight for each source");
+    }
+    return Status::Ok();
+  }
+
+  // A mixture's restore (law sample keeps its passes across a weight change;
+  // README, "Mixtures"): the weights saved and in effect from the saved
+  // base, or, where this loader's differ, the new ones from the state's
+  // position on. At an epoch's start the new weights' stream simply goes on
+  // from each source's draws so far. In an epoch's middle the rest of the
+  // epoch (every rank's unconsumed part, as elastic resume cuts it) becomes a
+  // segment drawn by the new weights, each source starting a fresh pass after
+  // every pass the interrupted order reaches (what those passes had not yet
+  // delivered is left out); later epochs go on after the segment. Returns
+  // true where it planned the epoch (a segment).
+  Result<bool> RestoreMix(const nlohmann::json& j, uint64_t epoch, int64_t next, bool elastic) {
+    MixOptions& mix = data_.options.mix;
+    prior_mix_.reset();
+    const nlohmann::json& m = j["mix"];
+    const std::vector<double> saved = m["weights"].get<std::vector<double>>();
+    const uint64_t saved_base_epoch = m.value("base_epoch", uint64_t{0});
+    const std::vector<uint64_t> saved_base = m.value("base_draws", std::vector<uint64_t>{});
+    std::vector<ElasticStage> stages;
+    if (j.contains("elastic") && j["elastic"].is_array()) {
+      for (const auto& st : j["elastic"]) {
+        if (!st.is_array() || st.size() != 2 || !st[0].is_number_integer() || !st[1].is_number_integer()) {
+          return InvalidArgument("loader state has a malformed 'elastic' list");
+        }
+        stages.push_back({st[0].get<int>(), st[1].get<int64_t>()});
+      }
+    }
+    if (m.contains("segment")) {  // this epoch's weights changed in its middle already
+      const nlohmann::json& seg = m["segment"];
+      if (elastic) {
+        return InvalidArgument("loader state is of an epoch whose mixture weights changed in its middle: it "
+                               "resumes on the world size it was saved with (" + j["world_size"].dump() + ")");
+      }
+      if (saved != mix.weights) {
+        return InvalidArgument("loader state's epoch changed its mixture weights once already (to " +
+                               m["weights"].dump() + "); this loader's " + nlohmann::json(mix.weights).dump() +
+                               " take effect from the next epoch: restore with the saved weights until then");
+      }
+      std::vector<ElasticStage> seg_stages;
+      for (const auto& st : seg["stages"]) seg_stages.push_back({st[0].get<int>(), st[1].get<int64_t>()});
+      STOKER_RETURN_IF_ERROR(PlanSegment(epoch, seg["weights"].get<std::vector<double>>(),
+                                         seg.value("base_epoch", uint64_t{0}),
+                                         seg.value("base_draws", std::vector<uint64_t>{}), seg_stages));
+      return true;
+    }
+    if (saved == mix.weights || mix.law == MixLaw::kProportion) {
+      mix.base_epoch = saved_base_epoch;
+      mix.base_draws = saved_base;
+      return false;
+    }
+    const bool at_start = next == 0 && stages.empty();
+    if (mix.law == MixLaw::kStopAtFirst) {
+      if (!at_start) {
+        return InvalidArgument("loader state was saved with mixture weights " + m["weights"].dump() +
+                               " in the middle of an epoch; under law stop_at_first new weights take effect at an "
+                               "epoch's start (restore with the saved weights, or a state saved at an epoch's end)");
+      }
+      return false;  // every epoch starts fresh passes: nothing carries
+    }
+    LoaderOptions old = data_.options;
+    old.mix.weights = saved;
+    old.mix.base_epoch = saved_base_epoch;
+    old.mix.base_draws = saved_base;
+    if (at_start) {
+      STOKER_ASSIGN_OR_RETURN(std::shared_ptr<const MixOrder> before, MixOrder::Make(counts_, old, epoch));
+      mix.base_epoch = epoch;
+      mix.base_draws = before->DrawnBefore();
+      return false;
+    }
+    stages.push_back({j["world_size"].get<int>(), next});
+    STOKER_ASSIGN_OR_RETURN(std::shared_ptr<const MixOrder> interrupted, MixOrder::Make(counts_, old, epoch));
+    STOKER_ASSIGN_OR_RETURN(std::vector<OrderSpan> left, SpansLeft(interrupted->size(), data_.options, stages));
+    if (left.empty()) {  // the epoch was delivered whole: the new weights hold from the next one
+      prior_mix_ = old.mix;
+      mix.base_epoch = epoch + 1;
+      mix.base_draws = interrupted->DrawnAfter();
+      return false;
+    }
+    STOKER_RETURN_IF_ERROR(PlanSegment(epoch, saved, saved_base_epoch, saved_base, stages));
+    return true;
+  }
+
+  // The rest of `epoch` after `stages` of the order of weights `before`
+  // (from base_epoch, base_draws), drawn by this loader's weights: this
+  // rank's plan of it, adopted, and the base of the epochs after it.
+  Status PlanSegment(uint64_t epoch, const std::vector<double>& before, uint64_t base_epoch,
+                     const std::vector<uint64_t>& base_draws, const std::vector<ElasticStage>& stages) {
+    LoaderOptions old = data_.options;
+    old.mix.weights = before;
+    old.mix.base_epoch = base_epoch;
+    old.mix.base_draws = base_draws;
+    STOKER_ASSIGN_OR_RETURN(std::shared_ptr<const MixOrder> interrupted, MixOrder::Make(counts_, old, epoch));
+    STOKER_ASSIGN_OR_RETURN(std::vector<OrderSpan> left, SpansLeft(interrupted->size(), data_.options, stages));
+    uint64_t rest = 0;
+    for (const OrderSpan& sp : left) rest += sp.count;
+    if (rest == 0) return InvalidArgument("loader state's epoch has no samples left");
+    MixSegment segment;
+    segment.length = rest;
+    const std::vector<uint64_t> reached = interrupted->DrawnAfter();
+    for (size_t s = 0; s < reached.size(); ++s) {
+      const uint64_t n = interrupted->source_samples()[s];
+      segment.base_draws.push_back((reached[s] + n - 1) / n * n);  // a fresh pass after those reached
+    }
+    STOKER_ASSIGN_OR_RETURN(std::shared_ptr<const MixOrder> drawn,
+                            MixOrder::Make(counts_, data_.options, epoch, &segment));
+    const std::vector<OrderSpan> whole = {{0, rest}};
+    STOKER_ASSIGN_OR_RETURN(EpochPlan plan, PlanShare(EpochOrder::Computed(counts_, drawn), whole, data_.options,
+                                                      "left in this epoch"));
+    plan.info.dataset_samples = static_cast<int64_t>(interrupted->size());  // the epoch's, as the state checks
+    auto rank_plan = std::make_shared<const EpochPlan>(plan);
+    STOKER_ASSIGN_OR_RETURN(plan, OwnBatches(std::move(plan)));
+    Adopt(epoch, std::make_shared<const EpochPlan>(std::move(plan)));
+    rank_plan_ = std::move(rank_plan);
+    data_.options.mix.base_epoch = epoch + 1;
+    data_.options.mix.base_draws = drawn->DrawnAfter();
+    nlohmann::json st = nlohmann::json::array();
+    for (const ElasticStage& e : stages) st.push_back({e.world_size, e.next_batch});
+    segment_ = {{"weights", before}, {"base_epoch", base_epoch}, {"base_draws", base_draws}, {"stages", st}};
     return Status::Ok();
   }
 
@@ -561,6 +791,12 @@ class LoaderImpl : public Loader {
   // This rank's plan of `epoch`, cut to the batches this loader makes when it
   // is one of batch_stride workers (pipeline/batch_stride.h).
   Result<EpochPlan> PlanOwnEpoch(uint64_t epoch) const {
+    if (prior_mix_ && epoch < data_.options.mix.base_epoch) {  // an epoch before a mixture's weights changed
+      LoaderOptions before = data_.options;
+      before.mix = *prior_mix_;
+      STOKER_ASSIGN_OR_RETURN(EpochPlan plan, PlanEpoch(counts_, before, epoch));
+      return OwnBatches(std::move(plan));
+    }
     STOKER_ASSIGN_OR_RETURN(EpochPlan plan, PlanEpoch(counts_, data_.options, epoch));
     return OwnBatches(std::move(plan));
   }
@@ -571,6 +807,7 @@ class LoaderImpl : public Loader {
   // A shard loader's new epoch with its plan (planned here, or by the run ahead).
   void Adopt(uint64_t epoch, std::shared_ptr<const EpochPlan> plan) {
     plan_ = std::move(plan);
+    segment_ = nullptr;  // a new epoch's weights hold from its start
     rank_plan_.reset();  // planned when a batch is received
     elastic_.clear();
     epoch_ = epoch;
@@ -612,6 +849,13 @@ class LoaderImpl : public Loader {
   std::shared_ptr<BufferPool> pool_;
   std::unique_ptr<Recorder> recorder_;  // outlives run_, whose threads record into it
   std::vector<uint32_t> counts_;
+  std::unordered_map<std::string, uint32_t> source_of_url_;  // a mixture: each shard's source
+  // A mixture whose weights changed in this epoch's middle: the order it
+  // began with and the stages consumed of it (the state's "segment"); null otherwise.
+  nlohmann::json segment_;
+  // A mixture restored at an epoch's end with other weights: the weights and
+  // base that epoch ran with (the new ones hold from mix.base_epoch).
+  std::optional<MixOptions> prior_mix_;
   std::shared_ptr<const EpochPlan> plan_;  // shared with the run, which may have planned it
   // The rank's plan of this epoch uncut by batch_stride, for Receive; null until needed.
   std::shared_ptr<const EpochPlan> rank_plan_;
@@ -648,6 +892,10 @@ Result<std::unique_ptr<Loader>> Loader::Create(LoaderOptions options) {
   if (options.batch_size < 1) return InvalidArgument("batch_size must be at least 1");
   if (options.prefetch_batches < 1 && options.prefetch_batches != -1) {
     return InvalidArgument("prefetch_batches must be at least 1 (or -1: auto)");
+  }
+  if (options.stream && !options.mix.names.empty()) {
+    return InvalidArgument("a mixture of sources is read in indexed mode (tar shards with an index or a manifest, "
+                           "Parquet files, image folders); stream=True is not supported with stoker.mix yet");
   }
   if (options.stream) return CreateStreamLoader(std::move(options));
   if (options.samples_per_epoch != 0) {
@@ -695,7 +943,9 @@ Result<std::unique_ptr<Loader>> Loader::Create(LoaderOptions options) {
     return Finish(std::move(data), std::move(tune));
   }
   const uint64_t index_bytes = IndexCacheBytes(options);
-  STOKER_ASSIGN_OR_RETURN(ShardTables tables, SummarizeShards(options, io, index_bytes, &data.shards));
+  STOKER_ASSIGN_OR_RETURN(ShardTables tables, options.mix.names.empty()
+                                                  ? SummarizeShards(options, io, index_bytes, &data.shards)
+                                                  : SummarizeMixture(options, io, index_bytes, &data.shards));
   data.parquet = tables.parquet;
   data.index_from = tables.from;
   data.remote_scanned = tables.remote_scanned;
@@ -799,6 +1049,11 @@ Result<std::unique_ptr<Loader>> Loader::Create(LoaderOptions options) {
     // and the mix's run (counted by EstimateMemory); the bound follows the
     // tuned reads in flight (EpochRun::Apply).
     data.parquet_rows->SetMaxGroups(ParquetGroupsKept(options.io_depth, options.shuffle_mix));
+  }
+  if (!options.mix.names.empty()) {
+    std::vector<uint32_t> counts;
+    for (const ShardSummary& s : summaries) counts.push_back(s.samples);
+    data.order = DescribeMix(counts, options, data.order);
   }
   STOKER_RETURN_IF_ERROR(
       CheckMemoryBudget(options, EstimateMemory(options, data.layout, summaries, data.row_group_bytes)));

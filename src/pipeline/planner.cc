@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "pipeline/mix_order.h"
+
 namespace stoker {
 
 int AutoShuffleBlock(const LoaderOptions& options, bool remote) {
@@ -188,7 +190,7 @@ Result<EpochPlan> PlanEpoch(const std::vector<uint32_t>& samples_per_shard, cons
                            std::to_string(options.shuffle_block));
   }
   STOKER_ASSIGN_OR_RETURN(std::shared_ptr<const EpochOrder> order,
-                          EpochOrder::Make(samples_per_shard, options, epoch));
+                          MakeEpochOrder(samples_per_shard, options, epoch));
   const std::vector<OrderSpan> whole = {{0, order->size()}};
   return PlanShare(std::move(order), whole, options, "in the dataset");
 }

@@ -155,4 +155,45 @@ Result<ShardTables> SummarizeShards(const LoaderOptions& options, const IoOption
   return t;
 }
 
+Result<ShardTables> SummarizeMixture(LoaderOptions& options, const IoOptions& io, uint64_t keep_bytes,
+                                     std::vector<std::string>* shards) {
+  MixOptions& mix = options.mix;
+  if (mix.names.size() != options.sources.size()) {
+    return InvalidArgument("a mixture names " + std::to_string(mix.names.size()) + " sources for " +
+                           std::to_string(options.sources.size()) + " entries of sources");
+  }
+  ShardTables t;
+  mix.shards.clear();
+  std::vector<std::string> froms;
+  for (size_t s = 0; s < options.sources.size(); ++s) {
+    LoaderOptions one = options;
+    one.sources = {options.sources[s]};
+    one.mix = MixOptions{};
+    std::vector<std::string> part;
+    const uint64_t kept = std::min<uint64_t>(keep_bytes, keep_bytes - std::min(keep_bytes, t.bytes));
+    Result<ShardTables> r = SummarizeShards(one, io, kept, &part);
+    if (!r.ok()) return r.status().WithContext("source '" + mix.names[s] + "' of the mixture");
+    ShardTables& p = r.value();
+    if (s > 0 && p.parquet != t.parquet) {
+      return InvalidArgument("source '" + mix.names[s] + "' is " + (p.parquet ? "Parquet" : "not Parquet") +
+                             " and source '" + mix.names[0] + "' is " + (t.parquet ? "Parquet" : "not Parquet") +
+                             ": a mixture's sources must be all Parquet files or all tar shards and image folders");
+    }
+    const uint32_t base = static_cast<uint32_t>(shards->size());
+    for (auto& [i, index] : p.held) t.held.emplace_back(base + i, std::move(index));
+    t.summaries.insert(t.summaries.end(), p.summaries.begin(), p.summaries.end());
+    t.bytes += p.bytes;
+    t.all_held = t.all_held || p.all_held;
+    t.parquet = p.parquet;
+    t.row_group_bytes = std::max(t.row_group_bytes, p.row_group_bytes);
+    t.parquet_block = s == 0 ? p.parquet_block : std::min(t.parquet_block, p.parquet_block);
+    t.remote_scanned += p.remote_scanned;
+    froms.push_back(mix.names[s] + ": " + p.from);
+    mix.shards.push_back(static_cast<uint32_t>(part.size()));
+    shards->insert(shards->end(), part.begin(), part.end());
+  }
+  for (size_t s = 0; s < froms.size(); ++s) t.from += (s ? "; " : "") + froms[s];
+  return t;
+}
+
 }  // namespace stoker

@@ -67,4 +67,12 @@ inline constexpr uint64_t kIndexBytesPerSample = 64;
 Result<ShardTables> SummarizeShards(const LoaderOptions& options, const IoOptions& io, uint64_t keep_bytes,
                                     std::vector<std::string>* shards);
 
+// A mixture's shards (options.mix names its sources): each source summarized
+// as SummarizeShards does it alone (a manifest, an image folder, Parquet
+// files or tar shards), one after another, its errors prefixed with the
+// source's name; options.mix.shards gets how many shards each gave. The
+// sources must be of one kind as to Parquet (the engine reads one kind).
+Result<ShardTables> SummarizeMixture(LoaderOptions& options, const IoOptions& io, uint64_t keep_bytes,
+                                     std::vector<std::string>* shards);
+
 }  // namespace stoker

@@ -36,12 +36,22 @@ Status SkipRefiller::Resolve(const Target& batch, std::vector<SlotFailure> failu
   // Slot order, not completion order: the refills must not depend on timing.
   std::sort(failures.begin(), failures.end(), [](const auto& a, const auto& b) { return a.slot < b.slot; });
   const uint64_t partition = static_cast<uint64_t>(plan.info.rank_samples);
+  // A mixture refills a slot from the source of its bad sample (the reserve
+  // passes over the others' samples), so a bad sample does not move the
+  // batch's shares.
+  const std::vector<uint32_t>& mix_shards = data_->options.mix.shards;
+  auto source_of = [&](uint32_t shard) {
+    uint32_t s = 0;
+    for (uint64_t first = 0; s + 1 < mix_shards.size() && shard >= first + mix_shards[s]; ++s) first += mix_shards[s];
+    return s;
+  };
   for (const SlotFailure& failure : failures) {
     if (failure.slot < 0 || failure.slot >= batch.size) {
       return InvalidArgument("batch " + std::to_string(batch.index) + " of " + std::to_string(batch.size) +
                              " samples has no slot " + std::to_string(failure.slot) + " to refill");
     }
-    NoteBad(batch.index, failure.slot, plan.At(batch.index * bs + failure.slot), failure.cause);
+    const SampleRef bad = plan.At(batch.index * bs + failure.slot);
+    NoteBad(batch.index, failure.slot, bad, failure.cause);
     uint64_t tries = 0;
     while (true) {
       STOKER_RETURN_IF_ERROR(ledger_.CheckBudget(data_->options));
@@ -53,6 +63,7 @@ Status SkipRefiller::Resolve(const Target& batch, std::vector<SlotFailure> failu
       const SampleRef cand = plan.At(static_cast<int64_t>(reserve_cursor_ % partition));
       ++reserve_cursor_;
       if (known_bad_.count(cand.global)) continue;
+      if (!mix_shards.empty() && source_of(cand.shard) != source_of(bad.shard)) continue;
       Status st = Fill(batch, failure.slot, cand);
       if (st.ok()) {
         ++ledger_.counts.refilled;

@@ -10,6 +10,8 @@
 // data (which samples are bad) and the plan, never on thread timing, and every
 // batch stays full, so ranks keep equal batch counts. Repeats are counted as
 // refilled. Each distinct bad sample is counted and logged once per epoch.
+// In a mixture the reserve hands a slot only samples of its bad sample's
+// source (pipeline/mix_order.h), passing over the others'.
 //
 // The budget (max_skips, max_skip_fraction after skip_probation samples)
 // turns a systemic fault into an error naming the budget. The reserve cursor,

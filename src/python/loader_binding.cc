@@ -280,12 +280,26 @@ void RegisterLoader(nb::module_& m) {
         f.dtype = ValueOrRaise(ParseDTypeName(dtype));
       });
 
+  nb::enum_<MixLaw>(m, "MixLaw")
+      .value("sample", MixLaw::kSample)
+      .value("proportion", MixLaw::kProportion)
+      .value("stop_at_first", MixLaw::kStopAtFirst);
+  nb::class_<MixOptions>(m, "MixOptions")
+      .def(nb::init<>())
+      .def_rw("names", &MixOptions::names)
+      .def_rw("weights", &MixOptions::weights)
+      .def_rw("law", &MixOptions::law)
+      .def_rw("samples_per_epoch", &MixOptions::samples_per_epoch)
+      .def_rw("one_source_per_batch", &MixOptions::one_source_per_batch)
+      .def_ro("shards", &MixOptions::shards);
+
   nb::class_<LoaderOptions>(m, "LoaderOptions")
       .def(nb::init<>())
       .def_rw("tokens", &LoaderOptions::tokens)
       .def_rw("sources", &LoaderOptions::sources)
       .def_rw("fields", &LoaderOptions::fields)
       .def_rw("key_rule", &LoaderOptions::key_rule)
+      .def_rw("mix", &LoaderOptions::mix)
       .def_rw("batch_size", &LoaderOptions::batch_size)
       .def_rw("drop_last", &LoaderOptions::drop_last)
       .def_rw("shuffle", &LoaderOptions::shuffle)
@@ -467,6 +481,8 @@ void RegisterLoader(nb::module_& m) {
              return out;
            })
       .def("open_shard_files", &Loader::OpenShardFiles)
+      .def("sources_of", &Loader::SourcesOf, "urls"_a,
+           "A mixture: the source each of a batch's urls came from, by name; empty for one dataset.")
       .def("settings",
            [](const Loader& l) {
              LoaderSettings s = l.Settings();

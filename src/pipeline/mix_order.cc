@@ -1,0 +1,370 @@
+// pipeline/mix_order.cc — see mix_order.h.
+#include "pipeline/mix_order.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "pipeline/index_shuffle.h"
+
+namespace stoker {
+
+namespace {
+
+// Keys of the mixture's own streams, apart from the orders' (epoch_order.cc).
+constexpr uint64_t kPhaseKey = 0x4D49585048415345ULL;  // "MIXPHASE"
+constexpr uint64_t kBlockKey = 0x4D4958424C4F434BULL;  // "MIXBLOCK"
+constexpr uint64_t kPassKey = 0x4D49585041535345ULL;   // "MIXPASSE"
+
+// Weights as integers, so the tree's counts are exact: a source's sample
+// count (proportion), or its share of 2^40 (at least 1 where it is > 0).
+Result<std::vector<uint64_t>> IntegerWeights(const LoaderOptions& o, const std::vector<uint64_t>& samples) {
+  const size_t n = samples.size();
+  if (o.mix.law == MixLaw::kProportion) return samples;
+  if (o.mix.weights.size() != n) {
+    return InvalidArgument("a mixture of " + std::to_string(n) + " sources has " +
+                           std::to_string(o.mix.weights.size()) + " weights");
+  }
+  double sum = 0;
+  for (size_t s = 0; s < n; ++s) {
+    const double w = o.mix.weights[s];
+    if (!std::isfinite(w) || w < 0) {
+      return InvalidArgument("source '" + o.mix.names[s] + "' has weight " + std::to_string(w) +
+                             "; a weight is a number >= 0");
+    }
+    sum += w;
+  }
+  if (sum <= 0) return InvalidArgument("every source of the mixture has weight 0");
+  std::vector<uint64_t> out(n);
+  for (size_t s = 0; s < n; ++s) {
+    const double w = o.mix.weights[s];
+    out[s] = w <= 0 ? 0 : std::max<uint64_t>(1, static_cast<uint64_t>(std::llround(w / sum * 0x1.0p40)));
+  }
+  return out;
+}
+
+}  // namespace
+
+const char* MixLawName(MixLaw law) {
+  switch (law) {
+    case MixLaw::kProportion:
+      return "proportion";
+    case MixLaw::kStopAtFirst:
+      return "stop_at_first";
+    case MixLaw::kSample:
+      break;
+  }
+  return "sample";
+}
+
+MixAllocation::MixAllocation(const std::vector<uint64_t>& weights, uint64_t seed) {
+  std::vector<uint64_t> prefix(weights.size() + 1, 0);
+  for (size_t s = 0; s < weights.size(); ++s) prefix[s + 1] = prefix[s] + weights[s];
+  nodes_.reserve(2 * weights.size());
+  Build(0, static_cast<uint32_t>(weights.size()), prefix, seed);
+}
+
+int32_t MixAllocation::Build(uint32_t lo, uint32_t hi, const std::vector<uint64_t>& prefix, uint64_t seed) {
+  const int32_t id = static_cast<int32_t>(nodes_.size());
+  nodes_.push_back(Node{lo, lo + (hi - lo) / 2, hi});
+  if (hi - lo == 1) return id;
+  Node n = nodes_[static_cast<size_t>(id)];
+  n.a = prefix[n.mid] - prefix[lo];
+  n.d = prefix[hi] - prefix[lo];
+  n.t = n.d > 0 ? MixSeed(seed, lo, hi) % n.d : 0;
+  n.left = Build(lo, n.mid, prefix, seed);
+  n.right = Build(n.mid, hi, prefix, seed);
+  nodes_[static_cast<size_t>(id)] = n;
+  return id;
+}
+
+uint64_t MixAllocation::Left(const Node& n, uint64_t x) {
+  if (n.d == 0) return 0;  // a subtree of weight 0 is never reached
+  return static_cast<uint64_t>((static_cast<unsigned __int128>(x) * n.a + n.t) / n.d);
+}
+
+MixAllocation::Draw MixAllocation::Locate(uint64_t g) const {
+  const Node* n = &nodes_[0];
+  while (n->left >= 0) {
+    const uint64_t c = Left(*n, g);
+    if (Left(*n, g + 1) > c) {
+      g = c;
+      n = &nodes_[static_cast<size_t>(n->left)];
+    } else {
+      g -= c;
+      n = &nodes_[static_cast<size_t>(n->right)];
+    }
+  }
+  return Draw{n->lo, g};
+}
+
+uint64_t MixAllocation::Count(size_t source, uint64_t x) const {
+  const Node* n = &nodes_[0];
+  while (n->left >= 0) {
+    const uint64_t c = Left(*n, x);
+    if (source < n->mid) {
+      x = c;
+      n = &nodes_[static_cast<size_t>(n->left)];
+    } else {
+      x -= c;
+      n = &nodes_[static_cast<size_t>(n->right)];
+    }
+  }
+  return x;
+}
+
+std::vector<uint64_t> MixSourceSamples(const std::vector<uint32_t>& samples_per_shard, const LoaderOptions& o) {
+  std::vector<uint64_t> out;
+  size_t at = 0;
+  for (uint32_t shards : o.mix.shards) {
+    uint64_t n = 0;
+    for (size_t i = at; i < at + shards && i < samples_per_shard.size(); ++i) n += samples_per_shard[i];
+    out.push_back(n);
+    at += shards;
+  }
+  return out;
+}
+
+Result<std::shared_ptr<const MixOrder>> MixOrder::Make(const std::vector<uint32_t>& samples_per_shard,
+                                                       const LoaderOptions& options, uint64_t epoch,
+                                                       const MixSegment* segment) {
+  const MixOptions& mix = options.mix;
+  const size_t n = mix.names.size();
+  if (n == 0) return InvalidArgument("a mixture needs at least one source");
+  if (mix.shards.size() != n) {
+    return InvalidArgument("a mixture of " + std::to_string(n) + " sources has shard counts for " +
+                           std::to_string(mix.shards.size()));
+  }
+  uint64_t shards = 0;
+  for (uint32_t s : mix.shards) shards += s;
+  if (shards != samples_per_shard.size()) {
+    return InvalidArgument("the mixture's sources expand to " + std::to_string(shards) + " shards, the loader has " +
+                           std::to_string(samples_per_shard.size()));
+  }
+  auto order = std::make_shared<MixOrder>();
+  MixOrder& o = *order;
+  o.source_samples_ = MixSourceSamples(samples_per_shard, options);
+  for (size_t s = 0; s < n; ++s) {
+    if (o.source_samples_[s] == 0) {
+      return InvalidArgument("source '" + mix.names[s] + "' of the mixture has no samples");
+    }
+  }
+  STOKER_ASSIGN_OR_RETURN(std::vector<uint64_t> weights, IntegerWeights(options, o.source_samples_));
+  o.law_ = mix.law;
+  o.epoch_ = epoch;
+  o.seed_ = options.seed;
+  o.shuffle_ = options.shuffle;
+  o.block_ = static_cast<uint64_t>(std::max(1, options.batch_size));
+  o.unit_ = mix.one_source_per_batch ? o.block_ : 1;
+  o.alloc_ = MixAllocation(weights, MixSeed(options.seed, kPhaseKey));
+  uint64_t total = 0;
+  for (uint64_t c : o.source_samples_) total += c;
+  switch (mix.law) {
+    case MixLaw::kSample:
+      if (mix.samples_per_epoch < 0) return InvalidArgument("samples_per_epoch of a mixture must be >= 0");
+      o.length_ = mix.samples_per_epoch > 0 ? static_cast<uint64_t>(mix.samples_per_epoch) : total;
+      break;
+    case MixLaw::kProportion:
+      o.length_ = total;
+      break;
+    case MixLaw::kStopAtFirst: {
+      // The longest prefix in which no source draws more than it holds (each
+      // source's count grows with the prefix: a binary search).
+      auto fits = [&](uint64_t m) {
+        for (size_t s = 0; s < n; ++s) {
+          if (o.CountAt(s, m) > o.source_samples_[s]) return false;
+        }
+        return true;
+      };
+      uint64_t lo = 0, hi = total;  // fits(lo); the answer is in [lo, hi]
+      while (lo < hi) {
+        const uint64_t mid = lo + (hi - lo + 1) / 2;
+        if (fits(mid)) {
+          lo = mid;
+        } else {
+          hi = mid - 1;
+        }
+      }
+      o.length_ = lo;
+      break;
+    }
+  }
+  if (o.length_ == 0) return InvalidArgument("the mixture's epoch holds no samples");
+  if (mix.one_source_per_batch && (mix.law != MixLaw::kSample || o.length_ % o.unit_ != 0)) {
+    return InvalidArgument("one source per batch needs law sample and samples_per_epoch a multiple of batch_size (" +
+                           std::to_string(o.unit_) + "), not " + std::to_string(o.length_));
+  }
+  o.base_.assign(n, 0);
+  o.block_key_ = MixSeed(options.seed ^ kBlockKey, epoch);
+  if (segment) {
+    if (mix.law != MixLaw::kSample) {
+      return InvalidArgument("a mixture's weights change mid-epoch only under law sample");
+    }
+    if (segment->base_draws.size() != n || segment->length == 0) return InvalidArgument("a bad mixture segment");
+    o.length_ = segment->length;
+    o.base_ = segment->base_draws;
+    o.block_key_ = MixSeed(options.seed ^ kBlockKey, epoch, kPassKey);  // not the epoch's own blocks
+  } else if (mix.law == MixLaw::kSample) {
+    if (epoch < mix.base_epoch) {
+      return InvalidArgument("epoch " + std::to_string(epoch) + " is before the mixture's weights changed (epoch " +
+                             std::to_string(mix.base_epoch) + ")");
+    }
+    if (!mix.base_draws.empty()) {
+      if (mix.base_draws.size() != n) return InvalidArgument("the mixture's base_draws are not one per source");
+      o.base_ = mix.base_draws;
+    }
+    o.g0_ = (epoch - mix.base_epoch) * o.length_;
+  } else if (mix.law == MixLaw::kProportion) {
+    o.g0_ = epoch * o.length_;
+  }
+  o.shard_first_.assign(n + 1, 0);
+  for (size_t s = 0; s < n; ++s) o.shard_first_[s + 1] = o.shard_first_[s] + mix.shards[s];
+  o.first_.assign(samples_per_shard.size() + 1, 0);
+  for (size_t i = 0; i < samples_per_shard.size(); ++i) o.first_[i + 1] = o.first_[i] + samples_per_shard[i];
+  o.counts_.resize(n);
+  for (size_t s = 0; s < n; ++s) {
+    o.counts_[s].assign(samples_per_shard.begin() + o.shard_first_[s],
+                        samples_per_shard.begin() + o.shard_first_[s + 1]);
+  }
+  o.pass_options_ = options;
+  o.pass_options_.mix = MixOptions{};
+  o.passes_.resize(n);
+  // The first pass of each source is made now: a bad option fails here, not in a reader thread.
+  for (size_t s = 0; s < n; ++s) {
+    STOKER_RETURN_IF_ERROR(EpochOrder::Make(o.counts_[s], o.pass_options_, 0).status());
+  }
+  return std::shared_ptr<const MixOrder>(std::move(order));
+}
+
+MixAllocation::Draw MixOrder::DrawAt(uint64_t p) const {
+  uint64_t q = p;
+  if (shuffle_) {
+    const uint64_t b = p / block_, begin = b * block_, len = std::min(block_, length_ - begin);
+    q = begin + IndexShuffle(len, MixSeed(block_key_, b))(p - begin);
+  }
+  MixAllocation::Draw d = LocateAt(g0_ + q);
+  d.k += base_[d.source];
+  return d;
+}
+
+std::vector<uint64_t> MixOrder::DrawnBefore() const {
+  std::vector<uint64_t> out(num_sources(), 0);
+  for (size_t s = 0; s < out.size(); ++s) {
+    out[s] = law_ == MixLaw::kStopAtFirst ? epoch_ * source_samples_[s] : base_[s] + CountAt(s, g0_);
+  }
+  return out;
+}
+
+std::vector<uint64_t> MixOrder::DrawnAfter() const {
+  std::vector<uint64_t> out(num_sources(), 0);
+  for (size_t s = 0; s < out.size(); ++s) {
+    out[s] = law_ == MixLaw::kStopAtFirst ? (epoch_ + 1) * source_samples_[s]
+                                          : base_[s] + CountAt(s, g0_ + length_);
+  }
+  return out;
+}
+
+std::vector<uint64_t> MixOrder::CountIn(uint64_t begin, uint64_t end) const {
+  std::vector<uint64_t> out(num_sources(), 0);
+  end = std::min(end, length_);
+  if (begin >= end) return out;
+  // Whole blocks (their positions permuted among themselves) count by the
+  // allocation; the part blocks at the ends position by position.
+  uint64_t lo = begin, hi = end;
+  if (shuffle_) {
+    lo = std::min(end, (begin + block_ - 1) / block_ * block_);
+    hi = std::max(lo, end / block_ * block_);
+    for (uint64_t p = begin; p < lo; ++p) ++out[DrawAt(p).source];
+    for (uint64_t p = hi; p < end; ++p) ++out[DrawAt(p).source];
+  }
+  for (size_t s = 0; s < out.size(); ++s) out[s] += CountAt(s, g0_ + hi) - CountAt(s, g0_ + lo);
+  return out;
+}
+
+MixAllocation::Draw MixOrder::LocateAt(uint64_t g) const {
+  if (unit_ == 1) return alloc_.Locate(g);
+  // One source per batch: the allocation hands out whole units of batch_size
+  // consecutive positions, each a run of its source's draws.
+  MixAllocation::Draw d = alloc_.Locate(g / unit_);
+  d.k = d.k * unit_ + g % unit_;
+  return d;
+}
+
+uint64_t MixOrder::CountAt(size_t source, uint64_t g) const {
+  if (unit_ == 1) return alloc_.Count(source, g);
+  const uint64_t whole = alloc_.Count(source, g / unit_) * unit_;
+  return whole + (g % unit_ != 0 && alloc_.Locate(g / unit_).source == source ? g % unit_ : 0);
+}
+
+uint32_t MixOrder::SourceOfShard(uint32_t shard) const {
+  return static_cast<uint32_t>(std::upper_bound(shard_first_.begin(), shard_first_.end(), shard) -
+                               shard_first_.begin() - 1);
+}
+
+SampleRef MixOrder::At(uint64_t p) const {
+  const MixAllocation::Draw d = DrawAt(p);
+  const uint64_t n = source_samples_[d.source];
+  const uint64_t pass = law_ == MixLaw::kStopAtFirst ? epoch_ : d.k / n;
+  const uint64_t j = law_ == MixLaw::kStopAtFirst ? d.k : d.k % n;
+  const SampleRef local = PassOrder(d.source, pass)->At(j);
+  const uint32_t shard = shard_first_[d.source] + local.shard;
+  return SampleRef{shard, local.sample, first_[shard] + local.sample};
+}
+
+std::shared_ptr<const EpochOrder> MixOrder::PassOrder(uint32_t source, uint64_t pass) const {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (CachedPass& c : passes_[source]) {
+      if (c.pass == pass && c.order) {
+        c.used = ++tick_;
+        return c.order;
+      }
+    }
+  }
+  // A pass is the order a loader of this source alone makes at epoch `pass`
+  // with a seed of its own; Make checked the options, so it cannot fail.
+  LoaderOptions o = pass_options_;
+  o.seed = MixSeed(seed_ ^ kPassKey, source);
+  std::shared_ptr<const EpochOrder> order = EpochOrder::Make(counts_[source], o, pass).value();
+  std::lock_guard<std::mutex> lock(mu_);
+  CachedPass* oldest = &passes_[source][0];
+  for (CachedPass& c : passes_[source]) {
+    if (c.pass == pass && c.order) return c.order;  // another thread built it meanwhile
+    if (c.used < oldest->used) oldest = &c;
+  }
+  *oldest = CachedPass{pass, ++tick_, order};
+  return order;
+}
+
+Result<std::shared_ptr<const EpochOrder>> MakeEpochOrder(const std::vector<uint32_t>& samples_per_shard,
+                                                         const LoaderOptions& options, uint64_t epoch) {
+  if (options.mix.names.empty()) return EpochOrder::Make(samples_per_shard, options, epoch);
+  STOKER_ASSIGN_OR_RETURN(std::shared_ptr<const MixOrder> mix, MixOrder::Make(samples_per_shard, options, epoch));
+  return EpochOrder::Computed(samples_per_shard, std::move(mix));
+}
+
+std::string DescribeMix(const std::vector<uint32_t>& samples_per_shard, const LoaderOptions& options,
+                        const std::string& within) {
+  Result<std::shared_ptr<const MixOrder>> mix = MixOrder::Make(samples_per_shard, options, 0);
+  if (!mix.ok()) return "a mixture: " + mix.status().ToString();
+  const std::vector<uint64_t>& n = (*mix)->source_samples();
+  std::string out = "mixture of " + std::to_string(n.size()) + " sources, law " + MixLawName(options.mix.law) + ", " +
+                    std::to_string((*mix)->size()) + " samples an epoch (";
+  for (size_t s = 0; s < n.size(); ++s) {
+    char w[32];
+    if (options.mix.law == MixLaw::kProportion) {
+      std::snprintf(w, sizeof w, "%zu", static_cast<size_t>(n[s]));
+    } else {
+      std::snprintf(w, sizeof w, "%.4g", options.mix.weights[s]);
+    }
+    out += (s ? ", " : "") + options.mix.names[s] + " " + w + " of " + std::to_string(n[s]) + " samples";
+  }
+  out += std::string("); ") +
+         (options.mix.one_source_per_batch ? "one source per batch, "
+          : options.shuffle                ? "each batch's draws in random slots, "
+                                           : "") +
+         "each source's passes: " + within;
+  return out;
+}
+
+}  // namespace stoker
