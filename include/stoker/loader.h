@@ -101,6 +101,9 @@ enum class OnError : uint8_t {
 // Stream mode's shuffle buffer when shuffling and none is given (webdataset users' usual).
 inline constexpr int kDefaultStreamShuffleBuffer = 1000;
 
+// The user's per-sample function (src/pipeline/sample_map.h).
+class SampleMap;
+
 struct LoaderOptions {
   TokenOptions tokens;             // paths set: a token loader; sources/fields unused
   // Shards: paths, brace ranges "a-{000..031}.tar", globs "dir/*.tar", or a
@@ -245,6 +248,10 @@ struct LoaderOptions {
   // when 0 < batch_share < batch_stride: a worker's own refills would not be
   // the rank's.
   bool leave_failed_slots = false;
+  // The user's own function, run on each sample on the decode threads right
+  // after its fields are decoded into its slot (src/pipeline/sample_map.h):
+  // its arrays join the batch, its failures are the sample's. Null: none.
+  std::shared_ptr<SampleMap> sample_map;
 };
 
 struct ArrayView {

@@ -63,6 +63,10 @@ struct BatchLayout {
 Result<BatchLayout> MakeBatchLayout(const std::vector<FieldSpec>& fields, int batch_size, SampleView entry,
                                     std::span<const uint8_t> probe, const std::string& where);
 
+// Adds arrays of the same kind (a user map's outputs, pipeline/sample_map.h)
+// after the layout's own and lays the buffer out again. Names must be new.
+Status AppendArrays(BatchLayout& layout, std::vector<ArraySlot> extra);
+
 // A token batch: "tokens" int64 [batch_size, sample_tokens] (then "__index__").
 BatchLayout MakeTokenLayout(int sample_tokens, int batch_size);
 

@@ -13,6 +13,7 @@
 #include "observe/recorder.h"
 #include "pipeline/device_stage.h"
 #include "pipeline/epoch_order.h"
+#include "pipeline/sample_map.h"
 #include "pipeline/shuffle_buffer.h"
 #include "pipeline/stream_order.h"
 #include "pipeline/stream_run.h"
@@ -370,6 +371,10 @@ Result<std::unique_ptr<Loader>> CreateStreamLoader(LoaderOptions options) {
   const SampleEntry probe = head->first->Entry();
   STOKER_ASSIGN_OR_RETURN(data.layout, MakeBatchLayout(options.fields, options.batch_size, probe,
                                                        head->first->data(), data.shards[first]));
+  if (options.sample_map) {  // the map's own arrays, taught by the same sample
+    STOKER_RETURN_IF_ERROR(ProbeSampleMap(*options.sample_map, options.fields, probe, head->first->data(),
+                                          data.shards[first], MixSeed(options.seed, 0, 0), &data.layout));
+  }
   data.options = std::move(options);
   return std::unique_ptr<Loader>(
       std::make_unique<StreamLoader>(std::move(data), std::move(device), std::move(head), cpu.cores, cpu.ToString()));

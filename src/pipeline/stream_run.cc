@@ -204,7 +204,7 @@ void StreamRun::Fail(Status st) {
 void StreamRun::DecodeLoop() {
   const LoaderOptions& o = data_->options;
   const BatchLayout& layout = data_->layout;
-  SampleDecoder decoder(&layout);
+  SampleDecoder decoder(&layout, o.sample_map.get());
   while (std::optional<DecodeTask> task = decode_queue_.Pop()) {
     StreamSample& s = task->sample;
     const SampleEntry entry = s.Entry();
@@ -214,7 +214,10 @@ void StreamRun::DecodeLoop() {
     const uint64_t seed = MixSeed(o.seed, task->position, static_cast<uint64_t>(o.rank));
     const uint64_t begin = NowNs();
     Status st = decoder.Decode(shard, entry, s.data(), base, task->slot, seed);
-    if (Recorder* rec = data_->recorder) rec->decode.Add(s.data().size(), NowNs() - begin);
+    if (Recorder* rec = data_->recorder) {
+      rec->decode.Add(s.data().size(), NowNs() - begin);
+      if (decoder.map_end_ns() != 0) rec->map.Add(0, decoder.map_end_ns() - decoder.map_begin_ns());
+    }
     // Unique across ranks: the stream position interleaved by rank.
     const int64_t global = static_cast<int64_t>(task->position) * o.world_size + o.rank;
     const ArraySlot& index = layout.arrays[layout.index_array];
