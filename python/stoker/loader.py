@@ -7,13 +7,14 @@ arrays into dicts: a constant amount of Python per batch.
 from __future__ import annotations
 
 import contextlib
+import inspect
 import json
 import logging
 import os
 import threading
 import time
 import weakref
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from . import _exit, _parquet, _stoker
 from .observe import Observer, to_device
@@ -33,6 +34,20 @@ def _strings(data, lengths, parse_json: bool) -> list:
     raw = data.tobytes()
     out = [raw[i * width:i * width + int(n)].decode("utf-8") for i, n in enumerate(lengths.tolist())]
     return [json.loads(s) for s in out] if parse_json else out
+
+
+def _sample_map(fn: Callable) -> "_stoker.SampleMap":
+    """The native map for ``map=fn``: called as fn(sample, rng) when fn takes
+    two positional arguments, else fn(sample)."""
+    if not callable(fn):
+        raise TypeError(f"map must be a function of the sample, not {type(fn).__name__}")
+    try:
+        params = [p for p in inspect.signature(fn).parameters.values()
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL)]
+    except (TypeError, ValueError):  # a builtin without a signature: one argument
+        params = []
+    wants_rng = len(params) >= 2 or any(p.kind == p.VAR_POSITIONAL for p in params)
+    return _stoker.SampleMap(fn, wants_rng)
 
 
 def storage_options(*, s3_endpoint=None, profile=None, region=None, retry_deadline_s=None, cache_dir=None,
@@ -308,6 +323,12 @@ class Loader:
     stage spans for ``save_trace(path)``.
     """
 
+    # map= and batch_map= (set in __init__; loaders built otherwise have none)
+    _map: Any = None
+    _batch_map: Callable[[dict], dict] | None = None
+    _batch_map_s = 0.0
+    _map_outputs: list = []
+
     def __new__(cls, *args, workers: Any = None, **kwargs):
         _refuse_dataloader_arguments(cls, args, kwargs)
         # workers=stoker.RayWorkers(...): the batches are made by Ray actors
@@ -381,6 +402,8 @@ class Loader:
         _batch_share: int = 1,
         # on_error="skip" in one of them: bad samples' slots left for the trainer's refills.
         _leave_failed_slots: bool = False,
+        map: Callable | None = None,
+        batch_map: Callable[[dict], dict] | None = None,
         workers: Any = None,
     ) -> None:
         if workers is not None:  # only a subclass gets here (__new__ hands stoker.Loader's to RayLoader)
@@ -464,8 +487,20 @@ class Loader:
             raise ValueError("text and json fields are Python strings and objects: not with device='cuda'")
         self._skip = on_error == "skip"
         self._with_keys = keys
+        # map=: run by the decode threads on each sample (README, "Your own code").
+        self._map = None if map is None else _sample_map(map)
+        if self._map is not None:
+            _stoker.set_sample_map(opt, self._map)
+        if batch_map is not None and not callable(batch_map):
+            raise TypeError(f"batch_map must be a function of the batch dict, not {type(batch_map).__name__}")
+        self._batch_map = batch_map
+        self._batch_map_s = 0.0
 
         self._native = _stoker.NativeLoader.create(opt)
+        self._map_outputs = self._map.outputs() if self._map is not None else []
+        if self._map is not None and self._map.has_objects and device.startswith("cuda"):
+            raise ValueError("the map returns values that are not numpy arrays (lists in the batch): "
+                             f"{[k for k, i in self._map_outputs if i is None]}; not with device='cuda'")
         index = self._native.settings().get("index", {})
         if index.get("remote_read_whole"):
             # The reads a manifest saves, said where they happen (issue 31).
@@ -626,8 +661,37 @@ class Loader:
         batches = self._native.plan.batches
         return batches > 0 and json.loads(self._native.state())["next_batch"] >= batches
 
+    def _mapped_dict(self, arrays: list, keys: list, urls: list) -> dict:
+        """A batch of the map's outputs: its arrays (in the batch's own
+        arrays) and its other values as lists, taken from the map's table."""
+        convert = self._convert
+        index = next(a for name, a in arrays if name == "__index__")
+        objects = (self._map.collect(index.__array_interface__["data"][0], len(index))
+                   if self._map.has_objects else {})
+        batch: dict[str, Any] = {key: objects[key] if i is None else convert(arrays[i][1])
+                                 for key, i in self._map_outputs}
+        batch["__index__"] = convert(index)
+        if self._with_keys:
+            batch["__key__"] = keys
+            batch["__url__"] = urls
+        return batch
+
+    def _finish(self, item) -> dict:
+        """The batch dict, after batch_map (timed) when there is one."""
+        batch = self._to_dict(item)
+        if self._batch_map is None:
+            return batch
+        t0 = time.perf_counter()
+        batch = self._batch_map(batch)
+        self._batch_map_s += time.perf_counter() - t0
+        if not isinstance(batch, dict):
+            raise TypeError(f"batch_map returned {type(batch).__name__}, not the batch dict")
+        return batch
+
     def _to_dict(self, item) -> dict:
         _, arrays, keys, urls = item[:4]  # (index, arrays, keys, urls, failed slots)
+        if self._map is not None:
+            return self._mapped_dict(list(arrays), keys, urls)
         convert = self._convert
         batch: dict[str, Any] = {}
         if self._str_fields:
@@ -745,6 +809,8 @@ class Loader:
         if self._device != "cpu" or self._native.options.pin_memory:
             # copy_s on the copy stream, split into exposed (the consumer waited) and hidden
             report["h2d"] = self._native.stats()["h2d"]
+        if self._map is not None or self._batch_map is not None:
+            report["map"] = self._map_report()
         if "gpu_decode" in self._native.stats():
             report["gpu_decode"] = self._native.stats()["gpu_decode"]
         self._log_tuning()
@@ -752,6 +818,24 @@ class Loader:
         return report
 
     summary = report
+
+    def _map_report(self) -> dict:
+        """The user's functions as stages: the map's samples, busy time (on
+        the decode threads, GIL wait included), time per sample, the share of
+        it holding the GIL and of the decoders' busy time; batch_map's time."""
+        out: dict[str, Any] = {"batch_map_s": self._batch_map_s}
+        if self._map is None:
+            return out
+        stats = self._native.stats()
+        native, own = stats["map"], self._map.stats()
+        busy = float(native["busy_s"])
+        samples = int(native["items"])
+        decode_busy = float(stats["decode"]["busy_s"])
+        out.update(samples=samples, busy_s=busy, per_sample_us=busy / samples * 1e6 if samples else 0.0,
+                   gil_held_s=own["gil_held_s"], gil_wait_s=own["gil_wait_s"],
+                   gil_held_share=own["gil_held_s"] / busy if busy > 0 else 0.0,
+                   share_of_decode=busy / decode_busy if decode_busy > 0 else 0.0)
+        return out
 
     def save_trace(self, path: str | os.PathLike) -> None:
         """A Chrome trace (Perfetto, chrome://tracing): the engine's stage spans
@@ -813,7 +897,7 @@ class _EpochIterator:
                 self._loader = None
                 raise StopIteration
             loader._log_tuning()
-            return loader._to_dict(item)
+            return loader._finish(item)
         native = loader._native
         before = _snapshot(native)
         t0 = obs.request()
@@ -821,7 +905,7 @@ class _EpochIterator:
         if item is None:
             self._loader = None
             raise StopIteration
-        batch = loader._to_dict(item)
+        batch = loader._finish(item)
         after = _snapshot(native)
         obs.delivered(t0, before, after)
         if after.h2d_exposed_s > loader._h2d_exposed:  # device copies the consumer waited for

@@ -115,6 +115,9 @@ class PyMap final : public SampleMap {
     nb::gil_scoped_acquire gil;
     const uint64_t t1 = NowNs();
     Status st = ApplyHeld(ctx, base, slot, sample_seed);
+    // What one sample's map returned is that sample's fault, as a malformed
+    // member is: skip-able, and a StokerError under raise.
+    if (!st.ok() && st.code() != StatusCode::kDataLoss) st = DataLoss(st.message());
     const uint64_t t2 = NowNs();
     calls_.fetch_add(1, std::memory_order_relaxed);
     gil_wait_ns_.fetch_add(t1 - t0, std::memory_order_relaxed);
