@@ -59,7 +59,8 @@ class SampleMap {
 
   // Stream mode's skip policy repeats slot `from` in slot `to` of the same
   // batch (pipeline/stream_skips.h): the map's own values follow the arrays.
-  virtual void CopySlot(const uint8_t* batch_buffer, int from, int to) {
+  virtual void CopySlot(const BatchLayout& layout, const uint8_t* batch_buffer, int from, int to) {
+    (void)layout;
     (void)batch_buffer;
     (void)from;
     (void)to;

@@ -125,11 +125,11 @@ class PyMap final : public SampleMap {
     return st;
   }
 
-  void CopySlot(const uint8_t* base, int from, int to) override {
+  void CopySlot(const BatchLayout& layout, const uint8_t* base, int from, int to) override {
     if (object_keys_.empty()) return;
     nb::gil_scoped_acquire gil;
     std::lock_guard lock(mu_);
-    auto it = table_.find(base);
+    auto it = table_.find(TableKey(layout, base));
     if (it != table_.end()) it->second[static_cast<size_t>(to)] = it->second[static_cast<size_t>(from)];
   }
 
@@ -181,6 +181,12 @@ class PyMap final : public SampleMap {
   bool has_objects() const { return !object_keys_.empty(); }
 
  private:
+  // A batch's entry in the table: where its '__index__' array starts, which
+  // Python finds from the batch it is handed (Loader._mapped_dict).
+  static const uint8_t* TableKey(const BatchLayout& layout, const uint8_t* base) {
+    return layout.arrays[layout.index_array].At(base, 0);
+  }
+
   static Status NotDict(const nb::object& out) {
     return InvalidArgument("the map returned " + nb::cast<std::string>(nb::str(nb::type_name(out.type()))) +
                            ", not a dict");
@@ -261,9 +267,8 @@ class PyMap final : public SampleMap {
       if (!kept.empty()) {
         nb::list l;
         for (nb::object& v : kept) l.append(v);
-        const uint8_t* table_key = ctx.layout.arrays[ctx.layout.index_array].At(base, 0);
         std::lock_guard lock(mu_);
-        std::vector<nb::object>& slots = table_[table_key];
+        std::vector<nb::object>& slots = table_[TableKey(ctx.layout, base)];
         slots.resize(static_cast<size_t>(ctx.layout.batch_size));
         slots[static_cast<size_t>(slot)] = nb::tuple(l);
       }

@@ -191,7 +191,7 @@ def fail_on(key: str):
     def fn(s: dict) -> dict:
         if s["__key__"] == key:
             raise ValueError(f"cannot augment {s['__key__']}")
-        return {"npy": s["npy"], "label": s["cls"]}
+        return {"npy": s["npy"], "label": s["cls"], "key": s["__key__"]}
     return fn
 
 
@@ -215,6 +215,19 @@ def test_a_map_that_raises_under_skip_is_counted_and_refilled(shards):
     assert loader.skips["skipped"] == 1 and loader.skips["refilled"] == 1
     labels = np.concatenate([b["label"] for b in batches])  # the refill's arrays are the repeat's own
     assert labels.tolist() == [int(k[1:]) % 7 for k in keys]
+    assert [k for b in batches for k in b["key"]] == keys  # and so are its list values
+
+
+def test_stream_mode_skip_repeats_the_maps_lists_with_the_arrays(shards):
+    loader = stoker.Loader(shards, FIELDS, batch_size=4, map=fail_on("k0017"), output="numpy", on_error="skip",
+                           stream=True, samples_per_epoch=SHARDS * PER_SHARD)
+    batches = list(loader)
+    keys = [k for b in batches for k in b["__key__"]]
+    assert "k0017" not in keys and loader.skips["skipped"] == 1 and loader.skips["refilled"] == 1
+    assert len(keys) == len(set(keys)) + 1  # the failed slot repeats a good one of its batch
+    labels = np.concatenate([b["label"] for b in batches])
+    assert labels.tolist() == [int(k[1:]) % 7 for k in keys]
+    assert [k for b in batches for k in b["key"]] == keys
 
 
 def test_a_later_sample_must_match_the_first_samples_outputs(shards):
