@@ -529,6 +529,8 @@ class Loader:
                              "batches": self._native.plan.batches},
                      window=window, log_every=log_every, slow_factor=slow_factor, slow_floor_s=slow_floor_s,
                      jsonl=jsonl, trace_spans=trace_spans)
+        if self._observer is not None and self._map is not None:
+            self._observer._advise = self._map_advice  # a decode-bound verdict names the map
 
     def _attach(self, output: str, observe: bool, *, device: str, source: str, config: dict, window: int,
                 log_every: int | None, slow_factor: float, slow_floor_s: float,
@@ -819,10 +821,29 @@ class Loader:
 
     summary = report
 
+    def _map_advice(self, verdict: dict) -> str:
+        """The verdict's recommendation, naming the user's map when decode is
+        the bottleneck and the map is most of the decoders' time."""
+        text = verdict.get("recommendation", "")
+        if verdict.get("bottleneck") != "decode":
+            return text
+        m = self._map_report()
+        if m.get("share_of_decode", 0.0) < 0.5:
+            return text
+        said = (f"your map= is {m['share_of_decode']:.0%} of the decoders' time ({m['per_sample_us']:.0f} us a "
+                f"sample, {m['gil_wait_share']:.0%} of it waiting for the GIL): ")
+        if m["gil_wait_share"] >= 0.25:
+            return said + ("it is bound by the GIL, so more decode_threads will not help: move its work into "
+                           "numpy/OpenCV/Pillow/tokenizers calls that release the GIL, or into batch_map= on "
+                           "whole batches")
+        return said + "make it cheaper, or " + text
+
     def _map_report(self) -> dict:
-        """The user's functions as stages: the map's samples, busy time (on
-        the decode threads, GIL wait included), time per sample, the share of
-        it holding the GIL and of the decoders' busy time; batch_map's time."""
+        """The user's functions as stages: the map's samples, busy time on the
+        decode threads, time per sample, how much of it went to waiting for
+        the GIL (gil_wait_share: other threads' Python holding it; near 0
+        where the map's work releases it), its share of the decoders' busy
+        time; batch_map's time in the consumer's thread."""
         out: dict[str, Any] = {"batch_map_s": self._batch_map_s}
         if self._map is None:
             return out
@@ -832,9 +853,9 @@ class Loader:
         samples = int(native["items"])
         decode_busy = float(stats["decode"]["busy_s"])
         out.update(samples=samples, busy_s=busy, per_sample_us=busy / samples * 1e6 if samples else 0.0,
-                   gil_held_s=own["gil_held_s"], gil_wait_s=own["gil_wait_s"],
-                   gil_held_share=own["gil_held_s"] / busy if busy > 0 else 0.0,
-                   share_of_decode=busy / decode_busy if decode_busy > 0 else 0.0)
+                   call_s=own["call_s"], gil_wait_s=own["gil_wait_s"],
+                   gil_wait_share=min(1.0, own["gil_wait_s"] / busy) if busy > 0 else 0.0,
+                   share_of_decode=min(1.0, busy / decode_busy) if decode_busy > 0 else 0.0)
         return out
 
     def save_trace(self, path: str | os.PathLike) -> None:
