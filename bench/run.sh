@@ -8,6 +8,7 @@
 #   bash bench/run.sh --ray [--quick]      # a trainer on 1 core + a Ray worker node on the other vs alone, vs Ray Data (bench/ray_workers.py): < 8 min, --quick < 2
 #   bash bench/run.sh --doctor             # the doctor's pick vs the best of a 27-setting grid it never saw (bench/doctor_grid.py): ~5 min
 #   bash bench/run.sh --scale [--quick]    # a rank's memory + time to first batch at 200k and 2M samples vs Mosaic Streaming, webdataset (bench/scale.py): < 10 min, --quick < 3
+#   bash bench/run.sh --map [--quick]      # V with a user's map= (numpy augmentation + tokenizers; pure Python) vs DataLoader + webdataset running it (bench/map.py): ~4 min
 # Installs the peers from requirements-bench.txt (torch stays pinned), builds the stoker
 # command if needed, makes the data once under bench/data/, writes bench/results/<UTC>.{json,md,png}.
 # Exits 0 whatever the speed; non-zero only if something crashes.
@@ -59,6 +60,7 @@ fi
 
 if [[ "${1:-}" == --autotune ]]; then shift; exec "$PY" bench/autotune.py "$@"; fi
 if [[ "${1:-}" == --scale ]]; then shift; exec "$PY" bench/scale.py "$@"; fi
+if [[ "${1:-}" == --map ]]; then shift; exec "$PY" bench/map.py "$@"; fi
 if [[ "${1:-}" == --doctor ]]; then shift; exec "$PY" bench/doctor_grid.py "$@"; fi
 if [[ "${1:-}" == --ray ]]; then
   shift; exec "$PY" bench/ray_workers.py --out "bench/results/$(date -u +%Y-%m-%dT%H%MZ)-ray.md" "$@"

@@ -197,6 +197,13 @@ class Loader:
     tensor that views it is gone. Keep a batch past the next step only if you
     mean to (the pool then lends an extra buffer rather than deadlock).
 
+    ``map=fn`` runs your function on each sample on the decode threads
+    (``fn(sample)``, or ``fn(sample, rng)`` with a numpy Generator seeded from
+    the sample's seed), holding the GIL only for the call; the dict it returns
+    is the sample (numpy arrays become batch arrays, other values lists).
+    ``batch_map=fn`` runs on each assembled batch dict before it is returned.
+    README, "Your own code: map= and batch_map=".
+
     Observing is on by default and costs a few microseconds per batch: each
     wait is timed with the stage snapshots around it, slow batches are logged
     (logging.getLogger("stoker"), WARNING) with a cause drawn from what the
