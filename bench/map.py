@@ -33,6 +33,7 @@ import os
 import statistics
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -180,6 +181,7 @@ def main(argv=None) -> int:
     ap.add_argument("--reps", type=int, default=None)
     ap.add_argument("--out", default=None)
     args = ap.parse_args(argv)
+    warnings.filterwarnings("ignore", message="This DataLoader will create")  # w=3 on 2 cores is on purpose
     count = 768 if args.quick else 1536
     reps = args.reps or (2 if args.quick else 3)
     cores = len(os.sched_getaffinity(0))
@@ -199,7 +201,8 @@ def main(argv=None) -> int:
                 rates.setdefault((name, who), []).append(rate)
         print(f"  round {r}/{reps} done", flush=True)
     rows, result = [], {"machine": common.machine_info(["torch", "webdataset", "tokenizers", "numpy"]),
-                        "samples": count, "cores": cores, "python_map_us": python_map_us(), "maps": {}}
+                        "samples": count, "cores": cores, "python_map_us": python_map_us(),
+                        "load_average": common.load_average(), "maps": {}}
     for name in maps:
         best = max((w for n, w in rates if n == name and w != "stoker"),
                    key=lambda w: statistics.median(rates[(name, w)]))
@@ -212,7 +215,8 @@ def main(argv=None) -> int:
                 rows.append([name, w, f"{statistics.median(rates[(n, w)]):.0f}"])
         rows.append([name, f"stoker / {best}", f"{statistics.median(ratios):.2f}x"])
     text = (f"map= bench: {count} V samples (224 center crop + caption), batch {BATCH}, {cores} cores, "
-            f"{reps} rounds; python map {result['python_map_us']:.0f} us/sample alone\n" +
+            f"{reps} rounds; python map {result['python_map_us']:.0f} us/sample alone; load average "
+            f"{result['load_average']} (others' work on this machine)\n" +
             common.table(["map", "loader", "samples/s (median)"], rows))
     print(text)
     out = common.write_json("map", result, args.out)
