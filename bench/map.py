@@ -19,7 +19,9 @@ stoker runs the map on its decode threads (map=fn(sample, rng)); the peer
 runs it in each DataLoader worker after its decode (num_workers over
 {1, 2, 3}; the best is compared). Rounds alternate the configurations; the
 median of --reps rounds after a discarded warm-up is reported, ratios as
-medians of per-round ratios. Exits 0 whatever the speed.
+medians of per-round ratios of the steady rates (first batch to last, as
+bench/vision.py); the whole epoch's rate, start-up included, is beside them.
+Exits 0 whatever the speed.
 
     bash bench/run.sh --map            # ~4 min on 2 cores
     bash bench/run.sh --map --quick    # smaller, ~1 min
@@ -155,15 +157,21 @@ def peer_factory(shards, fn, workers):
     return make
 
 
-def epoch_rate(make) -> float:
+def epoch_rates(make) -> tuple[float, float]:
+    """(steady, whole): samples/s from the first batch to the last, and over
+    the whole epoch with the loader's start (DataLoader: worker start-up)."""
     t0 = time.perf_counter()
-    n = 0
+    n = n_first = 0
+    t_first = None
     loader = make()
     for batch in loader:
         n += batch["jpg"].shape[0]
+        if t_first is None:
+            t_first, n_first = time.perf_counter(), n
+    t_last = time.perf_counter()
     if hasattr(loader, "close"):
         loader.close()
-    return n / (time.perf_counter() - t0)
+    return (n - n_first) / (t_last - t_first), n / (t_last - t0)
 
 
 def python_map_us() -> float:
@@ -193,12 +201,14 @@ def main(argv=None) -> int:
         configs.append((name, "stoker", stoker_factory(shards, fn, cores)))
         for w in (1, 2, 3):
             configs.append((name, f"dataloader w={w}", peer_factory(shards, fn, w)))
-    rates: dict[tuple[str, str], list[float]] = {}
+    rates: dict[tuple[str, str], list[float]] = {}  # steady samples/s per round
+    whole: dict[tuple[str, str], list[float]] = {}  # over the whole epoch, start-up included
     for r in range(reps + 1):  # round 0: warm-up, discarded
         for name, who, make in configs:
-            rate = epoch_rate(make)
+            steady, all_in = epoch_rates(make)
             if r > 0:
-                rates.setdefault((name, who), []).append(rate)
+                rates.setdefault((name, who), []).append(steady)
+                whole.setdefault((name, who), []).append(all_in)
         print(f"  round {r}/{reps} done", flush=True)
     rows, result = [], {"machine": common.machine_info(["torch", "webdataset", "tokenizers", "numpy"]),
                         "samples": count, "cores": cores, "python_map_us": python_map_us(),
@@ -207,17 +217,18 @@ def main(argv=None) -> int:
         best = max((w for n, w in rates if n == name and w != "stoker"),
                    key=lambda w: statistics.median(rates[(name, w)]))
         ratios = [s / p for s, p in zip(rates[(name, "stoker")], rates[(name, best)])]
-        result["maps"][name] = {"stoker": rates[(name, "stoker")], "best_peer": best, "peer": rates[(name, best)],
-                                "ratio_median": statistics.median(ratios),
-                                "all": {w: rates[(name, w)] for n, w in rates if n == name}}
+        result["maps"][name] = {"best_peer": best, "ratio_median": statistics.median(ratios),
+                                "steady": {w: rates[(name, w)] for n, w in rates if n == name},
+                                "whole_epoch": {w: whole[(name, w)] for n, w in whole if n == name}}
         for n, w in rates:
             if n == name:
-                rows.append([name, w, f"{statistics.median(rates[(n, w)]):.0f}"])
-        rows.append([name, f"stoker / {best}", f"{statistics.median(ratios):.2f}x"])
+                rows.append([name, w, f"{statistics.median(rates[(n, w)]):.0f}",
+                             f"{statistics.median(whole[(n, w)]):.0f}"])
+        rows.append([name, f"stoker / {best}", f"{statistics.median(ratios):.2f}x", ""])
     text = (f"map= bench: {count} V samples (224 center crop + caption), batch {BATCH}, {cores} cores, "
             f"{reps} rounds; python map {result['python_map_us']:.0f} us/sample alone; load average "
             f"{result['load_average']} (others' work on this machine)\n" +
-            common.table(["map", "loader", "samples/s (median)"], rows))
+            common.table(["map", "loader", "samples/s steady (median)", "whole epoch"], rows))
     print(text)
     out = common.write_json("map", result, args.out)
     out.with_suffix(".md").write_text(text + "\n")
