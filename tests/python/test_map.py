@@ -289,3 +289,17 @@ def test_a_decode_bound_verdict_names_a_gil_bound_map(shards):
     text = loader._map_advice({"bottleneck": "decode", "recommendation": "raise decode_threads"})
     assert "your map= is" in text and "bound by the GIL" in text, text
     assert loader._map_advice({"bottleneck": "storage", "recommendation": "raise io_depth"}) == "raise io_depth"
+
+
+def test_the_trace_shows_each_map_inside_its_samples_decode_span(shards, tmp_path):
+    loader = stoker.Loader(shards, FIELDS, batch_size=4, map=fail_on("none"), output="numpy", trace_spans=10_000)
+    list(loader)
+    loader.save_trace(tmp_path / "trace.json")
+    events = [e for e in json.loads((tmp_path / "trace.json").read_text())["traceEvents"] if e.get("ph") == "X"]
+    maps = [e for e in events if e["name"] == "map"]
+    decodes = [e for e in events if e["name"] == "decode"]
+    assert len(maps) == SHARDS * PER_SHARD
+    for m in maps:
+        inside = [d for d in decodes if d["tid"] == m["tid"] and d["ts"] <= m["ts"] + 0.01
+                  and m["ts"] + m["dur"] <= d["ts"] + d["dur"] + 0.01]
+        assert inside, m
