@@ -297,8 +297,8 @@ class PyMap final : public SampleMap {
     if (!nb::try_cast(v, arr)) {
       held = asarray_(v);
       if (!nb::try_cast(held, arr)) {
-        return InvalidArgument("the map's '" + key + "' is a " + nb::cast<std::string>(nb::str(nb::type_name(v.type()))) +
-                               ", not an array as in the first sample");
+        const std::string type = nb::cast<std::string>(nb::str(nb::type_name(v.type())));
+        return InvalidArgument("the map's '" + key + "' is a " + type + ", not an array as in the first sample");
       }
     }
     std::vector<int64_t> shape(arr.ndim());
@@ -335,7 +335,8 @@ void RegisterMap(nb::module_& m) {
       .def("outputs", &PyMap::Outputs,
            "[(key, index of its array in a batch's arrays, or None for a list)], in the probe's order.")
       .def_prop_ro("has_objects", &PyMap::has_objects)
-      .def("stats", &PyMap::Stats, "{samples, gil_wait_s, call_s} since the start: taking and handing back the GIL, and the calls "
+      .def("stats", &PyMap::Stats,
+           "{samples, gil_wait_s, call_s} since the start: taking and handing back the GIL, and the calls "
            "themselves.");
   m.def(
       "set_sample_map", [](LoaderOptions& o, std::shared_ptr<PyMap> map) { o.sample_map = std::move(map); },
