@@ -858,7 +858,9 @@ class SampleMap:
     def has_objects(self) -> bool: ...
 
     def stats(self) -> dict:
-        """{samples, gil_wait_s, gil_held_s} since the start."""
+        """
+        {samples, gil_wait_s, call_s} since the start: taking and handing back the GIL, and the calls themselves.
+        """
 
 def set_sample_map(options: LoaderOptions, map: SampleMap) -> None:
     """Sets LoaderOptions' per-sample map."""
