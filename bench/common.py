@@ -6,7 +6,9 @@
   what the kernel cannot drop, the figure memory targets are judged on) and
   file-mapped pages (Pss_File: mapped shards and libraries, page cache the
   kernel may drop and reread).
-- ``cpu_seconds``: user+sys of this process plus its reaped children.
+- ``cpu_seconds``: user+sys of this process's whole tree: itself, its live
+  descendants (DataLoader's persistent workers, a Ray runtime's raylets and
+  worker processes) and every process reaped within it.
 - ``hot_cache``: read files once so a run measures a hot page cache.
 - ``Stats`` / ``summarize``: median and min-max of repeated measurements.
 - ``machine_info``, ``write_json``, ``table``: reporting.
@@ -186,10 +188,69 @@ class NoSampler(TreeSampler):
         pass
 
 
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def _own_cpu(pid: int) -> tuple[tuple[int, int], float] | None:
+    """((pid, start time), utime+stime in seconds) of pid from /proc/<pid>/stat, or None
+    when it is gone. The start time tells a reused pid from the process it replaced."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (pid, int(fields[19])), (int(fields[11]) + int(fields[12])) / _TICK
+
+
+class _TreeCpu:
+    """The CPU this process's tree has used since the first reading: each process's own
+    user+sys, read every 0.1 s by a thread and at each reading, summed over every process
+    seen (its last reading less its first; one born later counts from 0). A worker that
+    exits is kept at its last reading, so the sum never goes back, and a process's CPU is
+    never counted twice (its reaper's cutime is not read). Lost: the last 0.1 s of a
+    process that exits, and processes that live less than that."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._first: dict = {}
+        self._last: dict = {}
+        self._started = False
+
+    def _poll(self) -> None:
+        with self._lock:
+            initial = not self._started
+            self._started = True
+            for pid in process_tree():
+                read = _own_cpu(pid)
+                if read is None:
+                    continue
+                key, cpu = read
+                self._first.setdefault(key, cpu if initial else 0.0)
+                self._last[key] = cpu
+
+    def _run(self) -> None:
+        while True:
+            time.sleep(0.1)
+            self._poll()
+
+    def seconds(self) -> float:
+        if not self._started:
+            self._poll()
+            threading.Thread(target=self._run, name="tree-cpu", daemon=True).start()
+        self._poll()
+        with self._lock:
+            return sum(self._last[k] - self._first[k] for k in self._last)
+
+
+_tree_cpu = _TreeCpu()
+
+
 def cpu_seconds() -> float:
-    """user+sys CPU of this process and of its children already reaped (workers joined)."""
-    t = os.times()
-    return t.user + t.system + t.children_user + t.children_system
+    """user+sys CPU of this process's whole tree (itself, DataLoader's persistent workers,
+    a Ray runtime's raylets and worker processes) since the first call: the difference of
+    two calls is the tree's CPU between them (see _TreeCpu). os.times() would leave out
+    workers that live across both calls until they are reaped."""
+    return _tree_cpu.seconds()
 
 
 def system_busy_seconds() -> float:

@@ -1,33 +1,33 @@
 #!/usr/bin/env bash
-# The one device run for issue 26 (GPU JPEG decode), from the repository root
-# on a machine with a CUDA GPU, under 5 minutes when nothing stalls:
-#   1. installs the carried wheels (.whl/*.whl, made here by
+# The one device run for issue 46 (GPU decode that cannot hang), from the
+# repository root on a machine with a CUDA GPU, about 5 minutes:
+#   0. installs the carried wheels (.whl/*.whl, made here by
 #      scripts/device_wheels.sh: stoker built with nvcc, nvidia-nvjpeg,
-#      webdataset, braceexpand) into /tmp/site, without the network;
-#   2. the GPU tests: tests/python/test_gpu_decode_device.py and
-#      tests/python/test_cuda.py (10-17 s on the H200, killed at 50 s);
-#   3. bench/gpu_decode.py's Stall part: S with decode="gpu" and 16 batches
-#      in flight, where nvJPEG's hardware decoder stopped returning in 6 of 6
-#      runs before each batch waited for its lane's last one and initialized
-#      the state (README, "JPEG decode on the GPU"); stacks after 25 s. If it
-#      still stalls (up to 3 minutes more): again on the wheel's libnvjpeg
-#      rather than torchvision's, and bench/nvjpeg_hw_repro.py, nvJPEG
-#      without stoker, 20 s each, as stoker drove it before (a stall there is
-#      nvJPEG's or the driver's) and as now;
-#   4. bench/gpu_decode.py: every figure of the issue's "Done means" against
-#      its target, 2 rounds (V and S took 58 s on the H200), JSON to
-#      $OUT/gpu_decode.json, rewritten after every part; a run not ended
-#      after 130 s prints every thread's Python and native stacks (--watchdog;
-#      the ResNet part stalled in 3 of 4 runs on the H200).
+#      webdataset, braceexpand) into /tmp/site, without the network (~10 s);
+#   1. the stall matrix, nvJPEG without stoker (bench/nvjpeg_hw_repro.py on
+#      the wheel's libnvjpeg, 6 s each, a call stuck 4 s is a stall, killed
+#      at 30 s; ~90 s): 3 states concurrent (as stoker ran before) against
+#      serialized against 1; batch 8 against 7 (the engines); with and
+#      without PreAllocate; and stoker's way now (1 state, batch 7,
+#      Initialize + host sync per batch, PreAllocate);
+#   2. stoker's Stall part (bench/gpu_decode.py --parts Stall --stall-runs 20):
+#      S with decode="gpu" and 16 batches in flight, 20 loaders one after
+#      another, where the hardware stopped returning in 6 of 6 runs before;
+#      a stall is now report()["gpu_decode"]["failed"] (the watchdog), and a
+#      run that still hangs leaves its stacks at 100 s (killed at 120 s);
+#   3. the GPU tests: tests/python/test_gpu_decode_device.py and
+#      tests/python/test_cuda.py (killed at 40 s);
+#   4. the figures: bench/gpu_decode.py V, S, ResNet, 1 round (stacks at
+#      110 s, killed at 130 s), JSON to $OUT/gpu_decode.json.
 # Everything is also written to $OUT/log.txt. Exits 0 whatever failed, so
 # the log and the JSON come back.
 #
-#   OUT=/tmp/out bash bench/device_gpu_decode.sh
+#   bash scripts/device_wheels.sh                       # here, once: fills .whl/
+#   OUT=/tmp/out bash bench/device_gpu_decode.sh        # on the GPU machine
 #
 # On the lent device machine ($OUT is set there): carry [".whl"], command
-# `bash bench/device_gpu_decode.sh`, timeout_s 480 (at most ~10 s install +
-# 50 s tests + 60 s stall + 170 s bench: under 5 minutes; a stall adds 60 s
-# for the second library and 90 s for the repro).
+# `bash bench/device_gpu_decode.sh`, timeout_s 420 (worst case ~10 + 180 +
+# 120 + 40 + 130 s; ~300 s when nothing stalls).
 set -u
 OUT=${OUT:-/tmp/gpu-decode-out}
 mkdir -p "$OUT"
@@ -47,37 +47,43 @@ run() {
     echo "nproc: $(nproc)"
     python3 -c 'import sys, stoker, torch, torchvision; print("python", sys.version.split()[0], "| stoker", stoker.__version__, stoker.__file__, "| torch", torch.__version__, "| torchvision", torchvision.__version__)'
 
-    echo "== tests (killed at 50 s) =="
+    echo "== 1. stall matrix: bench/nvjpeg_hw_repro.py, nvJPEG alone (6 s each, killed at 30 s) =="
+    # --lib wheel: the nvidia-nvjpeg wheel's 13.3, the one stoker now picks (the newest found).
+    common=(--lib wheel --seconds 6 --stall-s 4 --images 16)
+    matrix=(
+        "--threads 3 --batch 8"                                          # as stoker ran before: 3 states concurrent
+        "--threads 3 --batch 8 --serial"                                 # 3 states, one call at a time
+        "--threads 1 --batch 8"                                          # 1 state
+        "--threads 3 --batch 7"                                          # batch = the engines
+        "--threads 3 --batch 8 --prealloc 2250x2250"                     # PreAllocate
+        "--threads 1 --batch 7 --reinit --sync --prealloc 2250x2250"     # stoker now
+    )
+    i=0
+    for variant in "${matrix[@]}"; do
+        i=$((i + 1))
+        SECONDS=0
+        # shellcheck disable=SC2086
+        timeout 30 python3 bench/nvjpeg_hw_repro.py "${common[@]}" $variant > "$OUT/repro-$i.txt" 2>&1
+        rc=$?
+        grep -E "^(config|RESULT)" "$OUT/repro-$i.txt"  # a stall's stacks, utilization and Xid lines stay in the file
+        echo "matrix $i [$variant]: rc=$rc in ${SECONDS} s (full output: repro-$i.txt)"
+    done
+
+    echo "== 2. bench/gpu_decode.py --parts Stall --stall-runs 20 (stacks at 100 s, killed at 120 s) =="
     SECONDS=0
-    # no -x: one device run, so every failing test is seen, not only the first
-    timeout 50 python3 -m pytest -q -rfEs -p no:cacheprovider \
+    timeout 120 python3 bench/gpu_decode.py --out "$OUT/gpu_decode_stall.json" --parts Stall --stall-runs 20 \
+        --watchdog 100
+    echo "stall: rc=$? in ${SECONDS} s"
+
+    echo "== 3. GPU tests (killed at 40 s) =="
+    SECONDS=0
+    timeout 40 python3 -m pytest -q -rfEs -p no:cacheprovider \
         tests/python/test_gpu_decode_device.py tests/python/test_cuda.py
     echo "tests: rc=$? in ${SECONDS} s"
 
-    echo "== bench/gpu_decode.py --parts Stall (stacks at 25 s, killed at 60 s) =="
+    echo "== 4. bench/gpu_decode.py V,S,ResNet, 1 round (stacks at 110 s, killed at 130 s) =="
     SECONDS=0
-    timeout 60 python3 bench/gpu_decode.py --out "$OUT/gpu_decode_stall.json" --parts Stall --watchdog 25
-    rc=$?
-    echo "stall: rc=$rc in ${SECONDS} s"
-    if [[ $rc != 0 ]]; then  # still stalls: what it takes to tell where (up to 3 minutes more)
-        # The stalls ran on torchvision's libnvjpeg (CUDA 13.0), loaded first; the wheel's is 13.3.
-        wheel_nvjpeg=/tmp/site/nvidia/cu13/lib/libnvjpeg.so.13
-        echo "== the Stall part again with the wheel's libnvjpeg ($wheel_nvjpeg) =="
-        SECONDS=0
-        STOKER_NVJPEG=$wheel_nvjpeg timeout 60 python3 bench/gpu_decode.py --out "$OUT/gpu_decode_stall_wheel.json" \
-            --parts Stall --watchdog 25
-        echo "stall, wheel's libnvjpeg: rc=$? in ${SECONDS} s"
-        echo "== bench/nvjpeg_hw_repro.py: nvJPEG alone, as stoker drove it before and as now (killed at 45 s each) =="
-        for variant in "" "--reinit --sync"; do
-            SECONDS=0
-            timeout 45 python3 bench/nvjpeg_hw_repro.py --threads 3 --seconds 20 --stall-s 8 $variant
-            echo "repro ${variant:-as before}: rc=$? in ${SECONDS} s"
-        done
-    fi
-
-    echo "== bench/gpu_decode.py (stacks at 130 s, killed at 170 s) =="
-    SECONDS=0
-    timeout 170 python3 bench/gpu_decode.py --out "$OUT/gpu_decode.json" --rounds 2 --budget 90 --watchdog 130
+    timeout 130 python3 bench/gpu_decode.py --out "$OUT/gpu_decode.json" --rounds 1 --budget 80 --watchdog 110
     echo "bench: rc=$? in ${SECONDS} s"
     date -u +"end %Y-%m-%dT%H:%M:%SZ"
 }

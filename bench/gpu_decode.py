@@ -20,8 +20,10 @@ speed; a part that errors prints its traceback and the others still run.
   d. ResNet-18 (bf16 autocast, batch 256, channels_last, SGD) fed by stoker decode="auto"
      on V: steps/s >= 0.95x the same steps on one fixed batch already on the device.
   Stall (--parts Stall, not in the default parts): S with decode="gpu", prefetch 16, 200
-     batches. On an H200 nvJPEG's hardware decoder stopped returning here in 6 of 6 runs
-     (README, "JPEG decode on the GPU"); with --watchdog the stall leaves its stacks.
+     batches, --stall-runs loaders one after another. On an H200 nvJPEG's hardware decoder
+     stopped returning here in 6 of 6 runs (README, "JPEG decode on the GPU"); stoker's own
+     watchdog now turns it off instead (report()["gpu_decode"]["failed"], counted as a stall),
+     and with --watchdog a run that still hangs leaves its stacks.
 
 --watchdog S: if the run has not ended S seconds after it began, it prints every thread's
 Python stack and, where gdb or cuda-gdb is on the PATH, every thread's native stack, records
@@ -76,6 +78,8 @@ RESNET = dict(batch=256, warm=15, steps=100, dry=dict(batch=16, warm=1, steps=2)
 TARGETS = {  # name -> (threshold, "ge" | "le", what)
     "V auto/cpu": (2.0, "ge", "stoker auto vs stoker cpu, V images/s"),
     "V auto/torchvision": (3.0, "ge", "stoker auto vs torchvision decode_jpeg(cuda) + v2 per image, V images/s"),
+    # DALI's mixed decoder is the strongest peer: stoker should at least match it (no issue sets more).
+    "V auto/DALI": (1.0, "ge", "stoker auto vs DALI decoders.image_random_crop(mixed) + resize + flip, V images/s"),
     "S auto/cpu": (4.0, "ge", "stoker auto vs stoker cpu, S images/s"),
     "S auto/DataLoader": (5.0, "ge", "stoker auto vs DataLoader (1 worker per core, pinned), S images/s"),
     "V cpu-s/image auto/cpu": (0.4, "le", "CPU seconds per image, auto vs cpu, V"),
@@ -397,7 +401,8 @@ def part_v(run: Run, root: Path) -> None:
         return {"jpg": run.image_field(224, "random_resized_crop", decode, random_hflip=True),
                 "cls": run.stoker.scalar("int64")}
 
-    rows = {"auto": [], "cpu": [], "torchvision": []}
+    rows = {"auto": [], "cpu": [], "torchvision": [], "dali": []}
+    jpeg_bytes = [bytes(j.numpy()) for j in jpegs]
     for r in range(run.args.rounds):
         if r and run.out_of_time():
             print("  (time budget: fewer rounds)", flush=True)
@@ -410,6 +415,17 @@ def part_v(run: Run, root: Path) -> None:
         except Exception:  # noqa: BLE001 - the stoker figures stand on their own
             run.payload["errors"]["V torchvision"] = traceback.format_exc()
             print(traceback.format_exc(), flush=True)
+        try:  # bench/dali_mixed.py: DALI's wheel is carried to the GPU machine (bench/README.md)
+            from dali_mixed import dali_rate
+
+            res = dali_rate(jpeg_bytes, w["batch"], w["warm"], w["measure"], device="mixed", threads=job_cores())
+            assert res["shape"] == (w["batch"], 3, 224, 224), res
+            print(f"    {'DALI image_random_crop(mixed)':<34} {res['rate']:9,.0f} images/s  (DALI {res['dali']}, "
+                  f"{res['threads']} threads)", flush=True)
+            rows["dali"].append(res)
+        except Exception:  # noqa: BLE001 - DALI absent or failing: the other figures stand
+            run.payload["errors"]["V DALI"] = traceback.format_exc()
+            print(traceback.format_exc(), flush=True)
         run.payload["parts"]["V"] = rows
         run.save()
     rate = lambda k: [x["rate"] for x in rows[k]]  # noqa: E731
@@ -419,6 +435,9 @@ def part_v(run: Run, root: Path) -> None:
                f"{med(rate('auto')):,.0f} vs {med(rate('cpu')):,.0f} images/s")
     run.figure("V auto/torchvision", median_ratio(rate("auto"), rate("torchvision")),
                f"{med(rate('auto')):,.0f} vs {med(rate('torchvision')):,.0f} images/s")
+    if rows["dali"]:
+        run.figure("V auto/DALI", median_ratio(rate("auto"), rate("dali")),
+                   f"{med(rate('auto')):,.0f} vs {med(rate('dali')):,.0f} images/s")
     run.figure("V cpu-s/image auto/cpu", median_ratio(cpu("auto"), cpu("cpu")),
                f"{med(cpu('auto')) * 1e3:.3f} vs {med(cpu('cpu')) * 1e3:.3f} ms/image")
 
@@ -460,14 +479,29 @@ def part_s(run: Run, root: Path) -> None:
 
 
 def part_stall(run: Run, root: Path) -> None:
-    """S with every image on the GPU decoder and 16 batches in flight: where the stall was seen."""
+    """S with every image on the GPU decoder and 16 batches in flight: where the stall was seen.
+    --stall-runs loaders one after another in this process (as a job's epochs). A run whose
+    report()["gpu_decode"] has "failed" is a stall the watchdog caught (issue 46: the hardware
+    decoder is then off for the process, so the later runs decode on the CPU and do not count)."""
     w = dict(run.size("S"), measure=200)
     shards = prepare(root, "S", w)
     decode = "gpu" if run.cuda else "auto"  # --dry: the CPU path (decode="gpu" needs device="cuda")
     fields = {"jpg": run.image_field(1024, "longest", decode), "features.npz": run.stoker.npz()}
-    res = stoker_run(run, shards, fields, w, f'stoker decode="{decode}", prefetch 16', prefetch=16)
-    print("  no stall", flush=True)
-    run.payload["parts"]["Stall"] = dict(res, stalled=False)
+    runs, stalls = [], 0
+    for k in range(run.args.stall_runs):
+        res = stoker_run(run, shards, fields, w, f'run {k + 1}: stoker decode="{decode}", prefetch 16', prefetch=16)
+        failed = (res.get("gpu_decode_report") or {}).get("failed")
+        res["stalled"] = bool(failed)
+        runs.append(res)
+        run.payload["parts"]["Stall"] = {"runs": runs, "stalls": stalls + bool(failed)}
+        run.save()
+        if failed:
+            stalls += 1
+            print(f"  STALL in run {k + 1}: {failed}", flush=True)
+            break  # the decoder is off for this process: the later runs would be the CPU's
+    print(f"  Stall: {stalls} stall(s) in {len(runs)} run(s) of {run.args.stall_runs} "
+          f"(median {statistics.median(r['rate'] for r in runs):,.0f} images/s)", flush=True)
+    run.payload["parts"]["Stall"] = {"runs": runs, "stalls": stalls, "of": run.args.stall_runs}
 
 
 def start_watchdog(run: Run, seconds: float) -> None:
@@ -589,6 +623,7 @@ def main(argv=None) -> int:
     ap.add_argument("--budget", type=float, default=200.0,
                     help="seconds after which no new round starts (each part keeps at least one)")
     ap.add_argument("--parts", default="V,S,ResNet", help="comma list of V, S, ResNet, Stall")
+    ap.add_argument("--stall-runs", type=int, default=1, help="Stall part: loaders one after another (issue 46: 20)")
     ap.add_argument("--watchdog", type=float, default=0,
                     help="seconds: a run not ended by then prints its stacks and exits 3 (0: off)")
     ap.add_argument("--data", default=os.environ.get("STOKER_BENCH_DATA", "/tmp/stoker-bench/gpu_decode"))

@@ -16,6 +16,12 @@ say whether nvJPEG (or the driver) is at fault and what avoids it; no stall here
   python3 bench/nvjpeg_hw_repro.py --threads 3 --flags 1          # NVJPEG_FLAGS_HW_DECODE_NO_PIPELINE
   python3 bench/nvjpeg_hw_repro.py --lib torchvision|wheel|PATH   # which libnvjpeg
 
+The issue-46 matrix (bench/device_gpu_decode.sh): 3 states concurrent against serialized
+against 1, batch 7 (the H100/H200's 7 engines x 1 core) against 8, with and without
+--prealloc, and stoker's way now (one state, batches of whole engine units, Initialize and a
+host sync around every batch, PreAllocate):
+  python3 bench/nvjpeg_hw_repro.py --threads 1 --batch 7 --reinit --sync --prealloc 2250x2250
+
 Prints one line "RESULT ok|STALL|ERROR ..." and exits 0 (ok), 3 (a decode call made no progress
 for --stall-s seconds: Python stacks, nvidia-smi's utilization and the kernel's Xid lines first)
 or 1. Needs torch with CUDA, numpy and Pillow. Not yet run on a GPU: written in a session that had
@@ -43,6 +49,7 @@ ap.add_argument("--input", default="registered", choices=["registered", "pinned"
 ap.add_argument("--load", action="store_true", help="matmuls on the legacy default stream meanwhile")
 ap.add_argument("--vary", action="store_true", help="batch size varies 1..batch (as decode=auto)")
 ap.add_argument("--images", type=int, default=24)
+ap.add_argument("--cache", default="/tmp/nvjpeg_hw_repro", help="directory keeping the made JPEGs between runs ('' none)")
 a = ap.parse_args()
 
 import torch  # noqa: E402  (after argparse so --help works without CUDA)
@@ -122,8 +129,13 @@ HwInfo(shared, ctypes.byref(eng), ctypes.byref(cores))
 sizes = [(2250, 1500), (1500, 2250), (2048, 1536), (2250, 1500), (1536, 2048)]
 rng = np.random.default_rng(0)
 jpegs = []
+import pickle  # noqa: E402
+cache = os.path.join(a.cache, f"jpegs-{a.images}.pkl") if a.cache else None
+if cache and os.path.exists(cache):  # the matrix's runs share one set (made once, ~5 s)
+    with open(cache, "rb") as f:
+        jpegs = pickle.load(f)
 from PIL import Image  # noqa: E402
-for i in range(a.images):
+for i in range(len(jpegs), a.images):
     w, h = sizes[i % len(sizes)]
     small = rng.integers(0, 256, (h // 48 + 2, w // 48 + 2, 3), dtype=np.uint8)
     arr = np.asarray(Image.fromarray(small).resize((w, h), Image.BICUBIC), dtype=np.int16)
@@ -131,6 +143,11 @@ for i in range(a.images):
     buf = io.BytesIO()
     Image.fromarray(arr).save(buf, "JPEG", quality=90, subsampling=2)
     jpegs.append((buf.getvalue(), w, h))
+if cache and not os.path.exists(cache):
+    os.makedirs(a.cache, exist_ok=True)
+    with open(cache + ".tmp", "wb") as f:
+        pickle.dump(jpegs, f)
+    os.replace(cache + ".tmp", cache)
 total = sum(len(j[0]) for j in jpegs)
 if a.input == "pinned":
     host = torch.empty(total, dtype=torch.uint8, pin_memory=True).numpy()

@@ -19,12 +19,17 @@ measures one epoch of each, in turn:
   ray_data  Ray Data on the same cluster (both nodes' CPUs): read_parquet ->
             map_batches (the recipe, Pillow) -> iter_torch_batches, the peers
             suite's Ray Data (bench/peers/ray_data.py) over the same images as
-            Parquet (row groups of 64); its rounds come after stoker's (what
-            it leaves on the nodes slowed the loaders after it)
+            Parquet (row groups of 64), at the best point of the peers suite's
+            grid (map_batches batch size x prefetch_batches), chosen in the
+            warm-up round where each point runs one epoch
 
 samples/s over the epoch, its first batch included; each loader is built
 before its epoch and closed after it (the CPU node's one CPU is held by a
-worker's actor while it lives); round 0 is a warm-up. Printed: medians over --rounds and the
+worker's actor while it lives); round 0 is a warm-up, and the measured rounds
+alternate the order (reversed every other round), so what one loader leaves
+on the nodes weighs on each in turn. CPU ms/sample counts the whole process
+tree (bench/common.py cpu_seconds): the trainer, both nodes' raylets, Ray's
+worker processes and stoker's actors. Printed: medians over --rounds and the
 per-round ratios the issue asks for: capacity = workers/alone (>= 1.6),
 overhead = remote/alone (>= 0.9), peer = workers/ray_data (>= 3), and the
 bytes moved per batch against the batch's own.
@@ -45,22 +50,25 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import common  # noqa: E402
 import vision  # noqa: E402
 
 BATCH = 64
+RAY_DATA_GRID = [(64, 2), (16, 2), (64, 4)]  # (map_batches batch size, prefetch_batches): peers/ray_data.py's
 TARGETS = {"capacity": 1.6, "overhead": 0.9, "peer": 3.0}
 
 
-def epoch_rate(loader, epoch: int) -> tuple[float, int]:
-    """samples/s over one epoch, and the bytes of its last batch's arrays."""
+def epoch_rate(loader, epoch: int) -> tuple[float, int, float]:
+    """samples/s over one epoch, the bytes of its last batch's arrays, and the process
+    tree's CPU per sample (ms)."""
     if hasattr(loader, "set_epoch"):
         loader.set_epoch(epoch)
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), common.cpu_seconds()
     n = nbytes = 0
     for batch in loader:
         n += len(batch["cls"] if "cls" in batch else batch["label"])
         nbytes = sum(v.nbytes for v in batch.values() if hasattr(v, "nbytes"))
-    return n / (time.perf_counter() - t0), nbytes
+    return n / (time.perf_counter() - t0), nbytes, 1e3 * (common.cpu_seconds() - c0) / max(1, n)
 
 
 def parquet_of(shards: list[str], out: Path) -> list[str]:
@@ -100,10 +108,11 @@ def ray_data_epochs(files: list[str], seed: int):
     ctx.enable_progress_bars = False
     ctx.print_on_execution_start = False
 
-    def make(epoch: int):
+    def make(epoch: int, setting: tuple[int, int]):
+        map_batch, prefetch = setting
         ds = ray.data.read_parquet(files).randomize_block_order(seed=seed + epoch)
-        ds = ds.map_batches(BatchRecipe(TRAIN, 224), batch_size=BATCH, batch_format="numpy")
-        return ds.iter_torch_batches(batch_size=BATCH, prefetch_batches=2, drop_last=True,
+        ds = ds.map_batches(BatchRecipe(TRAIN, 224), batch_size=map_batch, batch_format="numpy")
+        return ds.iter_torch_batches(batch_size=BATCH, prefetch_batches=prefetch, drop_last=True,
                                      local_shuffle_buffer_size=1000)
 
     return make
@@ -159,40 +168,53 @@ def main() -> None:
         "remote": lambda: stoker.Loader(shards, workers=stoker.RayWorkers(1, num_cpus=1, local=0,
                                                                           actor_options=on_cpu_node), **options),
     }
-    rows, nbytes, shares, transfer, lines = [], {}, {}, {}, []
+    rows, nbytes, cpu, shares, transfer, lines = [], {}, {}, {}, {}, []
+    ray_data = ray_data_epochs(files, 0) if files else None
+    ray_setting = RAY_DATA_GRID[0]
+
+    def run_stoker(name: str, r: int) -> float:
+        nonlocal shares, transfer, lines
+        loader = makers[name]()
+        try:
+            rate, nbytes[name], cpu.setdefault(name, {})[r] = epoch_rate(loader, r)
+            if name == "workers":
+                shares = loader.shares
+                lines = [w["line"] for w in loader.report()["workers"]]
+            if name == "remote":
+                transfer = loader.report()["transfer"]
+        finally:
+            loader.close()
+        return rate
+
     try:
         for r in range(args.rounds + 1):
             row = {}
-            for name, make in makers.items():
-                loader = make()
-                try:
-                    row[name], nbytes[name] = epoch_rate(loader, r)
-                    if name == "workers":
-                        shares = loader.shares
-                        lines = [w["line"] for w in loader.report()["workers"]]
-                    if name == "remote":
-                        transfer = loader.report()["transfer"]
-                finally:
-                    loader.close()
+            names = list(makers) + (["ray_data"] if ray_data else [])
+            if r % 2 == 0:  # alternate: what one loader leaves on the nodes weighs on each in turn
+                names.reverse()
+            for name in names:
+                if name != "ray_data":
+                    row[name] = run_stoker(name, r)
+                elif r == 0:  # the warm-up tunes Ray Data: one epoch per grid point, the best kept
+                    tried = {}
+                    for setting in RAY_DATA_GRID:
+                        tried[setting], _, _ = epoch_rate(ray_data(r, setting), r)
+                        print(f"  Ray Data map_batches batch_size={setting[0]} prefetch_batches={setting[1]}: "
+                              f"{tried[setting]:.0f} samples/s", flush=True)
+                    ray_setting = max(tried, key=tried.get)
+                    row[name] = tried[ray_setting]
+                else:
+                    row[name], _, cpu.setdefault(name, {})[r] = epoch_rate(ray_data(r, ray_setting), r)
             ratios = {"capacity": row["workers"] / row["alone"], "overhead": row["remote"] / row["alone"]}
-            print(f"  round {r}{' (warm-up)' if r == 0 else ''}: "
+            if "ray_data" in row:
+                ratios["peer"] = row["workers"] / row["ray_data"]
+            print(f"  round {r}{' (warm-up)' if r == 0 else ''}, in order {', '.join(names)}: "
                   + ", ".join(f"{k} {v:.0f}" for k, v in row.items()) + " samples/s; "
                   + ", ".join(f"{k} {v:.2f}" for k, v in ratios.items()), flush=True)
             for line in lines:
                 print(f"    {line}")
             if r:
                 rows.append({**row, **ratios})
-        # Ray Data last, in rounds of its own: the processes and blocks it
-        # leaves on the nodes slowed the stoker loaders after it (by up to a
-        # third, in rounds that alternated).
-        if files:
-            make = ray_data_epochs(files, 0)
-            for r in range(args.rounds + 1):
-                rate, _ = epoch_rate(make(r), r)
-                print(f"  Ray Data round {r}{' (warm-up)' if r == 0 else ''}: {rate:.0f} samples/s", flush=True)
-                if r:
-                    rows[r - 1]["ray_data"] = rate
-                    rows[r - 1]["peer"] = rows[r - 1]["workers"] / rate
     finally:
         ray.shutdown()
         cluster.shutdown()
@@ -204,14 +226,17 @@ def main() -> None:
            f"shuffled, defaults; trainer node on core {trainer_core}, worker node on core {worker_core}; "
            f"samples/s over whole epochs, medians of {args.rounds} rounds [min-max]; data: {how['generator']}; "
            f"ray {ray.__version__}; load before: {load}.", "",
-           "| loader | samples/s |", "| --- | --- |"]
+           "| loader | samples/s | CPU ms/sample (process tree) |", "| --- | --- | --- |"]
     titles = {"alone": "stoker.Loader, the trainer alone on its core",
               "workers": "stoker + RayWorkers(1, num_cpus=1): the trainer's share and one worker",
               "remote": "stoker + RayWorkers(1, num_cpus=1, local=0): every batch from the worker",
-              "ray_data": "Ray Data read_parquet -> map_batches -> iter_torch_batches, both nodes"}
+              "ray_data": "Ray Data read_parquet -> map_batches -> iter_torch_batches, both nodes, "
+                          f"map_batches batch_size={ray_setting[0]} prefetch_batches={ray_setting[1]} "
+                          f"(best of {RAY_DATA_GRID} in the warm-up)"}
     for name, title in titles.items():
         if name in med:
-            out.append(f"| {title} | {med[name]:,.0f} [{spread[name][0]:,.0f}-{spread[name][1]:,.0f}] |")
+            ms = statistics.median(v for k, v in cpu[name].items() if k > 0)
+            out.append(f"| {title} | {med[name]:,.0f} [{spread[name][0]:,.0f}-{spread[name][1]:,.0f}] | {ms:.2f} |")
     out += ["", "| target | ratio | verdict |", "| --- | --- | --- |"]
     names = {"capacity": "capacity: workers / alone", "overhead": "overhead: remote / alone",
              "peer": "peer: workers / Ray Data"}

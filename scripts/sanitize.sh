@@ -4,7 +4,8 @@
 #   build/tsan: the threaded tests (buffer pool, shard files, mapped reads and
 #               their fault guard, the loader's threads end to end, over HTTP
 #               too, cancelled remote reads, device copies on the late CPU engine,
-#               short and empty exact batches, GPU decode's stand-in) with ThreadSanitizer.
+#               short and empty exact batches, GPU decode's stand-in and its
+#               hardware worker's watchdog) with ThreadSanitizer.
 # Any finding fails the run (halt_on_error). scripts/test.sh runs both.
 # -O1 and line tables only: the usual sanitizer build (symbolized stacks with
 # line numbers), quicker to compile than -O3 -g, so the test command that runs
@@ -37,9 +38,9 @@ for mode in "${modes[@]}"; do
                test_pipeline_loader_reliability_test test_io_cancel_test test_pipeline_remote_run_test
                test_device_late_copy_engine_test test_pipeline_device_loader_test
                test_pipeline_exact_partition_test test_pipeline_gpu_decode_loader_test
-               test_pipeline_shard_index_cache_test test_core_ordered_queue_test)
+               test_pipeline_shard_index_cache_test test_core_ordered_queue_test test_pipeline_tuned_run_test test_device_hardware_batcher_test)
       select="BufferPool|ShardFiles|MappedReader|LoaderReliability|Cancellation|RemoteRun"
-      select+="|LateCopyEngine|DeviceLoader|ExactPartition|GpuDecodeLoader|ShardIndexCache|OrderedQueue"
+      select+="|LateCopyEngine|DeviceLoader|ExactPartition|GpuDecodeLoader|ShardIndexCache|OrderedQueue|HardwareBatcher|TunedRun"
       ;;
     *) echo "unknown mode $mode (asan, tsan)"; exit 2 ;;
   esac

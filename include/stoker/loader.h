@@ -230,6 +230,11 @@ struct LoaderOptions {
   // device="cpu-late" only: its stand-in GPU decoder (device/gpu_decoder.h)
   // sleeps this long per image, to be slower than the CPU decoders.
   int gpu_standin_delay_us = 0;
+  // device="cpu-late" only (tests of the watchdog, device/hardware_batcher.h):
+  // the stand-in's hardware batches after this many never return (-1: all
+  // return), and the watchdog's least bound in ms (0: 2 s, as for nvJPEG).
+  int gpu_standin_stall_after = -1;
+  int gpu_standin_watchdog_ms = 0;
 
   // One of the workers that share this rank's batches (Ray workers and the
   // trainer beside them, python/stoker/ray_workers.py): in each cycle of

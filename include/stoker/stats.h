@@ -57,6 +57,9 @@ struct RecorderSnapshot {
   std::string gpu_share_why;
   uint64_t gpu_images = 0, gpu_cpu_images = 0, gpu_cpu_fallbacks = 0;
   std::vector<std::pair<std::string, uint64_t>> gpu_refused;
+  // "" while the GPU decoder works; else why it was turned off for the process
+  // (device/hardware_batcher.h's watchdog), and every image went to the CPU since.
+  std::string gpu_failure;
   uint64_t spans_dropped = 0;
   // Remote storage (HTTP, S3): the process-wide counters every remote reader
   // adds to (several loaders in one process share them).

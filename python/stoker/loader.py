@@ -402,6 +402,10 @@ class Loader:
         pin_memory: bool = False,
         _late_copy_ms: int = 20,  # device="cpu-late" (tests only): how late each copy completes
         _gpu_standin_delay_us: int = 0,  # device="cpu-late" (tests only): the stand-in GPU decoder's cost per image
+        # device="cpu-late" (tests only): the stand-in's hardware batches after this many never
+        # return (-1: all do), and its watchdog's least bound in ms (0: 2 s, as nvJPEG's).
+        _gpu_standin_stall_after: int = -1,
+        _gpu_standin_watchdog_ms: int = 0,
         # One of the workers of stoker.RayWorkers: only the rank's batches b
         # with _batch_offset <= b % _batch_stride < _batch_offset + _batch_share, in order.
         _batch_stride: int = 1,
@@ -485,6 +489,8 @@ class Loader:
         opt.index_cache_bytes = int(index_cache_bytes or 0)
         device = _device_options(opt, device, pin_memory, output, _late_copy_ms)
         opt.gpu_standin_delay_us = int(_gpu_standin_delay_us)
+        opt.gpu_standin_stall_after = int(_gpu_standin_stall_after)
+        opt.gpu_standin_watchdog_ms = int(_gpu_standin_watchdog_ms)
         opt.batch_stride = int(_batch_stride)
         opt.batch_offset = int(_batch_offset)
         opt.batch_share = int(_batch_share)

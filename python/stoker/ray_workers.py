@@ -62,7 +62,8 @@ _INSTALL = "stoker.RayWorkers needs Ray: pip install 'stoker[ray]'"
 
 # Loader keywords that belong to the trainer's side (the observer, the
 # output library, the device) or are set per worker here.
-_TRAINER_ONLY = ("_late_copy_ms", "_gpu_standin_delay_us", "_batch_stride", "_batch_offset", "_batch_share",
+_TRAINER_ONLY = ("_late_copy_ms", "_gpu_standin_delay_us", "_gpu_standin_stall_after", "_gpu_standin_watchdog_ms",
+                 "_batch_stride", "_batch_offset", "_batch_share",
                  "_leave_failed_slots", "workers")
 
 
@@ -379,7 +380,8 @@ class RayLoader:
         if options.get("map") is not None or options.get("batch_map") is not None:
             raise ValueError("map= and batch_map= run on the loader's own decode threads: not with workers= (the "
                              "batches would come back without the map's lists); leave workers= out")
-        device_tests = {k: options[k] for k in ("_late_copy_ms", "_gpu_standin_delay_us") if k in options}
+        device_tests = {k: options[k] for k in ("_late_copy_ms", "_gpu_standin_delay_us", "_gpu_standin_stall_after",
+                                                "_gpu_standin_watchdog_ms") if k in options}
         for key in _TRAINER_ONLY:
             options.pop(key, None)
         if rank is None or world_size is None:  # resolved here: a worker's process has no torchrun environment

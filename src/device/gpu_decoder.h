@@ -16,9 +16,13 @@
 //    (device/nvjpeg_api.h), its hardware engine where the GPU has one, else
 //    its CUDA decoder; kernels from device/gpu_kernels.cu.
 //  * MakeStandInGpuDecoder (standin_gpu_decoder.cc): for CI, with the CPU
-//    copy engine: decodes on the engine's thread with libjpeg-turbo and the
+//    copy engine: decodes on its "hardware" worker with libjpeg-turbo and the
 //    kernels' own per-pixel arithmetic (codecs/resample_taps.h) compiled for the host.
-// Thread-safety: Refuses from any thread; Decode from any, serialized inside.
+// Both drive their hardware through one HardwareBatcher (hardware_batcher.h):
+// one worker, batches sized to the engines, and a watchdog. Once it gives up
+// on a hardware batch the decoder is dead(): Decode still decodes every job
+// (on the CPU), and the loader sends no more images to it (GpuDecode::GpuSlots).
+// Thread-safety: Refuses, dead, failure from any thread; Decode from any, serialized inside.
 #pragma once
 
 #include <cstdint>
@@ -47,8 +51,11 @@ class GpuDecoder {
   // nullptr when this decoder takes the JPEG; else why not (a fallback
   // counter's name, JpegHeader::GpuRefusal's or the decoder's own).
   virtual const char* Refuses(const JpegHeader& header) const = 0;
-  // How many batches it decodes at once (the split counts its rate that many times).
-  virtual int lanes() const { return 1; }
+  // The watchdog gave up on its hardware: for the rest of the process (the
+  // decoder is the process's), every image goes to the CPU.
+  virtual bool dead() const { return false; }
+  // "" while alive; else what happened (report() and settings say it).
+  virtual std::string failure() const { return ""; }
   // A loader that used it is gone: give back memory kept for the next batch.
   virtual void Trim() {}
   // Queues the jobs' decodes on `stream` (the copy engine's, after the
@@ -64,7 +71,10 @@ class GpuDecoder {
 
 // Options of the stand-in (tests).
 struct StandInGpuOptions {
-  int delay_us_per_image = 0;  // slows the "device" down, to test the split
+  int delay_us_per_image = 0;    // slows the "device" down, to test the split
+  int stall_after_batches = -1;  // >= 0: hardware batches after that many never return (until the decoder goes)
+  int watchdog_ms = 0;           // the watchdog's least bound; 0: HardwareBatcherOptions' (2 s)
+  int unit = 1;                  // its "engines × cores"
 };
 std::shared_ptr<GpuDecoder> MakeStandInGpuDecoder(StandInGpuOptions options);
 

@@ -36,11 +36,10 @@ namespace nvjpeg {
   return Internal(std::string(what) + " failed: NVJPEG_STATUS_" + name + " (" + std::to_string(s) + ")");
 }
 
-Result<const Api*> LoadNvjpeg() {
-  static std::mutex mu;
-  static const Api* loaded = nullptr;
-  std::lock_guard lock(mu);
-  if (loaded) return loaded;
+namespace {
+
+// Opens `path` into a fresh table with its version; null (the reason in `tried`) where it is not one.
+std::unique_ptr<Api> OpenNvjpeg(const std::string& path, bool noload, std::vector<std::string>* tried) {
   auto api = std::make_unique<Api>();
   const std::vector<LibrarySymbol> syms = {
       {"nvjpegCreateEx", reinterpret_cast<void**>(&api->CreateEx)},
@@ -54,33 +53,61 @@ Result<const Api*> LoadNvjpeg() {
       {"nvjpegJpegStreamParseHeader", reinterpret_cast<void**>(&api->JpegStreamParseHeader)},
       {"nvjpegDecodeBatchedSupported", reinterpret_cast<void**>(&api->DecodeBatchedSupported)},
       {"nvjpegGetHardwareDecoderInfo", reinterpret_cast<void**>(&api->GetHardwareDecoderInfo)},
+      {"nvjpegDecodeBatchedPreAllocate", reinterpret_cast<void**>(&api->DecodeBatchedPreAllocate)},
+      {"nvjpegGetProperty", reinterpret_cast<void**>(&api->GetProperty)},
   };
+  if (!OpenLibrary(path, noload, syms, tried)) return nullptr;
+  int v[3] = {0, 0, 0};
+  for (int t = 0; t < 3; ++t) api->GetProperty(t, &v[t]);
+  api->version = std::to_string(v[0]) + "." + std::to_string(v[1]) + "." + std::to_string(v[2]);
+  api->version_code = v[0] * 10000 + v[1] * 100 + v[2];
+  api->path = LibraryPathOf(reinterpret_cast<void*>(api->CreateEx), path);
+  return api;
+}
+
+}  // namespace
+
+Result<const Api*> LoadNvjpeg() {
+  static std::mutex mu;
+  static const Api* loaded = nullptr;
+  std::lock_guard lock(mu);
+  if (loaded) return loaded;
   std::vector<std::string> tried;
-  void* handle = nullptr;
+  std::unique_ptr<Api> best;
+  // A library opened twice (loaded, and found again on a path) is the same file: kept once.
+  auto consider = [&](std::unique_ptr<Api> api) {
+    if (api && (!best || api->version_code > best->version_code)) best = std::move(api);
+  };
   if (const char* env = getenv("STOKER_NVJPEG"); env && *env) {
-    handle = OpenLibrary(env, false, syms, &tried);
+    best = OpenNvjpeg(env, false, &tried);
   } else {
-    for (const char* name : kNvjpegNames) {
-      if ((handle = OpenLibrary(name, true, syms, &tried))) break;
-    }
+    for (const char* name : kNvjpegNames) consider(OpenNvjpeg(name, true, &tried));
     for (const std::string& dir : cuda::CudaSearchDirs()) {
+      bool any = false;
       for (const char* name : kNvjpegNames) {
-        if (handle) break;
         std::vector<std::string> quiet;
-        handle = OpenLibrary(dir + "/" + name, false, syms, &quiet);
+        std::unique_ptr<Api> api = OpenNvjpeg(dir + "/" + name, false, &quiet);
+        if (api) {
+          any = true;
+          consider(std::move(api));
+          break;  // one per directory: its names are links to one file
+        }
       }
-      if (!handle) tried.push_back(dir + "/libnvjpeg.so* (none there)");
+      if (!any) tried.push_back(dir + "/libnvjpeg.so* (none there)");
     }
     for (const char* name : kNvjpegNames) {
-      if (!handle) handle = OpenLibrary(name, false, syms, &tried);
+      std::unique_ptr<Api> api = OpenNvjpeg(name, false, &tried);
+      if (api) {
+        consider(std::move(api));
+        break;
+      }
     }
   }
-  if (!handle) {
+  if (!best) {
     return FailedPrecondition("no libnvjpeg found for decode=\"gpu\": install the nvidia-nvjpeg wheel "
                               "(pip install nvidia-nvjpeg) or set STOKER_NVJPEG. Tried:" + List(tried));
   }
-  api->path = LibraryPathOf(reinterpret_cast<void*>(api->CreateEx), "libnvjpeg");
-  loaded = api.release();
+  loaded = best.release();
   return loaded;
 }
 

@@ -3,9 +3,11 @@
 // imports with neither, and GPU decode says what it looked for where they
 // are missing.
 //
-// libnvjpeg: $STOKER_NVJPEG (a file) alone when set; else one the process
-// already loaded (torchvision's), the CUDA search directories (the Python
-// package adds the nvidia-nvjpeg wheel's nvidia/cu13/lib), the system's.
+// libnvjpeg: $STOKER_NVJPEG (a file) alone when set; else the newest
+// (nvjpegGetProperty's version) of those found: one the process already
+// loaded (torchvision's bundled 13.0), the CUDA search directories' (the
+// Python package adds the nvidia-nvjpeg wheel's nvidia/cu13/lib: 13.3), the
+// system's. On a tie, the first found in that order.
 // libcuda (the driver): only to load stoker's kernels (cuModuleLoadData of
 // the fatbin built by nvcc, device/gpu_kernels.h) and launch them on the
 // runtime's streams, which are the driver's streams.
@@ -29,6 +31,7 @@ using JpegStream = void*;
 inline constexpr int kBackendDefault = 0;
 inline constexpr int kBackendHardware = 3;
 inline constexpr int kOutputRgbi = 5;
+inline constexpr int kCss444 = 0;  // nvjpegChromaSubsampling_t: the largest buffers PreAllocate can size
 inline constexpr int kMaxComponent = 4;
 
 struct Image {  // nvjpegImage_t
@@ -38,6 +41,8 @@ struct Image {  // nvjpegImage_t
 
 struct Api {
   std::string path;
+  std::string version;  // "13.3.0", from nvjpegGetProperty
+  int version_code = 0; // major * 10000 + minor * 100 + patch
   Status_ (*CreateEx)(int backend, void* dev_allocator, void* pinned_allocator, unsigned flags, Handle*);
   Status_ (*Destroy)(Handle);
   Status_ (*JpegStateCreate)(Handle, State*);
@@ -50,6 +55,12 @@ struct Api {
   Status_ (*JpegStreamParseHeader)(Handle, const unsigned char*, size_t, JpegStream);
   Status_ (*DecodeBatchedSupported)(Handle, JpegStream, int* is_supported);  // 0: supported
   Status_ (*GetHardwareDecoderInfo)(Handle, unsigned* engines, unsigned* cores_per_engine);
+  // Device memory for batches up to batch_size images of width x height, so
+  // nvjpegDecodeBatched does not free and allocate inside the call (as DALI
+  // and nvImageCodec call it).
+  Status_ (*DecodeBatchedPreAllocate)(Handle, State, int batch_size, int width, int height, int chroma_subsampling,
+                                      int output_format);
+  Status_ (*GetProperty)(int type, int* value);  // libraryPropertyType: 0 major, 1 minor, 2 patch
 
   // "nvjpegDecodeBatched failed: NVJPEG_STATUS_... (n)" as a Status.
   ::stoker::Status Check(Status_ s, const char* what) const;

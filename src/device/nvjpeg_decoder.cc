@@ -1,32 +1,51 @@
 // device/nvjpeg_decoder.cc — the nvJPEG decoder of gpu_decoder.h.
 //
-// A batch's jobs become one nvjpegDecodeBatched call (the hardware engine's
-// batched path where the GPU has one, NVJPEG_BACKEND_HARDWARE; else the
-// CUDA decoder, NVJPEG_BACKEND_DEFAULT) writing interleaved RGB into an
-// arena, then the two resize kernels (gpu_kernels.h) write each output slot.
+// Where the GPU has a hardware JPEG engine (NVJPEG_BACKEND_HARDWARE), the
+// hardware is driven as DALI, nvImageCodec and torchvision drive it: one
+// worker per device (a HardwareBatcher, hardware_batcher.h) with one nvJPEG
+// state and one non-blocking stream; decode threads queue their images and
+// the worker combines them into hardware batches of whole engines x cores
+// units (at most kMaxHardwareBatch); each batch is nvjpegDecodeBatchedInitialize'd
+// with its size, decoded, and host-synchronized on that stream before its
+// images are handed on (on Hopper the hardware path does not wait for work
+// queued before it on its stream: torchcodec#1634, vision#9606).
+// nvjpegDecodeBatchedPreAllocate sizes the state's device memory for the
+// largest batch and image seen (grown when a batch exceeds it), so the
+// decode call does not free and allocate device memory. Three states with
+// three batched calls in flight at once, as stoker ran before, is what no
+// reference does and where the H200's hardware decode stopped returning
+// (issue 46). A hardware batch that does not return within its bound turns
+// the hardware off for the process (the batcher's watchdog): its images, and
+// every later one, decode on the CPU.
+// Without the engine: nvJPEG's CUDA decoder (NVJPEG_BACKEND_DEFAULT), one
+// state per lane, called by the decode threads themselves.
 //
-// Two streams, so nvJPEG never waits on the consumer: nvJPEG runs on the
-// decoder's own stream, which depends on nothing but itself (the hardware
-// path waits on its events from the host, inside the call); the kernels run
-// on the copy stream after the batch's copy (which waits for the consumer's
-// release of the device buffer they write) and after the decode's event.
-// The arenas are a ring of kArenas: before nvJPEG writes one again, the host
-// waits for the kernels that last read it (normally long done), so a decode
-// never overwrites pixels a resize still reads, whatever nvJPEG's own
-// ordering. An arena grows to the largest batch and stays.
-// Lanes: nvJPEG's batched call holds its calling thread until the engines
-// are done, so one state would let one batch decode at a time and leave
-// most of the engines idle. kLanes states, each with its own decode stream
-// and arenas, let that many decode threads' batches decode at once (the
-// handle is shared: nvJPEG's handle is thread-safe, its states are not).
+// Each decoded image (interleaved RGB) goes to an arena, then the two resize
+// kernels (gpu_kernels.h) write each output slot on the copy stream, after
+// the batch's copy (which waits for the consumer's release of the device
+// buffer they write) and after the decode's event. The arenas are a ring of
+// kArenas per lane: before one is written again, the host waits for the
+// kernels that last read it (normally long done), so a decode never
+// overwrites pixels a resize still reads. An arena grows to the largest
+// batch and stays; one the watchdog abandoned (the hung hardware may still
+// write it) is never used again (leaked, once per process at most).
+// Lanes: the decode threads' contexts (arenas, a stream for CPU-decoded
+// images and tables, a parsed stream for nvjpegDecodeBatchedSupported, the
+// CUDA backend's state), kLanes of them so that that many threads resize
+// and fall back at once; the hardware itself is the worker's alone.
 // What the engine says it cannot take (nvjpegDecodeBatchedSupported) and a
-// batch nvJPEG fails are decoded on this thread by libjpeg-turbo and copied
-// into the arena, then resized by the same kernels; counted as CPU fallbacks.
+// batch nvJPEG fails are decoded on the calling thread by libjpeg-turbo and
+// copied into the arena, then resized by the same kernels; counted as CPU fallbacks.
 // One decoder per device for the process (MakeNvjpegDecoder keeps it): its
-// nvJPEG handle and states live as long as the process, so loaders made and
-// dropped one after another do not create and destroy hardware-engine
-// handles each time; a loader that goes returns its arena memory (Trim).
+// nvJPEG handle, states and worker live as long as the process, so loaders
+// made and dropped one after another do not create and destroy
+// hardware-engine handles each time; a loader that goes returns its arena
+// memory (Trim).
 // Thread-safety: Decode and Trim from any thread; a lane is used by one at a time (lanes_mu_).
+#include <stdio.h>
+#include <stdlib.h>
+
+#include <algorithm>
 #include <condition_variable>
 #include <map>
 #include <memory>
@@ -38,6 +57,7 @@
 #include "device/gpu_decoder.h"
 #include "device/gpu_kernels.h"
 #include "device/gpu_resize.h"
+#include "device/hardware_batcher.h"
 #include "device/nvjpeg_api.h"
 
 namespace stoker {
@@ -47,6 +67,7 @@ namespace {
 constexpr size_t kAlign = 256;
 constexpr int kArenas = 3;
 constexpr int kLanes = 3;
+constexpr int kMaxHardwareBatch = 64;  // images in one hardware batch, at most (rounded down to whole units)
 
 size_t AlignUp(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
@@ -58,9 +79,9 @@ struct Arena {
   bool used = false;
 };
 
-// One nvJPEG state with everything a batch's decode touches.
+// A decode thread's context: everything a batch's decode touches but the hardware.
 struct Lane {
-  nvjpeg::State state = nullptr;
+  nvjpeg::State state = nullptr;        // the CUDA backend's (no hardware engine)
   nvjpeg::JpegStream parsed = nullptr;  // for nvjpegDecodeBatchedSupported
   cuda::Stream stream = nullptr;        // the decode stream
   Arena arenas[kArenas];
@@ -78,6 +99,12 @@ class NvjpegDecoder : public GpuDecoder {
   NvjpegDecoder(const cuda::Runtime* rt, const nvjpeg::Api* nj, const cudrv::Driver* drv, int device)
       : rt_(rt), nj_(nj), drv_(drv), device_(device) {}
   ~NvjpegDecoder() override {
+    batcher_.reset();  // its worker is idle: only Init's failure destroys a decoder
+    if (hw_stream_) {
+      rt_->StreamSynchronize(hw_stream_);
+      rt_->StreamDestroy(hw_stream_);
+    }
+    if (hw_state_) nj_->JpegStateDestroy(hw_state_);
     for (auto& lane : lanes_) {
       for (Arena& a : lane->arenas) {
         if (a.read) rt_->EventSynchronize(a.read);
@@ -102,7 +129,10 @@ class NvjpegDecoder : public GpuDecoder {
     hardware_ = nj_->CreateEx(nvjpeg::kBackendHardware, nullptr, nullptr, 0, &handle_) == 0;
     if (hardware_) {
       unsigned engines = 0, cores = 0;
-      if (nj_->GetHardwareDecoderInfo(handle_, &engines, &cores) == 0) engines_ = static_cast<int>(engines);
+      if (nj_->GetHardwareDecoderInfo(handle_, &engines, &cores) == 0) {
+        engines_ = static_cast<int>(engines);
+        cores_ = static_cast<int>(cores);
+      }
       nvjpeg::State probe = nullptr;
       const bool ok = nj_->JpegStateCreate(handle_, &probe) == 0 &&
                       nj_->DecodeBatchedInitialize(handle_, probe, 1, 1, nvjpeg::kOutputRgbi) == 0;
@@ -117,9 +147,25 @@ class NvjpegDecoder : public GpuDecoder {
       STOKER_RETURN_IF_ERROR(nj_->Check(nj_->CreateEx(nvjpeg::kBackendDefault, nullptr, nullptr, 0, &handle_),
                                         "nvjpegCreateEx (CUDA backend)"));
     }
+    if (hardware_) {
+      // The one hardware state, its stream and its worker.
+      STOKER_RETURN_IF_ERROR(nj_->Check(nj_->JpegStateCreate(handle_, &hw_state_), "nvjpegJpegStateCreate (hardware)"));
+      STOKER_RETURN_IF_ERROR(rt_->Check(rt_->StreamCreateWithFlags(&hw_stream_, cuda::kStreamNonBlocking),
+                                        "cudaStreamCreateWithFlags (the hardware decode stream)"));
+      HardwareBatcherOptions b;
+      b.name = "nvJPEG hardware decoder on cuda:" + std::to_string(device_);
+      b.unit = std::max(1, engines_ * std::max(1, cores_));
+      b.max_batch = kMaxHardwareBatch;
+      // $STOKER_GPU_WATCHDOG_S: the least bound (2 s; the first batch's 10 s, or this where larger).
+      if (const char* env = getenv("STOKER_GPU_WATCHDOG_S"); env && *env) b.min_bound_s = std::max(0.01, atof(env));
+      batcher_ = std::make_unique<HardwareBatcher>(
+          [this](std::span<const HardwareImage> batch) { return RunHardware(batch); }, b);
+    }
     for (int i = 0; i < kLanes; ++i) {
       auto lane = std::make_unique<Lane>();
-      STOKER_RETURN_IF_ERROR(nj_->Check(nj_->JpegStateCreate(handle_, &lane->state), "nvjpegJpegStateCreate"));
+      if (!hardware_) {
+        STOKER_RETURN_IF_ERROR(nj_->Check(nj_->JpegStateCreate(handle_, &lane->state), "nvjpegJpegStateCreate"));
+      }
       STOKER_RETURN_IF_ERROR(nj_->Check(nj_->JpegStreamCreate(handle_, &lane->parsed), "nvjpegJpegStreamCreate"));
       STOKER_RETURN_IF_ERROR(rt_->Check(rt_->StreamCreateWithFlags(&lane->stream, cuda::kStreamNonBlocking),
                                         "cudaStreamCreateWithFlags (a decode stream)"));
@@ -140,10 +186,15 @@ class NvjpegDecoder : public GpuDecoder {
     return Status::Ok();
   }
 
+  // Names the library too: settings()["gpu_decode"]["decoder"] says which libnvjpeg runs.
   std::string name() const override {
-    return hardware_ ? "nvjpeg hardware (" + std::to_string(engines_) + " engines)" : "nvjpeg cuda";
+    const std::string lib = ", libnvjpeg " + nj_->version + " (" + nj_->path + ")";
+    if (!hardware_) return "nvjpeg cuda" + lib;
+    return "nvjpeg hardware (" + std::to_string(engines_) + " engines x " + std::to_string(std::max(1, cores_)) +
+           " cores, one worker)" + lib;
   }
-  int lanes() const override { return kLanes; }
+  bool dead() const override { return batcher_ && batcher_->dead(); }
+  std::string failure() const override { return batcher_ ? batcher_->failure() : ""; }
 
   // Frees the arenas of the lanes no decode is using, once their last resize is done.
   void Trim() override {
@@ -210,9 +261,12 @@ class NvjpegDecoder : public GpuDecoder {
     STOKER_RETURN_IF_ERROR(Reserve(arena_slot, bytes));
     uint8_t* arena = static_cast<uint8_t*>(arena_slot.ptr);
 
-    // Which jobs the decoder takes; the rest decode on this thread.
+    // Which jobs the decoder takes; the rest decode on this thread (all of
+    // them once the watchdog turned the hardware off).
     std::vector<size_t> gpu, cpu;
-    for (size_t i = 0; i < n; ++i) {
+    const bool off = dead();
+    for (size_t i = 0; i < n && off; ++i) cpu.push_back(i);
+    for (size_t i = 0; i < n && !off; ++i) {
       int supported = 1;
       const bool parsed = nj_->JpegStreamParseHeader(handle_, jobs[i].bytes, jobs[i].length,
                                                      lane.parsed) == 0;
@@ -223,7 +277,27 @@ class NvjpegDecoder : public GpuDecoder {
         cpu.push_back(i);
       }
     }
-    if (!gpu.empty() && !DecodeBatched(lane, jobs, gpu, arena, rgb_at).ok()) {
+    if (!gpu.empty() && hardware_) {
+      std::vector<HardwareImage> images(gpu.size());
+      for (size_t k = 0; k < gpu.size(); ++k) {
+        const ImageJob& j = jobs[gpu[k]];
+        images[k] = {j.bytes, j.length, arena + rgb_at[gpu[k]], static_cast<size_t>(j.width) * 3, j.width, j.height};
+      }
+      Status error;
+      const HardwareBatcher::Outcome outcome = batcher_->Decode(images, &error);
+      if (outcome == HardwareBatcher::Outcome::kAbandoned) {
+        // The hung batch may still write this arena: it is that batch's for good; a new one for the CPU's pixels.
+        arena_slot.ptr = nullptr;
+        arena_slot.bytes = 0;
+        arena_slot.used = false;
+        STOKER_RETURN_IF_ERROR(Reserve(arena_slot, bytes));
+        arena = static_cast<uint8_t*>(arena_slot.ptr);
+      }
+      if (outcome != HardwareBatcher::Outcome::kDecoded) {
+        cpu.insert(cpu.end(), gpu.begin(), gpu.end());
+        gpu.clear();
+      }
+    } else if (!gpu.empty() && !DecodeBatched(lane, jobs, gpu, arena, rgb_at).ok()) {
       cpu.insert(cpu.end(), gpu.begin(), gpu.end());
       gpu.clear();  // the next batch initializes the state again, as nvJPEG asks after a failed one
     }
@@ -297,6 +371,51 @@ class NvjpegDecoder : public GpuDecoder {
     return Status::Ok();
   }
 
+  // The worker's hardware batch (hardware_batcher.h): PreAllocate grown to
+  // the workload, Initialize with this batch's size, decode, then a host wait
+  // on the hardware stream before the images are handed on.
+  Status RunHardware(std::span<const HardwareImage> batch) {
+    STOKER_RETURN_IF_ERROR(rt_->Check(rt_->SetDevice(device_), "cudaSetDevice (the hardware worker)"));
+    const int n = static_cast<int>(batch.size());
+    int max_w = 1, max_h = 1;
+    for (const HardwareImage& im : batch) {
+      max_w = std::max(max_w, im.width);
+      max_h = std::max(max_h, im.height);
+    }
+    if (n > pre_batch_ || max_w > pre_w_ || max_h > pre_h_) {
+      // Either orientation of the largest side, for whole units of the engines.
+      const int side = std::max({max_w, max_h, pre_w_, pre_h_});
+      const int b = std::max(n, pre_batch_);
+      const int st = nj_->DecodeBatchedPreAllocate(handle_, hw_state_, b, side, side, nvjpeg::kCss444,
+                                                   nvjpeg::kOutputRgbi);
+      if (st == 0) {
+        pre_batch_ = b;
+        pre_w_ = pre_h_ = side;
+      } else if (!prealloc_warned_) {
+        prealloc_warned_ = true;  // nvJPEG then allocates inside the decode call, as before
+        fprintf(stderr, "stoker: %s\n",
+                nj_->Check(st, ("nvjpegDecodeBatchedPreAllocate for " + std::to_string(b) + " images of " +
+                                std::to_string(side) + "x" + std::to_string(side)).c_str()).message().c_str());
+      }
+    }
+    STOKER_RETURN_IF_ERROR(nj_->Check(nj_->DecodeBatchedInitialize(handle_, hw_state_, n, 1, nvjpeg::kOutputRgbi),
+                                      "nvjpegDecodeBatchedInitialize (hardware)"));
+    hw_data_.resize(n);
+    hw_lengths_.resize(n);
+    hw_images_.assign(n, nvjpeg::Image{});
+    for (int k = 0; k < n; ++k) {
+      hw_data_[k] = batch[k].bytes;
+      hw_lengths_[k] = batch[k].length;
+      hw_images_[k].channel[0] = batch[k].out;
+      hw_images_[k].pitch[0] = batch[k].pitch;
+    }
+    const Status decoded = nj_->Check(nj_->DecodeBatched(handle_, hw_state_, hw_data_.data(), hw_lengths_.data(),
+                                                         hw_images_.data(), hw_stream_),
+                                      "nvjpegDecodeBatched (hardware)");
+    const Status synced = rt_->Check(rt_->StreamSynchronize(hw_stream_), "cudaStreamSynchronize (hardware batch)");
+    return decoded.ok() ? synced : decoded;
+  }
+
   Status DecodeBatched(Lane& lane, std::span<const ImageJob> jobs, const std::vector<size_t>& which,
                        uint8_t* arena, const std::vector<size_t>& rgb_at) {
     const int n = static_cast<int>(which.size());
@@ -331,7 +450,15 @@ class NvjpegDecoder : public GpuDecoder {
   const cudrv::Driver* drv_;
   const int device_;
   bool hardware_ = false;
-  int engines_ = 0;
+  int engines_ = 0, cores_ = 0;
+  // The hardware's: one state and stream, used by the batcher's worker only.
+  nvjpeg::State hw_state_ = nullptr;
+  cuda::Stream hw_stream_ = nullptr;
+  int pre_batch_ = 0, pre_w_ = 0, pre_h_ = 0;  // what PreAllocate sized the state for
+  bool prealloc_warned_ = false;
+  std::vector<const unsigned char*> hw_data_;
+  std::vector<size_t> hw_lengths_;
+  std::vector<nvjpeg::Image> hw_images_;
   nvjpeg::Handle handle_ = nullptr;  // thread-safe
   cudrv::Module module_ = nullptr;
   cudrv::Function horizontal_ = nullptr, output_ = nullptr;
@@ -339,6 +466,7 @@ class NvjpegDecoder : public GpuDecoder {
   std::mutex lanes_mu_;
   std::condition_variable lane_free_;
   std::vector<Lane*> free_;  // guarded by lanes_mu_
+  std::unique_ptr<HardwareBatcher> batcher_;  // set by Init where there is a hardware engine; last: its worker uses the above
 };
 
 }  // namespace

@@ -320,7 +320,7 @@ class TarStream::Window {
   Window(const RandomAccessReader& file, uint64_t file_size, bool small_start)
       : file_(file),
         file_size_(file_size),
-        max_size_(file.remote() ? std::max<size_t>(kStreamWindow, file.PreferredReadSize()) : kLocalStreamWindow) {
+        max_size_(WindowBytes(file)) {
     size_ = small_start ? std::min(kStreamWindow, max_size_) : max_size_;
   }
   ~Window() { DropAhead(); }

@@ -9,6 +9,7 @@
 // Thread-safety: free functions; TarWriter is single-threaded.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -55,6 +56,10 @@ class TarStream {
   static constexpr size_t kStreamWindow = 1 << 20;
   static constexpr size_t kLocalStreamWindow = 64 << 10;
   TarStream(const RandomAccessReader& file, uint64_t file_size, bool small_start = false);
+  // The window a stream over `file` grows to (a memory estimate's unit).
+  static size_t WindowBytes(const RandomAccessReader& file) {
+    return file.remote() ? std::max<size_t>(kStreamWindow, file.PreferredReadSize()) : kLocalStreamWindow;
+  }
   ~TarStream();
   TarStream(const TarStream&) = delete;
   TarStream& operator=(const TarStream&) = delete;

@@ -53,9 +53,13 @@ struct Span {
   uint32_t thread;      // small id of the thread in this loader
   uint64_t begin_ns;
   uint64_t end_ns;
-  int64_t batch;
+  int64_t batch;        // -1: not yet known (a stream's read, before the shuffle places it)
   int32_t slot;
 };
+
+// The thread id of the consumer's waits (the loader's Next), apart from the
+// engine's threads (small ids from 0), in both modes.
+inline constexpr uint32_t kConsumerThread = 999;
 
 class Recorder {
  public:

@@ -59,6 +59,8 @@ Result<std::shared_ptr<GpuDecode>> GpuDecode::Create(const LoaderOptions& o, con
   if (late) {
     StandInGpuOptions standin;
     standin.delay_us_per_image = o.gpu_standin_delay_us;
+    standin.stall_after_batches = o.gpu_standin_stall_after;
+    standin.watchdog_ms = o.gpu_standin_watchdog_ms;
     decoder = MakeStandInGpuDecoder(standin);
   } else {
     Result<std::shared_ptr<GpuDecoder>> made = MakeNvjpegDecoder(ordinal);
@@ -74,6 +76,7 @@ Result<std::shared_ptr<GpuDecode>> GpuDecode::Create(const LoaderOptions& o, con
 }
 
 int GpuDecode::GpuSlots(int batch_size) const {
+  if (decoder_->dead()) return 0;  // the watchdog gave up on it: the CPU decoders take every image
   if (all_) return batch_size;
   return static_cast<int>(std::lround(share_.load() * batch_size));
 }
@@ -152,8 +155,9 @@ StreamWork GpuDecode::Work(GpuJobs& jobs, uint8_t* device_base) {
 void GpuDecode::DeviceTime(int images, double seconds) {
   if (images <= 0 || seconds <= 0) return;
   std::lock_guard lock(mu_);
-  // A batch's device time, with lanes() batches decoding at once.
-  const double rate = images / seconds * decoder_->lanes();
+  // The measured rate: a batch's images over its device time (not scaled by
+  // batches in flight, which would overstate it where they do not overlap).
+  const double rate = images / seconds;
   gpu_images_per_s_ = gpu_images_per_s_ == 0 ? rate : (1 - kSmooth) * gpu_images_per_s_ + kSmooth * rate;
   Resplit();
 }
@@ -185,12 +189,13 @@ void GpuDecode::Resplit() {
 
 void GpuDecode::Fill(RecorderSnapshot* s) const {
   s->gpu_decoder = decoder_->name();
-  s->gpu_share = all_ ? 1.0 : share_.load();
+  s->gpu_failure = decoder_->failure();
+  s->gpu_share = !s->gpu_failure.empty() ? 0.0 : all_ ? 1.0 : share_.load();
   s->gpu_images = device_images_.load();
   s->gpu_cpu_fallbacks = cpu_fallbacks_.load();
   s->gpu_cpu_images = cpu_images_.load();
   std::lock_guard lock(mu_);
-  s->gpu_share_why = why_;
+  s->gpu_share_why = s->gpu_failure.empty() ? why_ : "GPU decoder off: " + s->gpu_failure;
   s->gpu_refused.assign(refused_.begin(), refused_.end());
   if (s->gpu_cpu_fallbacks > 0) s->gpu_refused.emplace_back("decoder_failed", s->gpu_cpu_fallbacks);
 }

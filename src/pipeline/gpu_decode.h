@@ -13,10 +13,12 @@
 //
 // The split (decode="auto"): the GPU's share of each batch follows the
 // measured rates, share = gpu / (gpu + cpu), where gpu is images per second
-// of device time (the batch's copy and decodes, from its events) times the
-// batches the decoder runs at once (GpuDecoder::lanes), and cpu is the decode
-// threads in effect over the mean CPU time of one image; both are smoothed. decode="gpu" sends every image (share 1). The share and its
-// reason show in settings and stats.
+// of device time (the batch's copy and decodes, from its events: the
+// measured rate, not scaled by batches in flight), and cpu is the decode
+// threads in effect over the mean CPU time of one image; both are smoothed.
+// decode="gpu" sends every image (share 1). A decoder the watchdog turned
+// off (GpuDecoder::dead) gets none (share 0), and says why. The share and
+// its reason show in settings and stats.
 // Thread-safety: Stage, CpuDecoded, GpuSlots, DeviceTime from any thread.
 #pragma once
 

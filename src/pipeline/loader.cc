@@ -33,7 +33,7 @@
 #include "pipeline/stream_loader.h"
 #include "pipeline/token_source.h"
 #include "pipeline/tune_config.h"
-#include "observe/cpu_time.h"
+#include "pipeline/tune_window.h"
 #include "stoker/loader.h"
 
 namespace stoker {
@@ -591,76 +591,16 @@ class LoaderImpl : public Loader {
     }
   }
 
-  // One window of evidence ends when it is kTuneWindowNs long and holds
-  // kTuneWindowBatches batches and kTuneWindowSamples samples (so a rate is
-  // not a count of three); then the controller decides and its changes go
-  // to the running threads and to every later run. A run's first window is
-  // not judged: it holds the start (the pipeline filling), not a steady state.
-  static constexpr uint64_t kTuneWindowNs = 250'000'000;
-  static constexpr uint64_t kTuneWindowBatches = 3;
-  static constexpr uint64_t kTuneWindowSamples = 32;
+  // The controller's changes go to the running threads and to every later run.
   void Tune() {
-    const uint64_t now = NowNs();
-    const uint64_t delivered = recorder_->batches_delivered.load(std::memory_order_relaxed);
-    // A new run (an epoch chosen, a restore): its threads' CPU counts from zero.
-    if (window_run_ != run_generation_) {
-      StartWindow(now);
-      window_.judged = false;
-      return;
-    }
-    if (now - window_.begin_ns < kTuneWindowNs || delivered - window_.snap.batches_delivered < kTuneWindowBatches) {
-      return;
-    }
-    const RecorderSnapshot snap = recorder_->Snapshot();
-    // A token run's reads each fill a run of windows, so its samples are its
-    // batches' (all full: an exact partition's short last one ends the run).
-    const double samples = static_cast<double>(
-        data_.tokens ? (snap.batches_delivered - window_.snap.batches_delivered) * data_.options.batch_size
-                     : snap.decode.items - window_.snap.decode.items);
-    if (samples < kTuneWindowSamples) return;
-    if (!window_.judged) {  // the run's first window: its start, not judged
-      StartWindow(now);
-      return;
-    }
-    const uint64_t process_cpu = ProcessCpuTimeNs(), loader_cpu = run_->ThreadCpuNs();
-    if (loader_cpu < window_.loader_cpu_ns) {  // a thread ended (its clock is gone): no CPU evidence now
-      StartWindow(now);
-      return;
-    }
-    const RecorderSnapshot& a = window_.snap;
-    TuneEvidence e;
-    e.time_s = snap.time_s;
-    e.wall_s = static_cast<double>(now - window_.begin_ns) * 1e-9;
-    e.batches = static_cast<double>(snap.batches_delivered - a.batches_delivered);
-    e.samples = samples;
-    e.wait_frac = (snap.consumer_wait_s - a.consumer_wait_s) / e.wall_s;
-    const double read_busy = snap.read.busy_s - a.read.busy_s;
-    const uint64_t reads = snap.read.items - a.read.items;
-    e.read_ms = reads ? read_busy * 1e3 / static_cast<double>(reads) : 0;
-    e.read_util = read_busy / (std::max(1, snap.io_depth) * e.wall_s);
-    e.decode_util = (snap.decode.busy_s - a.decode.busy_s) / (std::max(1, snap.decode_threads) * e.wall_s);
-    const double cpu_ns = static_cast<double>(process_cpu - window_.process_cpu_ns) -
-                          static_cast<double>(loader_cpu - window_.loader_cpu_ns);
-    e.consumer_cores = std::max(0.0, cpu_ns * 1e-9 / e.wall_s);
-    e.pool_wait_frac = (snap.pool_wait_s - a.pool_wait_s) / e.wall_s;
-    std::vector<TuneChange> changes = tuner_->Decide(e);
-    if (!changes.empty()) {
-      data_.tuned = tuner_->settings();
-      run_->Apply(data_.tuned);
-      changes_.insert(changes_.end(), changes.begin(), changes.end());
-    }
-    StartWindow(NowNs());
+    std::vector<TuneChange> changes = tuner_->Observe(
+        *recorder_, run_generation_, [this] { return run_->ThreadCpuNs(); },
+        data_.tokens ? data_.options.batch_size : 0);
+    if (changes.empty()) return;
+    data_.tuned = tuner_->settings();
+    run_->Apply(data_.tuned);
+    changes_.insert(changes_.end(), changes.begin(), changes.end());
   }
-  void StartWindow(uint64_t now) {
-    window_run_ = run_generation_;
-    window_.judged = true;
-    window_.begin_ns = now;
-    window_.snap = recorder_->Snapshot();
-    window_.process_cpu_ns = ProcessCpuTimeNs();
-    window_.loader_cpu_ns = run_->ThreadCpuNs();
-  }
-
-  static constexpr uint32_t kConsumerThread = 999;
 
   Dataset data_;
   ShardFiles files_;
@@ -678,18 +618,11 @@ class LoaderImpl : public Loader {
   int64_t next_batch_ = 0;
   int64_t token_consumed_ = 0;  // token runs: the plan starts at this global sample
   std::vector<ElasticStage> elastic_;  // non-empty: this epoch resumed across world sizes
-  // Tuning (consumer thread only): the ranges, the controller, the window
-  // of evidence being gathered, and every change made.
+  // Tuning (consumer thread only): the ranges, the controller with its
+  // window of evidence (tune_window.h), and every change made.
   TuneConfig tune_config_;
-  std::optional<Autotuner> tuner_;
-  struct Window {
-    uint64_t begin_ns = 0;
-    RecorderSnapshot snap;
-    uint64_t process_cpu_ns = 0, loader_cpu_ns = 0;
-    bool judged = false;  // false: the run's first window, skipped
-  } window_;
+  std::optional<TuneWindow> tuner_;
   uint64_t run_generation_ = 0;  // counts the runs started
-  uint64_t window_run_ = 0;      // the run the window measures
   std::vector<TuneChange> changes_;
   size_t changes_taken_ = 0;
   std::unique_ptr<EpochRun> run_;  // last member: torn down first

@@ -15,6 +15,19 @@ std::string MiB(uint64_t bytes) {
   return std::to_string(tenths / 10) + "." + std::to_string(tenths % 10) + " MiB";
 }
 
+// Per decoder: a JPEG field's decoded plane (12 bytes per compressed byte)
+// and an NPZ field's inflated member, for samples of `sample_bytes`.
+uint64_t DecodeScratch(const LoaderOptions& o, uint64_t decoders, uint64_t sample_bytes) {
+  bool jpeg = false, npz = false;
+  for (const FieldSpec& f : o.fields) {
+    jpeg |= f.kind == FieldKind::kImage;
+    npz |= f.kind == FieldKind::kNpz;
+  }
+  return decoders * ((jpeg ? 12 * sample_bytes : 0) + (npz ? sample_bytes : 0));
+}
+
+constexpr uint64_t kOverhead = uint64_t{16} << 20;
+
 }  // namespace
 
 std::string MemoryNeed::ToString() const {
@@ -33,11 +46,6 @@ MemoryNeed EstimateMemory(const LoaderOptions& o, const BatchLayout& layout, con
                                                  : static_cast<uint64_t>(CurrentCpuShare().cores);
   const bool parquet = row_group_bytes > 0;
   const uint64_t queue = DecodeQueueCapacity(o, parquet);
-  bool jpeg = false, npz = false;
-  for (const FieldSpec& f : o.fields) {
-    jpeg |= f.kind == FieldKind::kImage;
-    npz |= f.kind == FieldKind::kNpz;
-  }
   MemoryNeed need;
   need.batch_buffers = (static_cast<uint64_t>(std::max(1, o.prefetch_batches)) + 1) * layout.buffer_bytes;
   // Each reader, queued task and decoder holds at most one read buffer; a
@@ -59,11 +67,23 @@ MemoryNeed EstimateMemory(const LoaderOptions& o, const BatchLayout& layout, con
   }
   // Batches read ahead of their buffers hold their samples' bytes.
   need.read_buffers += ahead * static_cast<uint64_t>(std::max(1, o.batch_size)) * max_sample;
-  need.decode_scratch = decoders * ((jpeg ? 12 * max_sample : 0) + (npz ? max_sample : 0));
-  need.overhead = uint64_t{16} << 20;
+  need.decode_scratch = DecodeScratch(o, decoders, max_sample);
+  need.overhead = kOverhead;
   // Parquet: the decoded row groups kept (the mix's run among them), and one
   // more being decoded per reader; each at most the largest row group.
   need.row_groups = (ParquetGroupsKept(o.io_depth, o.shuffle_mix) + readers) * row_group_bytes;
+  return need;
+}
+
+MemoryNeed EstimateStreamMemory(const LoaderOptions& o, const BatchLayout& layout, uint64_t sample_bytes,
+                                uint64_t window_bytes) {
+  const uint64_t decoders = static_cast<uint64_t>(std::max(1, o.decode_threads));
+  const uint64_t held = static_cast<uint64_t>(std::max(0, o.shuffle_buffer)) + StreamDecodeQueueCapacity(o.batch_size, o.decode_threads) + decoders;
+  MemoryNeed need;
+  need.batch_buffers = (static_cast<uint64_t>(std::max(1, o.prefetch_batches)) + 1) * layout.buffer_bytes;
+  need.read_buffers = held * sample_bytes + 3 * window_bytes;
+  need.decode_scratch = DecodeScratch(o, decoders, sample_bytes);
+  need.overhead = kOverhead;
   return need;
 }
 
@@ -79,11 +99,12 @@ int AutoIoDepth(const LoaderOptions& options, const BatchLayout& layout, const s
   return o.io_depth;
 }
 
-Status CheckMemoryBudget(const LoaderOptions& o, const MemoryNeed& need) {
+Status CheckMemoryBudget(const LoaderOptions& o, const MemoryNeed& need, const std::string& basis) {
   if (o.memory_budget == 0 || need.total() <= o.memory_budget) return Status::Ok();
   return InvalidArgument("memory_budget=" + std::to_string(o.memory_budget) + " (" + MiB(o.memory_budget) +
                          ") cannot fit this configuration: it needs " + std::to_string(need.total()) + " bytes, " +
-                         need.ToString() + " with prefetch=" + std::to_string(o.prefetch_batches) +
+                         need.ToString() + (basis.empty() ? "" : " (" + basis + ")") +
+                         " with prefetch=" + std::to_string(o.prefetch_batches) +
                          ", io_depth=" + std::to_string(o.io_depth) + ", decode_threads=" +
                          std::to_string(o.decode_threads) + "; lower those or raise the budget");
 }

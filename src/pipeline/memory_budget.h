@@ -44,6 +44,22 @@ struct MemoryNeed {
 MemoryNeed EstimateMemory(const LoaderOptions& options, const BatchLayout& layout,
                           const std::vector<ShardSummary>& shards, uint64_t row_group_bytes = 0);
 
+// A stream's need (stream_run.h), with no index to give the largest sample:
+// the batch buffers as above; read buffers for the shuffle buffer's samples,
+// the decode queue's and one per decoder, each `sample_bytes` (the stream's
+// first sample: an estimate, which the message says), and three read
+// windows of `window_bytes` (the window, its read ahead, the next shard's
+// first); decode scratch and overhead as above.
+MemoryNeed EstimateStreamMemory(const LoaderOptions& options, const BatchLayout& layout, uint64_t sample_bytes,
+                                uint64_t window_bytes);
+
+// The stream's queue of samples placed in their slots, waiting for a
+// decoder: enough to keep every decoder (at most `decoders`) busy while the
+// producer reads.
+inline size_t StreamDecodeQueueCapacity(int batch_size, int decoders) {
+  return static_cast<size_t>(std::max(batch_size, 2 * decoders));
+}
+
 // Samples read and waiting for a decoder (the queue between the stages).
 // Tar reads are each a sample's bytes, so a few queued keep the decoders
 // fed. A Parquet reader that reaches a new row group decodes all of it
@@ -75,6 +91,7 @@ int AutoIoDepth(const LoaderOptions& options, const BatchLayout& layout, const s
                 bool remote, uint64_t row_group_bytes = 0);
 
 // Ok when options.memory_budget is 0 (no budget) or the need fits in it.
-Status CheckMemoryBudget(const LoaderOptions& options, const MemoryNeed& need);
+// `basis`, when not empty, says what an estimate rests on (a stream's first sample).
+Status CheckMemoryBudget(const LoaderOptions& options, const MemoryNeed& need, const std::string& basis = "");
 
 }  // namespace stoker

@@ -73,6 +73,8 @@ class ShardStream {
 
   // The next sample; nullopt once the shard is done.
   Result<std::optional<StreamSample>> Next();
+  // The read window this shard's stream grows to.
+  size_t window_bytes() const { return TarStream::WindowBytes(*reader_); }
 
  private:
   ShardStream(std::unique_ptr<RandomAccessReader> reader, uint32_t shard, bool first);

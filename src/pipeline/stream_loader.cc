@@ -13,12 +13,14 @@
 #include "observe/recorder.h"
 #include "pipeline/device_stage.h"
 #include "pipeline/epoch_order.h"
+#include "pipeline/memory_budget.h"
 #include "pipeline/sample_map.h"
 #include "pipeline/shuffle_buffer.h"
 #include "pipeline/stream_order.h"
 #include "pipeline/stream_run.h"
 #include "pipeline/stream_skips.h"
 #include "pipeline/tune_config.h"
+#include "pipeline/tune_window.h"
 
 namespace stoker {
 
@@ -55,23 +57,32 @@ class StreamBatchView : public Batch {
 class StreamLoader : public Loader {
  public:
   StreamLoader(StreamDataset data, std::shared_ptr<DeviceStage> device, std::unique_ptr<StreamHead> head, int cores,
-               std::string cores_from)
+               std::string cores_from, TuneConfig tune)
       : data_(std::move(data)),
         device_(std::move(device)),
         head_(std::move(head)),
         cores_(cores),
         cores_from_(std::move(cores_from)),
         recorder_(data_.options.record_stats ? std::make_unique<Recorder>(data_.options.trace_spans) : nullptr),
-        skips_(&data_.options, &data_.layout) {
+        skips_(&data_.options, &data_.layout),
+        tune_config_(tune) {
     data_.recorder = recorder_.get();
+    data_.tuned = tune.start;
+    data_.tune_max = tune.max;
+    // Tuning reads the recorder's evidence: without recording, or with every
+    // knob fixed, the settings stay as they start (as the indexed loader's).
+    const bool movable = std::any_of(tune.fixed.begin(), tune.fixed.end(), [](bool f) { return !f; });
+    if (data_.options.autotune && recorder_ && movable) tuner_.emplace(std::move(tune));
     const LoaderOptions& o = data_.options;
     batches_ = o.samples_per_epoch / (static_cast<int64_t>(o.world_size) * o.batch_size);
+    data_.epoch_batches = std::max<int64_t>(1, batches_);
     info_.dataset_samples = o.samples_per_epoch;
     info_.batches = batches_;
     info_.rank_samples = batches_ * o.batch_size;
     info_.dropped_samples = o.samples_per_epoch - info_.rank_samples * o.world_size;
     info_.num_shards = static_cast<int64_t>(data_.shards.size());
-    pool_ = BufferPool::Create(data_.layout.buffer_bytes, static_cast<size_t>(o.prefetch_batches) + 1,
+    // The pool holds the largest prefetch the tuner may set; the run's gate keeps the setting in effect.
+    pool_ = BufferPool::Create(data_.layout.buffer_bytes, static_cast<size_t>(data_.tune_max[Knob::kPrefetch]) + 1,
                                device_ ? device_->page_locker() : nullptr);
     Start();  // the first batch at once, as the indexed loader does
   }
@@ -101,7 +112,11 @@ class StreamLoader : public Loader {
     if (!waiting_since_) waiting_since_ = std::chrono::steady_clock::now();
     const uint64_t begin = NowNs();
     Result<std::unique_ptr<StreamBatch>> ready = run_->NextReady(wait_ms, *waiting_since_);
-    if (recorder_) recorder_->consumer_wait_ns.fetch_add(NowNs() - begin, std::memory_order_relaxed);
+    if (recorder_) {
+      const uint64_t end = NowNs();
+      recorder_->consumer_wait_ns.fetch_add(end - begin, std::memory_order_relaxed);
+      recorder_->AddSpan({SpanKind::kWait, kConsumerThread, begin, end, next_batch_, -1});
+    }
     if (ready.ok() && !*ready) {
       *waiting = true;
       return std::shared_ptr<Batch>();
@@ -114,6 +129,7 @@ class StreamLoader : public Loader {
     }
     std::unique_ptr<StreamBatch> work = std::move(ready).value();
     const int64_t index = next_batch_++;
+    if (tuner_) Tune();
     if (data_.options.on_error == OnError::kSkip) {
       STOKER_RETURN_IF_ERROR(skips_.Resolve(*work, epoch_, index));
     } else if (std::lock_guard lock(work->failures_mu); !work->failures.empty()) {
@@ -237,11 +253,8 @@ class StreamLoader : public Loader {
 
   LoaderSettings Settings() const override {
     const LoaderOptions& o = data_.options;
-    LoaderSettings s;
-    s.autotune = false;
-    s.io_depth = 1;  // one reading thread per rank, as webdataset (over HTTP/S3 it keeps 4 reads ahead)
-    s.decode_threads = o.decode_threads;
-    s.prefetch_batches = o.prefetch_batches;
+    // io_depth 1: one reading thread per rank, as webdataset (over HTTP/S3 it keeps 4 reads ahead).
+    LoaderSettings s = ToLoaderSettings(tune_config_, data_.tuned, o.autotune);
     s.cores = cores_;
     s.cores_from = cores_from_;
     s.mode = "stream";
@@ -260,10 +273,23 @@ class StreamLoader : public Loader {
               "is counted before the first batch)";
     return s;
   }
-  std::vector<TuneChange> TuneLog() const override { return {}; }
-  std::vector<TuneChange> TakeTuneLog() override { return {}; }
+  std::vector<TuneChange> TuneLog() const override { return changes_; }
+  std::vector<TuneChange> TakeTuneLog() override {
+    std::vector<TuneChange> out(changes_.begin() + static_cast<std::ptrdiff_t>(changes_taken_), changes_.end());
+    changes_taken_ = changes_.size();
+    return out;
+  }
 
  private:
+  // The controller's changes go to the running threads and to every later run.
+  void Tune() {
+    std::vector<TuneChange> changes =
+        tuner_->Observe(*recorder_, run_generation_, [this] { return run_->ThreadCpuNs(); });
+    if (changes.empty()) return;
+    data_.tuned = tuner_->settings();
+    run_->Apply(data_.tuned);
+    changes_.insert(changes_.end(), changes.begin(), changes.end());
+  }
   // The samples the stream's shuffle buffer holds before its first one out.
   int64_t ShuffleInitial() const {
     const LoaderOptions& o = data_.options;
@@ -284,6 +310,7 @@ class StreamLoader : public Loader {
     waiting_since_.reset();
     // The head (the stream's first shard, probed) is the first run's only, from the stream's start.
     run_ = std::make_unique<StreamRun>(&data_, pool_, Along(), std::move(head_), from);
+    ++run_generation_;
   }
 
   StreamDataset data_;
@@ -302,6 +329,13 @@ class StreamLoader : public Loader {
   uint64_t epoch_ = 0;
   int64_t next_batch_ = 0;
   std::optional<std::chrono::steady_clock::time_point> waiting_since_;
+  // Tuning (consumer thread only), as the indexed loader's: the ranges, the
+  // controller with its window of evidence (tune_window.h), every change made.
+  TuneConfig tune_config_;
+  std::optional<TuneWindow> tuner_;
+  uint64_t run_generation_ = 0;  // counts the runs started
+  std::vector<TuneChange> changes_;
+  size_t changes_taken_ = 0;
   std::unique_ptr<StreamRun> run_;  // last member: torn down first
 };
 
@@ -353,6 +387,7 @@ Result<std::unique_ptr<Loader>> CreateStreamLoader(LoaderOptions options) {
       return Refuse("streams tar shards; " + s + " is a folder (an image folder has no stream order)");
     }
   }
+  const LoaderOptions user = options;  // as given: a knob passed stays fixed (tune_config.h)
   const CpuShare cpu = CurrentCpuShare();
   if (options.decode_threads <= 0) options.decode_threads = cpu.cores;
   if (options.prefetch_batches < 1) options.prefetch_batches = kDefaultPrefetch;
@@ -375,9 +410,19 @@ Result<std::unique_ptr<Loader>> CreateStreamLoader(LoaderOptions options) {
     STOKER_RETURN_IF_ERROR(ProbeSampleMap(*options.sample_map, options.fields, probe, head->first->data(),
                                           data.shards[first], MixSeed(options.seed, 0, 0), &data.layout));
   }
+  // Judged as the indexed mode judges it (memory_budget.h), with the first
+  // sample's size for the largest, which no index gives.
+  const uint64_t first_bytes = head->first->data().size();
+  const uint64_t window_bytes = head->shard->window_bytes();
+  STOKER_RETURN_IF_ERROR(CheckMemoryBudget(
+      options, EstimateStreamMemory(options, data.layout, first_bytes, window_bytes),
+      "samples estimated at the stream's first, " + std::to_string(first_bytes) + " bytes, and a shuffle buffer of " +
+          std::to_string(options.shuffle_buffer)));
+  TuneConfig tune = MakeStreamTuneConfig(user, options, data.layout, first_bytes, window_bytes, cpu.cores);
   data.options = std::move(options);
   return std::unique_ptr<Loader>(
-      std::make_unique<StreamLoader>(std::move(data), std::move(device), std::move(head), cpu.cores, cpu.ToString()));
+      std::make_unique<StreamLoader>(std::move(data), std::move(device), std::move(head), cpu.cores, cpu.ToString(),
+                                     std::move(tune)));
 }
 
 }  // namespace stoker

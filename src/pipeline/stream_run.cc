@@ -1,12 +1,15 @@
 // pipeline/stream_run.cc — see stream_run.h.
 #include "pipeline/stream_run.h"
 
+#include <algorithm>
 #include <cstring>
 #include <functional>
 #include <future>
 
 #include "observe/clock.h"
+#include "observe/cpu_time.h"
 #include "pipeline/epoch_order.h"
+#include "pipeline/memory_budget.h"
 #include "pipeline/sample_decoder.h"
 #include "pipeline/sample_keys.h"
 #include "pipeline/shuffle_buffer.h"
@@ -24,13 +27,51 @@ StreamRun::StreamRun(const StreamDataset* data, std::shared_ptr<BufferPool> pool
       position_(start.position),
       next_deliver_(first_batch),
       // Enough queued samples to keep every decoder busy while the producer reads.
-      decode_queue_(static_cast<size_t>(std::max(data->options.batch_size, 2 * data->options.decode_threads))) {
+      decode_queue_(StreamDecodeQueueCapacity(data->options.batch_size,
+                                              std::max(1, data->tune_max[Knob::kDecodeThreads]))) {
+  // Thread ids and names as the indexed mode's (epoch_run.cc): its reader 0
+  // is id 1, and the decoders follow the readers; the one producer reads.
   if (Recorder* rec = data_->recorder) {
     rec->io_depth = 1;
-    rec->decode_threads = data_->options.decode_threads;
+    rec->NameThread(kProducerThread, "reader 0");
   }
   producer_ = std::thread([this] { Produce(); });
-  for (int i = 0; i < data_->options.decode_threads; ++i) decoders_.emplace_back([this] { DecodeLoop(); });
+  Apply(data_->tuned);
+}
+
+void StreamRun::Apply(const TuneSettings& t) {
+  const TuneSettings& most = data_->tune_max;
+  const int decoders = std::clamp(t[Knob::kDecodeThreads], 1, std::max(1, most[Knob::kDecodeThreads]));
+  {
+    std::lock_guard lock(mu_);
+    active_decoders_ = decoders;
+    prefetch_ = std::clamp(t[Knob::kPrefetch], 1, std::max(1, most[Knob::kPrefetch]));
+  }
+  room_.notify_all();
+  if (Recorder* rec = data_->recorder) rec->decode_threads = decoders;
+  SpawnDecodersUpTo(decoders);
+}
+
+void StreamRun::SpawnDecodersUpTo(int n) {
+  while (static_cast<int>(decoders_.size()) < n) {
+    const int i = static_cast<int>(decoders_.size());
+    const uint32_t thread = kProducerThread + 1 + static_cast<uint32_t>(i);
+    if (Recorder* rec = data_->recorder) rec->NameThread(thread, "decoder " + std::to_string(i));
+    decoders_.emplace_back([this, i, thread] { DecodeLoop(i, thread); });
+  }
+}
+
+bool StreamRun::AwaitTurn(int i) {
+  if (i < active_decoders_.load(std::memory_order_relaxed)) return true;
+  std::unique_lock lock(mu_);
+  room_.wait(lock, [&] { return cancelled_ || i < active_decoders_.load(std::memory_order_relaxed); });
+  return !cancelled_;
+}
+
+uint64_t StreamRun::ThreadCpuNs() const {
+  uint64_t ns = ThreadCpuTimeNs(const_cast<std::thread&>(producer_));
+  for (const std::thread& t : decoders_) ns += ThreadCpuTimeNs(const_cast<std::thread&>(t));
+  return ns;
 }
 
 StreamRun::~StreamRun() {
@@ -39,6 +80,7 @@ StreamRun::~StreamRun() {
     cancelled_ = true;
   }
   ready_.notify_all();
+  room_.notify_all();
   cancel_reads_.Cancel();
   decode_queue_.Cancel();
   pool_->Cancel();
@@ -128,7 +170,11 @@ void StreamRun::Produce() {
           break;  // the shard is left here: on to the next
         }
         next = std::move(read).value();
-        if (Recorder* rec = data_->recorder; rec && next) rec->read.Add(next->data().size(), NowNs() - begin);
+        if (Recorder* rec = data_->recorder; rec && next) {
+          const uint64_t end = NowNs();
+          rec->read.Add(next->data().size(), end - begin);
+          rec->AddSpan({SpanKind::kRead, kProducerThread, begin, end, -1, -1});  // its place: once shuffled
+        }
       }
       if (last) break;
     }
@@ -183,7 +229,12 @@ bool StreamRun::Emit(StreamSample sample) {
       batch->urls.resize(static_cast<size_t>(bs));
     }
     const uint64_t begin = NowNs();
-    batch->lease = pool_->Acquire();  // the pool's capacity bounds the batches ahead
+    {  // the prefetch gate: at most prefetch_ batches begun and not delivered (the pool holds the ceiling's)
+      std::unique_lock lock(mu_);
+      room_.wait(lock, [&] { return cancelled_ || b - next_deliver_ < prefetch_; });
+      if (cancelled_) return false;
+    }
+    batch->lease = pool_->Acquire();
     if (Recorder* rec = data_->recorder) rec->pool_wait_ns.fetch_add(NowNs() - begin, std::memory_order_relaxed);
     if (!batch->lease) return false;
     filling_ = batch.get();
@@ -201,11 +252,13 @@ void StreamRun::Fail(Status st) {
   ready_.notify_all();
 }
 
-void StreamRun::DecodeLoop() {
+void StreamRun::DecodeLoop(int i, uint32_t thread) {
   const LoaderOptions& o = data_->options;
   const BatchLayout& layout = data_->layout;
   SampleDecoder decoder(&layout, o.sample_map.get());
-  while (std::optional<DecodeTask> task = decode_queue_.Pop()) {
+  while (AwaitTurn(i)) {
+    std::optional<DecodeTask> task = decode_queue_.Pop();
+    if (!task) break;
     StreamSample& s = task->sample;
     const SampleEntry entry = s.Entry();
     uint8_t* base = task->batch->lease->data();
@@ -215,8 +268,14 @@ void StreamRun::DecodeLoop() {
     const uint64_t begin = NowNs();
     Status st = decoder.Decode(shard, entry, s.data(), base, task->slot, seed);
     if (Recorder* rec = data_->recorder) {
-      rec->decode.Add(s.data().size(), NowNs() - begin);
-      if (decoder.map_end_ns() != 0) rec->map.Add(0, decoder.map_end_ns() - decoder.map_begin_ns());
+      const uint64_t end = NowNs();
+      rec->decode.Add(s.data().size(), end - begin);
+      rec->AddSpan({SpanKind::kDecode, thread, begin, end, task->batch->number % data_->epoch_batches, task->slot});
+      if (decoder.map_end_ns() != 0) {  // the user's map, a stage inside the decode span
+        rec->map.Add(0, decoder.map_end_ns() - decoder.map_begin_ns());
+        rec->AddSpan({SpanKind::kMap, thread, decoder.map_begin_ns(), decoder.map_end_ns(),
+                      task->batch->number % data_->epoch_batches, task->slot});
+      }
     }
     // Unique across ranks: the stream position interleaved by rank.
     const int64_t global = static_cast<int64_t>(task->position) * o.world_size + o.rank;
@@ -267,6 +326,7 @@ Result<std::unique_ptr<StreamBatch>> StreamRun::NextReady(int wait_ms, std::chro
         shards_left_.erase(left);
       }
       ++next_deliver_;
+      room_.notify_all();  // the producer's prefetch gate
       pool_->RevokeOverflow();
       if (Recorder* rec = data_->recorder) rec->batches_delivered++;
       return work;

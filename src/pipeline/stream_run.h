@@ -51,6 +51,7 @@
 #include "core/buffer_pool.h"
 #include "io/cancel.h"
 #include "observe/recorder.h"
+#include "pipeline/autotune.h"
 #include "pipeline/batch_layout.h"
 #include "pipeline/shard_stream.h"
 #include "stoker/loader.h"
@@ -63,6 +64,10 @@ struct StreamDataset {
   std::vector<std::string> shards;
   BatchLayout layout;
   Recorder* recorder = nullptr;  // null when record_stats is off; owned by the loader
+  int64_t epoch_batches = 1;      // the loader's batches per epoch: spans name a batch within its epoch
+  // The tuner's settings in effect (decode threads, prefetch; the loader's to
+  // change, then StreamRun::Apply) and their ceilings (tune_config.h).
+  TuneSettings tuned, tune_max;
 };
 
 // A slot whose sample failed to decode.
@@ -125,6 +130,12 @@ class StreamRun {
   Result<std::unique_ptr<StreamBatch>> NextReady(int wait_ms, std::chrono::steady_clock::time_point since);
   // The number of the batch NextReady returns next.
   int64_t next_batch() const { return next_deliver_; }
+  // The tuner's settings (consumer thread): decode threads and prefetch take
+  // effect at once, within data->tune_max; the order does not change (one
+  // producer places every sample).
+  void Apply(const TuneSettings& t);
+  // CPU time of the run's threads so far (the tuner's evidence).
+  uint64_t ThreadCpuNs() const;
   // The latest pass this run began at or before the stream's sample
   // `position`, with its first sample; nullopt if it began none by then.
   std::optional<StreamStart> PassAt(uint64_t position) const;
@@ -144,7 +155,13 @@ class StreamRun {
   // Shard `shard` broke with st: false (the stream failed) unless on_error="skip",
   // which leaves the shard and notes it for the batch being filled.
   bool LeaveShard(uint32_t shard, Status st);
-  void DecodeLoop();
+  // Decoder i (its id in the recorder's spans: `thread`) decodes while i is
+  // below the active count.
+  void DecodeLoop(int i, uint32_t thread);
+  void SpawnDecodersUpTo(int n);
+  // Decoder i may go on (false: cancelled).
+  bool AwaitTurn(int i);
+  static constexpr uint32_t kProducerThread = 1;
   void Finish(StreamBatch* batch, std::optional<StreamSlotFailure> failure);
 
   const StreamDataset* data_;
@@ -159,6 +176,9 @@ class StreamRun {
 
   mutable std::mutex mu_;
   std::condition_variable ready_;
+  std::condition_variable room_;   // the producer's prefetch gate, and parked decoders
+  std::atomic<int> active_decoders_{1};
+  int prefetch_ = 1;               // guarded by mu_: batches begun and not delivered, at most
   std::map<uint64_t, uint64_t> pass_starts_;  // guarded by mu_: first sample -> pass, as begun
   std::map<int64_t, std::unique_ptr<StreamBatch>> in_flight_;  // guarded by mu_
   std::map<int64_t, std::vector<StreamShardSkip>> shards_left_;  // guarded by mu_: by the batch then filling

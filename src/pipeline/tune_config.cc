@@ -111,6 +111,40 @@ TuneConfig MakeTuneConfig(const LoaderOptions& user, const LoaderOptions& o, con
   return c;
 }
 
+TuneConfig MakeStreamTuneConfig(const LoaderOptions& user, const LoaderOptions& o, const BatchLayout& layout,
+                                uint64_t sample_bytes, uint64_t window_bytes, int cores) {
+  TuneConfig c;
+  c.cores = std::max(1, cores);
+  TuneSettings& s = c.start;
+  s[Knob::kIoDepth] = 1;
+  s[Knob::kReadAhead] = 0;
+  s[Knob::kDecodeThreads] = o.decode_threads > 0 ? o.decode_threads : c.cores;
+  s[Knob::kPrefetch] = std::max(1, o.prefetch_batches);
+  c.fixed = {true, true, !user.autotune || user.decode_threads > 0, !user.autotune || user.prefetch_batches > 0};
+  c.user_set = {false, false, user.decode_threads > 0, user.prefetch_batches > 0};
+  c.min = s;
+  c.max = s;
+  if (!c.fixed[static_cast<int>(Knob::kDecodeThreads)]) {
+    c.min[Knob::kDecodeThreads] = 1;
+    c.max[Knob::kDecodeThreads] = std::max(s[Knob::kDecodeThreads], c.cores);
+  }
+  if (!c.fixed[static_cast<int>(Knob::kPrefetch)]) {
+    c.min[Knob::kPrefetch] = 1;
+    const uint64_t per = std::max<uint64_t>(1, layout.buffer_bytes);
+    const int by_bytes = static_cast<int>(std::min<uint64_t>(kMaxPrefetch + 1, kMaxPrefetchBytes / per)) - 1;
+    c.max[Knob::kPrefetch] = std::max(s[Knob::kPrefetch], std::min(kMaxPrefetch, by_bytes));
+  }
+  if (o.memory_budget > 0) {
+    auto fits = [&] {
+      return EstimateStreamMemory(WithSettings(o, c.max), layout, sample_bytes, window_bytes).total() <=
+             o.memory_budget;
+    };
+    while (!fits() && c.max[Knob::kPrefetch] > s[Knob::kPrefetch]) --c.max[Knob::kPrefetch];
+    while (!fits() && c.max[Knob::kDecodeThreads] > s[Knob::kDecodeThreads]) --c.max[Knob::kDecodeThreads];
+  }
+  return c;
+}
+
 LoaderSettings ToLoaderSettings(const TuneConfig& config, const TuneSettings& now, bool autotune) {
   LoaderSettings out;
   out.autotune = autotune;

@@ -57,6 +57,14 @@ TuneConfig MakeTuneConfig(const LoaderOptions& user, const LoaderOptions& resolv
                           const std::vector<ShardSummary>& shards, bool remote, bool tokens, int cores,
                           uint64_t row_group_bytes = 0);
 
+// A stream's (stream_run.h): one reading thread, so reads in flight and
+// read-ahead are not knobs (1 and 0); decode threads and prefetch start and
+// range as the indexed mode's, their ceilings lowered until the stream's
+// estimate (EstimateStreamMemory, at `sample_bytes` and `window_bytes`) of
+// both at once fits the memory budget.
+TuneConfig MakeStreamTuneConfig(const LoaderOptions& user, const LoaderOptions& resolved, const BatchLayout& layout,
+                                uint64_t sample_bytes, uint64_t window_bytes, int cores);
+
 // `options` with the four knobs set to `s` (for memory estimates).
 LoaderOptions WithSettings(LoaderOptions options, const TuneSettings& s);
 

@@ -145,6 +145,8 @@ nb::dict StatsToPython(const RecorderSnapshot& s) {
     nb::dict fallbacks;
     for (const auto& [reason, n] : s.gpu_refused) fallbacks[reason.c_str()] = n;
     gpu["fallbacks"] = fallbacks;
+    // The watchdog turned the GPU decoder off (device/hardware_batcher.h): why; absent while it works.
+    if (!s.gpu_failure.empty()) gpu["failed"] = s.gpu_failure;
     d["gpu_decode"] = gpu;
   }
   nb::dict remote;  // process-wide (every remote reader of the process)
@@ -315,6 +317,8 @@ void RegisterLoader(nb::module_& m) {
       .def_rw("pin_memory", &LoaderOptions::pin_memory)
       .def_rw("late_copy_ms", &LoaderOptions::late_copy_ms)
       .def_rw("gpu_standin_delay_us", &LoaderOptions::gpu_standin_delay_us)
+      .def_rw("gpu_standin_stall_after", &LoaderOptions::gpu_standin_stall_after)
+      .def_rw("gpu_standin_watchdog_ms", &LoaderOptions::gpu_standin_watchdog_ms)
       .def_rw("batch_stride", &LoaderOptions::batch_stride)
       .def_rw("batch_offset", &LoaderOptions::batch_offset)
       .def_rw("batch_share", &LoaderOptions::batch_share)

@@ -83,6 +83,24 @@ def test_float_normalized_output_and_auto_split(graded):
     assert stats["gpu_images"] + stats["cpu_images"] >= 24
 
 
+def test_a_gpu_decoder_that_stops_returning_costs_one_bounded_wait(graded, capfd):
+    """The stand-in's second hardware batch never returns: the watchdog gives up on it, and
+    every batch is still the CPU path's, once, in order; report(), settings and the log say so once."""
+    cpu, _ = _batches(graded, "cpu", "cpu")
+    gpu, loader = _batches(graded, "cpu-late", "gpu", _gpu_standin_stall_after=1, _gpu_standin_watchdog_ms=200)
+    assert len(gpu) == len(cpu) == 3
+    for a, b in zip(cpu, gpu, strict=True):
+        assert torch.equal(a["__index__"], b["__index__"])
+        assert torch.equal(a["jpg"], b["jpg"])
+    stats = loader.report()["gpu_decode"]
+    assert "did not return within" in stats["failed"]
+    assert stats["gpu_images"] == 8 and stats["fallbacks"]["decoder_failed"] >= 8
+    s = loader.settings["gpu_decode"]
+    assert s["share"] == 0.0 and s["why"].startswith("GPU decoder off: stand-in: a hardware batch of 8 images")
+    loader.close()
+    assert capfd.readouterr().err.count("did not return within") == 1
+
+
 def test_auto_on_a_cpu_device_is_the_cpu(graded):
     _, loader = _batches(graded, "cpu", "auto")
     assert "gpu_decode" not in loader.settings

@@ -1,4 +1,4 @@
-"""GPU JPEG decode (issue 26) against the CPU path, on a CUDA device.
+"""GPU JPEG decode (issues 26, 46) against the CPU path, on a CUDA device.
 
 With device="cuda", decode="gpu" sends every JPEG the GPU decoder accepts to
 it (nvJPEG: the hardware engine where present) and the rest to the CPU
@@ -231,6 +231,37 @@ def test_mixed_files_load_with_fallbacks_counted(mixed_shard):
 
 
 # -- decode="auto" without a GPU ----------------------------------------------------------------
+
+@needs_cuda
+def test_one_hardware_worker_the_newest_libnvjpeg_and_no_stall(pillow_jpegs):
+    """Issue 46: settings name the libnvjpeg that runs, the newest of those found (the
+    nvidia-nvjpeg wheel's, when installed, before torchvision's 13.0); a whole epoch with
+    decode="gpu" ends without the watchdog turning the hardware off."""
+    import ctypes
+    import glob
+    import os
+    import sys
+
+    def version_of(path):  # nvjpegGetProperty, read here through ctypes: the independent reference
+        lib = ctypes.CDLL(path, mode=os.RTLD_LOCAL)
+        v = [ctypes.c_int() for _ in range(3)]
+        for t in range(3):
+            lib.nvjpegGetProperty(t, ctypes.byref(v[t]))
+        return tuple(x.value for x in v)
+
+    shards, _ = pillow_jpegs
+    _, info = epoch(shards, "jpg", RECIPES["rrc_flip"], "gpu", batch_size=8, shuffle=True, seed=3)
+    name = info["settings"]["decoder"]
+    assert "libnvjpeg " in name, name
+    chosen = tuple(int(x) for x in name.split("libnvjpeg ")[1].split(" ")[0].split("."))
+    found = [p for d in sys.path if d for pat in ("nvidia/cu13/lib/libnvjpeg.so.13", "torchvision.libs/libnvjpeg*.so*")
+             for p in glob.glob(os.path.join(d, pat))]
+    if not os.environ.get("STOKER_NVJPEG"):
+        for path in found:
+            assert chosen >= version_of(path), (name, path, version_of(path))
+    assert "failed" not in info["gpu_decode"], info["gpu_decode"]
+    assert info["gpu_decode"]["gpu_images"] > 0
+
 
 def test_auto_on_cpu_device_is_cpu_decode(pillow_jpegs):
     """Runs everywhere: device="cpu" with decode="auto" decodes on

@@ -13,11 +13,19 @@ shards `data/sa1b-000000.tar` ..., Megatron corpora `data/corpus_text_document`,
   that SUBSTITUTIONS fills in);
 * SKIP: blocks that need a cloud account or a GPU, each with its reason.
 
+What a block shows as printed (`loader.settings   # {...}`, or a loop's
+`for batch in loader:   # {"tokens": int64 [8, 2048], ...}`) is compared with
+what the code gives: a literal's keys and value types, a schema's names,
+dtypes, ranks and batch dimension (the `__index__`-style metadata
+beside the fields is not shown; values that depend on the machine, such
+as core counts, are not compared).
+
 Checked by hand (2026-11-25): renaming "embeddings" in the first block, or
 the Long runs block as it was before issue 22 (undefined `step`), fails here.
 """
 from __future__ import annotations
 
+import ast
 import io
 import os
 import re
@@ -88,6 +96,66 @@ def make_data(root: Path) -> None:
         stoker.write_megatron(data / prefix, docs)
 
 
+def printed_claims(code: str) -> list[tuple[str, str]]:
+    """(statement, comment) for each line whose trailing comment shows what
+    it prints, with the comment's continuation lines joined."""
+    claims: list[tuple[str, str]] = []
+    lines = code.splitlines()
+    for i, line in enumerate(lines):
+        m = re.match(r"^(\S.*?)\s+#\s*([\[{].*)$", line)
+        if not m:
+            continue
+        comment = m.group(2)
+        for more in lines[i + 1:]:
+            c = re.match(r"^\s+#\s(.*)$", more)
+            if not c:
+                break
+            comment += " " + c.group(1).strip()
+        claims.append((m.group(1), comment))
+    return claims
+
+
+def same_form(actual, claimed, where: str) -> None:
+    """actual has claimed's keys and value types, recursively (not its values)."""
+    if isinstance(claimed, dict):
+        assert isinstance(actual, dict), f"{where}: a dict is shown, the code gives {type(actual).__name__}"
+        assert set(actual) == set(claimed), (
+            f"{where}: keys shown {sorted(claimed)} != keys given {sorted(actual)}")
+        for k in claimed:
+            same_form(actual[k], claimed[k], f"{where}[{k!r}]")
+    else:
+        numbers = (int, float)
+        ok = (type(actual) is type(claimed)
+              or (type(claimed) in numbers and type(actual) in numbers and not isinstance(actual, bool)))
+        assert ok, f"{where}: shown as {type(claimed).__name__}, given {type(actual).__name__} ({actual!r})"
+
+
+def check_claim(statement: str, comment: str, namespace: dict, where: str) -> None:
+    loop = re.match(r"for (\w+) in .*:$", statement)
+    actual = namespace[loop.group(1)] if loop else eval(statement, namespace)
+    try:
+        claimed = ast.literal_eval(comment)
+    except (ValueError, SyntaxError):
+        schema = re.findall(r'"([\w.]+)": (\w+) \[([^\]]*)\]', comment)
+        assert schema, f"{where}: cannot read what the comment shows: {comment}"
+        given = sorted(k for k in actual if not k.startswith("__"))  # not __index__, __key__: metadata
+        assert given == sorted(name for name, _, _ in schema), (
+            f"{where}: fields shown {[n for n, _, _ in schema]} != fields given {given}")
+        for name, dtype, dims in schema:
+            dims = [int(d) for d in dims.split(",")]
+            assert str(actual[name].dtype).endswith(dtype), f"{where}: {name} is {actual[name].dtype}, shown {dtype}"
+            assert actual[name].ndim == len(dims) and actual[name].shape[0] == dims[0], (
+                f"{where}: {name} has shape {tuple(actual[name].shape)}, shown {dims}")
+        return
+    same_form(actual, claimed, where)
+
+
+def test_printed_claims_are_found():
+    claims = [c for _, code in BLOCKS for c in printed_claims(code)]
+    assert any(s == "loader.settings" for s, _ in claims), claims
+    assert any(s.startswith("for batch in loader") for s, _ in claims), claims
+
+
 @pytest.fixture(scope="module")
 def workdir(tmp_path_factory):
     root = tmp_path_factory.mktemp("readme")
@@ -128,3 +196,5 @@ def test_block_runs(line, code, namespace, workdir, monkeypatch):
         code = code.replace(old, new)
     monkeypatch.chdir(workdir)
     exec(compile(code, f"README.md:{line}", "exec"), namespace)
+    for statement, comment in printed_claims(code):
+        check_claim(statement, comment, namespace, f"README.md:{line}: {statement}")

@@ -5,6 +5,7 @@ over local shards and over HTTP on loopback (nginx behind the fault proxy,
 which counts the requests)."""
 from __future__ import annotations
 
+import collections
 import gzip
 import io
 import json
@@ -14,6 +15,7 @@ import shutil
 import subprocess
 import sys
 import tarfile
+import time
 from contextlib import closing
 
 import numpy as np
@@ -128,6 +130,77 @@ def test_the_stream_is_the_same_with_any_decode_threads(data):
     one = run(1)
     assert one == run(2)
     assert len(one) == 80
+
+
+def test_save_trace_has_the_indexed_modes_spans_and_thread_names(data, tmp_path):
+    """The stream's reads, decodes and the consumer's waits are spans as in the
+    indexed mode (tests/python/test_observe.py): a decode names its batch within
+    the epoch and its slot; a read precedes its place in the shuffle (batch -1)."""
+    def trace(**kw):
+        with closing(make(data, shuffle=True, seed=3, shuffle_buffer=7, decode_threads=2, samples_per_epoch=40,
+                          trace_spans=4096, **kw)) as ld:
+            for e in (0, 1):
+                ld.set_epoch(e)
+                for _ in ld:
+                    pass
+            ld.save_trace(tmp_path / "trace.json")
+        return json.loads((tmp_path / "trace.json").read_text())["traceEvents"]
+
+    events = trace()
+    spans = [e for e in events if e["ph"] == "X" and e.get("cat") == "stoker"]
+    by_name = {n: [e for e in spans if e["name"] == n] for n in ("read", "decode", "wait")}
+    threads = {e["tid"]: e["args"]["name"] for e in events if e["ph"] == "M"}
+    # Two epochs of 10 batches of 4, each (batch, slot) decoded once per epoch, and the
+    # third epoch's first batches begun ahead (the stream goes on; prefetch 2 at most).
+    decoded = collections.Counter((e["args"]["batch"], e["args"]["slot"]) for e in by_name["decode"])
+    assert set(decoded) == {(b, s) for b in range(10) for s in range(4)}
+    assert all(decoded[(b, s)] == 2 for b in range(2, 10) for s in range(4)), decoded
+    assert all(2 <= decoded[(b, s)] <= 3 for b in range(2) for s in range(4)), decoded
+    assert {threads[e["tid"]] for e in by_name["decode"]} <= {"decoder 0", "decoder 1"}
+    # Each sample read is a span, but a shard's first, which the opening ahead reads (stream_run.h).
+    assert len(by_name["read"]) >= 80 - 2 * SHARDS
+    assert {threads[e["tid"]] for e in by_name["read"]} == {"reader 0"}
+    assert all(e["args"]["batch"] == -1 for e in by_name["read"])
+    assert [e["args"]["batch"] for e in by_name["wait"]][:10] == list(range(10))
+
+
+def test_memory_budget_is_judged_as_in_the_indexed_mode(data):
+    """A budget that cannot hold the batch buffers and the 16 MiB overhead is refused by
+    both modes, naming the need; the stream's message says its samples are estimated at
+    its first (there is no index to give the largest) and counts the shuffle buffer."""
+    common = dict(batch_size=4, output="numpy", shuffle=True, seed=3, memory_budget=65536)
+    with pytest.raises((ValueError, stoker.StokerError), match=r"memory_budget=65536 .*needs \d+ bytes"):
+        stoker.Loader(urls(data), fields(), **common)
+    with pytest.raises((ValueError, stoker.StokerError),
+                       match=r"memory_budget=65536 .*needs \d+ bytes.*stream's first, \d+ bytes, and a shuffle "
+                             r"buffer of 7"):
+        stoker.Loader(urls(data), fields(), stream=True, samples_per_epoch=TOTAL, shuffle_buffer=7, **common)
+    # The need grows with the shuffle buffer: a budget that fits 7 samples does not fit 7,000.
+    fits = dict(common, memory_budget=24 << 20)
+    with closing(stoker.Loader(urls(data), fields(), stream=True, samples_per_epoch=TOTAL, shuffle_buffer=7,
+                               **fits)) as ld:
+        assert len(rows(ld)) == TOTAL
+    with pytest.raises((ValueError, stoker.StokerError), match=r"shuffle buffer of 7000"):
+        stoker.Loader(urls(data), fields(), stream=True, samples_per_epoch=TOTAL, shuffle_buffer=7000, **fits)
+
+
+def test_stream_is_tuned_by_default_and_a_knob_passed_stays_fixed(data):
+    """The indexed mode's controller runs the stream too (its knobs: decode threads and
+    prefetch; one reader, so io_depth 1 and no read-ahead). That a change mid-run leaves
+    the stream as it was is tests/cpp/pipeline/tuned_run_test.cc's."""
+    cores = len(os.sched_getaffinity(0))
+    with closing(make(data, shuffle=True, seed=3, shuffle_buffer=7)) as ld:
+        s = ld.settings
+        assert (s["autotune"], s["fixed"], s["io_depth"], s["read_ahead_batches"]) == (True, [], 1, 0)
+        assert s["decode_threads"] == cores and s["prefetch"] == 2 and s["changes"] == 0
+        assert len(rows(ld)) == TOTAL
+        assert ld.report()["tuning"]["changes"] == ld._native.tune_log()
+    with closing(make(data, shuffle=True, seed=3, shuffle_buffer=7, decode_threads=1, prefetch=3)) as ld:
+        s = ld.settings
+        assert sorted(s["fixed"]) == ["decode_threads", "prefetch"]
+        assert (s["decode_threads"], s["prefetch"]) == (1, 3)
+    with closing(make(data, shuffle=True, seed=3, shuffle_buffer=7, autotune=False)) as ld:
+        assert ld.settings["autotune"] is False
 
 
 def test_epochs_continue_one_stream(data):

@@ -246,6 +246,8 @@ def test_ranks_follow_megatrons_pretraining_sampler(corpora, tmp_path):
                                     observe=False, **kw)
         got = [np.array(b["__index__"]) for b in loader]
         # MegatronPretrainingSampler: batches of mbs*world consecutive indices, rank r's slice of each.
+        # Written out here because the class is Megatron-LM's (megatron/training/datasets/data_samplers.py),
+        # not megatron-core's: the 0.16.1 wheel has no sampler, and Megatron-LM is not on PyPI.
         want = [np.arange(g, g + mbs * world)[rank * mbs:(rank + 1) * mbs]
                 for g in range(0, total - mbs * world + 1, mbs * world)]
         assert len(got) == len(want) == len(loader)

@@ -6,7 +6,9 @@
 // the CPU and is counted by reason; a corrupt JPEG gets the CPU's error and
 // the skip policy; decode=auto moves the split toward the faster side; a
 // loader dropped with decodes in flight returns; device buffers stay within
-// prefetch + 1. Runs under ThreadSanitizer (scripts/sanitize.sh).
+// prefetch + 1; a hardware decoder that stops returning costs one bounded
+// wait (device/hardware_batcher.h's watchdog), and every batch still arrives,
+// exactly once, in order. Runs under ThreadSanitizer (scripts/sanitize.sh).
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
@@ -250,6 +252,35 @@ TEST(GpuDecodeLoaderTest, DroppedWithDecodesInFlightAndRefusedWhereItCannotRun) 
   LoaderOptions box = Options(shards, "cpu-late", ImageDecode::kGpu);
   box.fields[0].image.resample = Resample::kBox;
   EXPECT_FALSE(Loader::Create(box).ok());
+}
+
+TEST(GpuDecodeLoaderTest, AHardwareDecoderThatStopsReturningCostsOneBoundedWait) {
+  // The stand-in's third hardware batch never returns (until the loader
+  // goes): the watchdog gives up on it after 300 ms, its images and every
+  // later one decode on the CPU, and the batches are the CPU path's, each
+  // once, in order (the cls field is the sample's index), this epoch and the next.
+  const std::string shards = MakeShards();
+  LoaderOptions o = Options(shards, "cpu-late", ImageDecode::kGpu);
+  o.gpu_standin_stall_after = 2;
+  o.gpu_standin_watchdog_ms = 300;
+  auto cpu = Loader::Create(CpuTwin(o));
+  auto gpu = Loader::Create(o);
+  ASSERT_TRUE(cpu.ok() && gpu.ok());
+  for (uint64_t epoch = 0; epoch < 2; ++epoch) {
+    ASSERT_TRUE((*cpu)->SetEpoch(epoch).ok());
+    ASSERT_TRUE((*gpu)->SetEpoch(epoch).ok());
+    const std::vector<std::string> expected = Drain(**cpu);
+    ASSERT_EQ(expected.size(), 6u);
+    EXPECT_TRUE(Drain(**gpu) == expected) << "epoch " << epoch;
+  }
+  const RecorderSnapshot s = (*gpu)->Stats();
+  EXPECT_NE(s.gpu_failure.find("did not return within"), std::string::npos) << s.gpu_failure;
+  EXPECT_EQ(s.gpu_share, 0.0);
+  EXPECT_NE(s.gpu_share_why.find("GPU decoder off"), std::string::npos) << s.gpu_share_why;
+  EXPECT_EQ(s.gpu_images, 16u);  // the two batches that returned
+  EXPECT_GE(s.gpu_cpu_fallbacks, 8u);  // the hung batch's, and any staged before the watchdog fired
+  EXPECT_GE(s.gpu_cpu_images, 48u);  // the rest of both epochs, on the decode threads
+  EXPECT_EQ(s.h2d_overwrites, 0u);
 }
 
 }  // namespace

@@ -2,12 +2,15 @@
 // the stream as it was: an EpochRun whose reads in flight, decode threads and
 // prefetch are changed every few batches (a scripted controller) under a
 // bandwidth cap delivers the very batches of a run whose settings never
-// moved, and never runs more threads than the ceilings allow.
+// moved, and never runs more threads than the ceilings allow. The same for
+// a StreamRun (stream mode), whose knobs are decode threads and prefetch.
 #include <dirent.h>
 #include <stdlib.h>
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -19,6 +22,8 @@
 #include "pipeline/planner.h"
 #include "pipeline/shard_files.h"
 #include "pipeline/shard_indexes.h"
+#include "pipeline/shard_stream.h"
+#include "pipeline/stream_run.h"
 
 namespace stoker {
 namespace {
@@ -148,6 +153,78 @@ TEST(TunedRun, ApplyNeverStartsThreadsPastTheCeilings) {
   const std::vector<int64_t> got = RunEpoch(*w, script, 2, &threads);
   EXPECT_EQ(got.size(), 128u);
   EXPECT_LE(threads, 1 + 8 + 4);
+}
+
+// A stream's batches along two passes, the settings moved as RunEpoch moves them.
+std::vector<int64_t> RunStream(const std::vector<std::string>& shards, const std::vector<TuneSettings>& script,
+                               int every, int* max_threads) {
+  StreamDataset data;
+  LoaderOptions& o = data.options;
+  o.fields = {ScalarField("cls", DType::kI64)};
+  o.batch_size = 4;
+  o.shuffle = true;
+  o.shuffle_buffer = 16;
+  o.seed = 11;
+  o.samples_per_epoch = 128;
+  o.max_read_bytes_per_s = 400'000;
+  o.storage = DefaultIoOptions();
+  data.shards = shards;
+  auto probe = ShardStream::Open(shards[0], 0, *o.storage, /*first=*/true);
+  EXPECT_TRUE(probe.ok());
+  auto first = (*probe)->Next();
+  EXPECT_TRUE(first.ok() && first->has_value());
+  auto layout = MakeBatchLayout(o.fields, o.batch_size, (*first)->Entry(), (*first)->data(), shards[0]);
+  EXPECT_TRUE(layout.ok());
+  data.layout = std::move(*layout);
+  data.epoch_batches = 32;
+  data.tuned.v = {1, 0, 2, 2};
+  data.tune_max.v = {1, 0, 4, 6};
+  auto pool = BufferPool::Create(data.layout.buffer_bytes, static_cast<size_t>(data.tune_max[Knob::kPrefetch]) + 1);
+  const int before = ThreadsOfProcess();
+  std::vector<int64_t> out;
+  {
+    StreamRun run(&data, pool, 0);
+    size_t next_script = 0;
+    for (int64_t b = 0; b < 64; ++b) {
+      if (!script.empty() && b % every == every - 1) run.Apply(script[next_script++ % script.size()]);
+      auto work = run.NextReady(0, std::chrono::steady_clock::now());
+      EXPECT_TRUE(work.ok()) << work.status().ToString();
+      if (!work.ok()) break;
+      const ArraySlot& cls = data.layout.arrays[0];
+      for (int i = 0; i < o.batch_size; ++i) {
+        int64_t v;
+        std::memcpy(&v, (*work)->lease->data() + cls.offset + cls.sample_bytes * i, 8);
+        out.push_back(v);
+      }
+      *max_threads = std::max(*max_threads, ThreadsOfProcess() - before);
+    }
+  }
+  return out;
+}
+
+TEST(TunedRun, StreamSettingsMovedMidRunLeaveTheStreamIdentical) {
+  const std::vector<std::string> shards = MakeShards();
+  int fixed_threads = 0, tuned_threads = 0;
+  const std::vector<int64_t> fixed = RunStream(shards, {}, 0, &fixed_threads);
+  ASSERT_EQ(fixed.size(), 256u);
+  // Each pass is every sample once (the reference: the values 0..127).
+  for (int pass = 0; pass < 2; ++pass) {
+    std::vector<int64_t> seen(fixed.begin() + pass * 128, fixed.begin() + (pass + 1) * 128);
+    std::sort(seen.begin(), seen.end());
+    for (int64_t k = 0; k < 128; ++k) ASSERT_EQ(seen[k], k) << pass;
+  }
+  std::vector<TuneSettings> script(5);
+  script[0].v = {1, 0, 4, 6};
+  script[1].v = {1, 0, 1, 1};
+  script[2].v = {1, 0, 3, 2};
+  script[3].v = {1, 0, 1, 5};
+  script[4].v = {1, 0, 100, 100};  // past the ceilings: clamped
+  const std::vector<int64_t> tuned = RunStream(shards, script, 3, &tuned_threads);
+  EXPECT_EQ(tuned, fixed);
+  // The producer, at most 4 decoders, and the next shard's opening ahead.
+  EXPECT_LE(tuned_threads, 1 + 4 + 1);
+  EXPECT_GE(tuned_threads, 1 + 4);  // the script did start the most decoders
+  EXPECT_LE(fixed_threads, 1 + 2 + 1);
 }
 
 }  // namespace
