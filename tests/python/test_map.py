@@ -291,8 +291,11 @@ def test_a_decode_bound_verdict_names_a_gil_bound_map(shards):
     assert loader._map_advice({"bottleneck": "storage", "recommendation": "raise io_depth"}) == "raise io_depth"
 
 
-def test_the_trace_shows_each_map_inside_its_samples_decode_span(shards, tmp_path):
-    loader = stoker.Loader(shards, FIELDS, batch_size=4, map=fail_on("none"), output="numpy", trace_spans=10_000)
+@pytest.mark.parametrize("stream", [False, True])
+def test_the_trace_shows_each_map_inside_its_samples_decode_span(shards, tmp_path, stream):
+    extra = {"stream": True, "samples_per_epoch": SHARDS * PER_SHARD} if stream else {}
+    loader = stoker.Loader(shards, FIELDS, batch_size=4, map=fail_on("none"), output="numpy", trace_spans=10_000,
+                           **extra)
     list(loader)
     loader.save_trace(tmp_path / "trace.json")
     events = [e for e in json.loads((tmp_path / "trace.json").read_text())["traceEvents"] if e.get("ph") == "X"]
