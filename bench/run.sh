@@ -9,6 +9,7 @@
 #   bash bench/run.sh --doctor             # the doctor's pick vs the best of a 27-setting grid it never saw (bench/doctor_grid.py): ~5 min
 #   bash bench/run.sh --mix [--quick]      # three sources by 0.5/0.3/0.2 (one over HTTP +20 ms): stoker.mix vs one source and webdataset RandomMix (bench/mix.py)
 #   bash bench/run.sh --scale [--quick]    # a rank's memory + time to first batch at 200k and 2M samples vs Mosaic Streaming, webdataset (bench/scale.py): < 10 min, --quick < 3
+#   bash bench/run.sh --map [--quick]      # V with a user's map= (numpy augmentation + tokenizers; pure Python) vs DataLoader + webdataset running it (bench/map.py): ~4 min
 # Installs the peers from requirements-bench.txt (torch stays pinned), builds the stoker
 # command if needed, makes the data once under bench/data/, writes bench/results/<UTC>.{json,md,png}.
 # Exits 0 whatever the speed; non-zero only if something crashes.
@@ -61,6 +62,7 @@ fi
 if [[ "${1:-}" == --autotune ]]; then shift; exec "$PY" bench/autotune.py "$@"; fi
 if [[ "${1:-}" == --scale ]]; then shift; exec "$PY" bench/scale.py "$@"; fi
 if [[ "${1:-}" == --mix ]]; then shift; exec "$PY" bench/mix.py "$@"; fi
+if [[ "${1:-}" == --map ]]; then shift; exec "$PY" bench/map.py "$@"; fi
 if [[ "${1:-}" == --doctor ]]; then shift; exec "$PY" bench/doctor_grid.py "$@"; fi
 if [[ "${1:-}" == --ray ]]; then
   shift; exec "$PY" bench/ray_workers.py --out "bench/results/$(date -u +%Y-%m-%dT%H%MZ)-ray.md" "$@"

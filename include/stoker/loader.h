@@ -128,6 +128,8 @@ struct MixOptions {
   uint64_t base_epoch = 0;
   std::vector<uint64_t> base_draws;
 };
+// The user's per-sample function (src/pipeline/sample_map.h).
+class SampleMap;
 
 struct LoaderOptions {
   TokenOptions tokens;             // paths set: a token loader; sources/fields unused
@@ -279,6 +281,10 @@ struct LoaderOptions {
   // when 0 < batch_share < batch_stride: a worker's own refills would not be
   // the rank's.
   bool leave_failed_slots = false;
+  // The user's own function, run on each sample on the decode threads right
+  // after its fields are decoded into its slot (src/pipeline/sample_map.h):
+  // its arrays join the batch, its failures are the sample's. Null: none.
+  std::shared_ptr<SampleMap> sample_map;
 };
 
 struct ArrayView {

@@ -960,4 +960,30 @@ def io_options() -> dict: ...
 
 def io_counters() -> dict: ...
 
+class SampleMap:
+    """A Python function run on each sample by the decode threads."""
+
+    def __init__(self, fn: object, wants_rng: bool) -> None: ...
+
+    def collect(self, base: int, size: int) -> dict:
+        """
+        The values that are not batch arrays of the batch whose '__index__' array starts at `base`, as {key: list}, taken out of the map's table.
+        """
+
+    def outputs(self) -> list:
+        """
+        [(key, index of its array in a batch's arrays, or None for a list)], in the probe's order.
+        """
+
+    @property
+    def has_objects(self) -> bool: ...
+
+    def stats(self) -> dict:
+        """
+        {samples, gil_wait_s, call_s} since the start: taking and handing back the GIL, and the calls themselves.
+        """
+
+def set_sample_map(options: LoaderOptions, map: SampleMap) -> None:
+    """Sets LoaderOptions' per-sample map."""
+
 def set_leak_warnings(enabled: bool) -> None: ...

@@ -7,6 +7,7 @@ arrays into dicts: a constant amount of Python per batch.
 from __future__ import annotations
 
 import contextlib
+import inspect
 import json
 import logging
 import os
@@ -14,7 +15,7 @@ import re
 import threading
 import time
 import weakref
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from . import _exit, _members, _parquet, _stoker
 from .mixture import Mixture
@@ -25,6 +26,20 @@ _PARTITION = {"drop": _stoker.PartitionPolicy.drop, "pad": _stoker.PartitionPoli
 _KEY_RULE = {"webdataset": _stoker.KeyRule.webdataset, "underscore": _stoker.KeyRule.underscore}
 _ON_ERROR = {"raise": _stoker.OnError.raise_, "skip": _stoker.OnError.skip}
 _log = logging.getLogger("stoker")
+
+
+def _sample_map(fn: Callable) -> "_stoker.SampleMap":
+    """The native map for ``map=fn``: called as fn(sample, rng) when fn takes
+    two positional arguments, else fn(sample)."""
+    if not callable(fn):
+        raise TypeError(f"map must be a function of the sample, not {type(fn).__name__}")
+    try:
+        params = [p for p in inspect.signature(fn).parameters.values()
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL)]
+    except (TypeError, ValueError):  # a builtin without a signature: one argument
+        params = []
+    wants_rng = len(params) >= 2 or any(p.kind == p.VAR_POSITIONAL for p in params)
+    return _stoker.SampleMap(fn, wants_rng)
 
 
 def storage_options(*, s3_endpoint=None, profile=None, region=None, retry_deadline_s=None, cache_dir=None,
@@ -225,6 +240,13 @@ class Loader:
     tensor that views it is gone. Keep a batch past the next step only if you
     mean to (the pool then lends an extra buffer rather than deadlock).
 
+    ``map=fn`` runs your function on each sample on the decode threads
+    (``fn(sample)``, or ``fn(sample, rng)`` with a numpy Generator seeded from
+    the sample's seed), holding the GIL only for the call; the dict it returns
+    is the sample (numpy arrays become batch arrays, other values lists).
+    ``batch_map=fn`` runs on each assembled batch dict before it is returned.
+    README, "Your own code: map= and batch_map=".
+
     Observing is on by default and costs a few microseconds per batch: each
     wait is timed with the stage snapshots around it, slow batches are logged
     (logging.getLogger("stoker"), WARNING) with a cause drawn from what the
@@ -352,6 +374,11 @@ class Loader:
     """
 
     _upscale_checks = 8  # batches at whose delivery the upscale counts are still read (_tell_upscale)
+    # map= and batch_map= (set in __init__; loaders built otherwise have none)
+    _map: Any = None
+    _batch_map: Callable[[dict], dict] | None = None
+    _batch_map_s = 0.0
+    _map_outputs: list = []
 
     def __new__(cls, *args, workers: Any = None, **kwargs):
         _refuse_dataloader_arguments(cls, args, kwargs)
@@ -430,6 +457,8 @@ class Loader:
         _batch_share: int = 1,
         # on_error="skip" in one of them: bad samples' slots left for the trainer's refills.
         _leave_failed_slots: bool = False,
+        map: Callable | None = None,
+        batch_map: Callable[[dict], dict] | None = None,
         workers: Any = None,
     ) -> None:
         if workers is not None:  # only a subclass gets here (__new__ hands stoker.Loader's to RayLoader)
@@ -467,9 +496,9 @@ class Loader:
         single = isinstance(sources, (str, os.PathLike))
         opt.sources = [str(sources)] if single else [str(s) for s in sources]
         _parquet.prepare(opt.sources)  # a Parquet source: the plugin for the pyarrow installed
-        # A directory of class sub-directories: an image folder (C++ lists it
-        # with the same rule; the names are listed here for `classes`).
-        # A mixture's sources each have their own (none here); packed shards: pack's list.
+        # `classes`: a directory of class sub-directories is an image folder (C++
+        # lists it with the same rule); packed shards have pack's list; a
+        # mixture's sources each have their own (none here).
         if self._mixture is not None:
             self._classes = None
         elif len(opt.sources) == 1 and os.path.isdir(opt.sources[0]):
@@ -525,8 +554,20 @@ class Loader:
                              "variable-size images lists of arrays: not with device='cuda'")
         self._skip = on_error == "skip"
         self._with_keys = keys
+        # map=: run by the decode threads on each sample (README, "Your own code").
+        self._map = None if map is None else _sample_map(map)
+        if self._map is not None:
+            _stoker.set_sample_map(opt, self._map)
+        if batch_map is not None and not callable(batch_map):
+            raise TypeError(f"batch_map must be a function of the batch dict, not {type(batch_map).__name__}")
+        self._batch_map = batch_map
+        self._batch_map_s = 0.0
 
         self._native = _stoker.NativeLoader.create(opt)
+        self._map_outputs = self._map.outputs() if self._map is not None else []
+        if self._map is not None and self._map.has_objects and device.startswith("cuda"):
+            raise ValueError("the map returns values that are not numpy arrays (lists in the batch): "
+                             f"{[k for k, i in self._map_outputs if i is None]}; not with device='cuda'")
         index = self._native.settings().get("index", {})
         if index.get("remote_read_whole"):
             # The reads a manifest saves, said where they happen (issue 31).
@@ -557,6 +598,8 @@ class Loader:
                              "batches": self._native.plan.batches},
                      window=window, log_every=log_every, slow_factor=slow_factor, slow_floor_s=slow_floor_s,
                      jsonl=jsonl, trace_spans=trace_spans)
+        if self._observer is not None and self._map is not None:
+            self._observer._advise = self._map_advice  # a decode-bound verdict names the map
 
     def _attach(self, output: str, observe: bool, *, device: str, source: str, config: dict, window: int,
                 log_every: int | None, slow_factor: float, slow_floor_s: float,
@@ -690,8 +733,43 @@ class Loader:
         batches = self._native.plan.batches
         return batches > 0 and json.loads(self._native.state())["next_batch"] >= batches
 
+    def _mapped_dict(self, arrays: list, keys: list, urls: list) -> dict:
+        """A batch of the map's outputs: its arrays (in the batch's own
+        arrays) and its other values as lists, taken from the map's table."""
+        convert = self._convert
+        index = next(a for name, a in arrays if name == "__index__")
+        objects = (self._map.collect(index.__array_interface__["data"][0], len(index))
+                   if self._map.has_objects else {})
+        batch: dict[str, Any] = {key: objects[key] if i is None else convert(arrays[i][1])
+                                 for key, i in self._map_outputs}
+        batch["__index__"] = convert(index)
+        self._add_keys(batch, keys, urls)
+        return batch
+
+    def _add_keys(self, batch: dict, keys: list, urls: list) -> None:
+        """__key__ and __url__ (and a mixture's __source__) beside the arrays."""
+        if self._with_keys:  # an empty batch (partition="exact") has an empty list
+            batch["__key__"] = keys
+            batch["__url__"] = urls
+            if getattr(self, "_mixture", None) is not None:
+                batch["__source__"] = self._native.sources_of(urls)
+
+    def _finish(self, item) -> dict:
+        """The batch dict, after batch_map (timed) when there is one."""
+        batch = self._to_dict(item)
+        if self._batch_map is None:
+            return batch
+        t0 = time.perf_counter()
+        batch = self._batch_map(batch)
+        self._batch_map_s += time.perf_counter() - t0
+        if not isinstance(batch, dict):
+            raise TypeError(f"batch_map returned {type(batch).__name__}, not the batch dict")
+        return batch
+
     def _to_dict(self, item) -> dict:
         _, arrays, keys, urls = item[:4]  # (index, arrays, keys, urls, failed slots)
+        if self._map is not None:
+            return self._mapped_dict(list(arrays), keys, urls)
         convert = self._convert
         batch: dict[str, Any] = {}
         if self._str_fields:
@@ -716,11 +794,7 @@ class Loader:
                 batch.setdefault(field, {})[member] = convert(array)
             else:
                 batch[name] = convert(array)
-        if self._with_keys:  # an empty batch (partition="exact") has an empty list
-            batch["__key__"] = keys
-            batch["__url__"] = urls
-            if getattr(self, "_mixture", None) is not None:
-                batch["__source__"] = self._native.sources_of(urls)
+        self._add_keys(batch, keys, urls)
         return batch
 
     def _log_skips(self) -> None:
@@ -846,6 +920,8 @@ class Loader:
         if self._device != "cpu" or self._native.options.pin_memory:
             # copy_s on the copy stream, split into exposed (the consumer waited) and hidden
             report["h2d"] = self._native.stats()["h2d"]
+        if self._map is not None or self._batch_map is not None:
+            report["map"] = self._map_report()
         if "gpu_decode" in self._native.stats():
             report["gpu_decode"] = self._native.stats()["gpu_decode"]
         self._log_tuning()
@@ -853,6 +929,43 @@ class Loader:
         return report
 
     summary = report
+
+    def _map_advice(self, verdict: dict) -> str:
+        """The verdict's recommendation, naming the user's map when decode is
+        the bottleneck and the map is most of the decoders' time."""
+        text = verdict.get("recommendation", "")
+        if verdict.get("bottleneck") != "decode":
+            return text
+        m = self._map_report()
+        if m.get("share_of_decode", 0.0) < 0.5:
+            return text
+        said = (f"your map= is {m['share_of_decode']:.0%} of the decoders' time ({m['per_sample_us']:.0f} us a "
+                f"sample, {m['gil_wait_share']:.0%} of it waiting for the GIL): ")
+        if m["gil_wait_share"] >= 0.25:
+            return said + ("it is bound by the GIL, so more decode_threads will not help: move its work into "
+                           "numpy/OpenCV/Pillow/tokenizers calls that release the GIL, or into batch_map= on "
+                           "whole batches")
+        return said + "make it cheaper, or " + text
+
+    def _map_report(self) -> dict:
+        """The user's functions as stages: the map's samples, busy time on the
+        decode threads, time per sample, how much of it went to waiting for
+        the GIL (gil_wait_share: other threads' Python holding it; near 0
+        where the map's work releases it), its share of the decoders' busy
+        time; batch_map's time in the consumer's thread."""
+        out: dict[str, Any] = {"batch_map_s": self._batch_map_s}
+        if self._map is None:
+            return out
+        stats = self._native.stats()
+        native, own = stats["map"], self._map.stats()
+        busy = float(native["busy_s"])
+        samples = int(native["items"])
+        decode_busy = float(stats["decode"]["busy_s"])
+        out.update(samples=samples, busy_s=busy, per_sample_us=busy / samples * 1e6 if samples else 0.0,
+                   call_s=own["call_s"], gil_wait_s=own["gil_wait_s"],
+                   gil_wait_share=min(1.0, own["gil_wait_s"] / busy) if busy > 0 else 0.0,
+                   share_of_decode=min(1.0, busy / decode_busy) if decode_busy > 0 else 0.0)
+        return out
 
     def save_trace(self, path: str | os.PathLike) -> None:
         """A Chrome trace (Perfetto, chrome://tracing): the engine's stage spans
@@ -916,7 +1029,7 @@ class _EpochIterator:
             loader._log_tuning()
             if loader._upscale_checks > 0:
                 loader._tell_upscale()
-            return loader._to_dict(item)
+            return loader._finish(item)
         native = loader._native
         before = _snapshot(native)
         t0 = obs.request()
@@ -924,7 +1037,7 @@ class _EpochIterator:
         if item is None:
             self._loader = None
             raise StopIteration
-        batch = loader._to_dict(item)
+        batch = loader._finish(item)
         after = _snapshot(native)
         obs.delivered(t0, before, after)
         if after.h2d_exposed_s > loader._h2d_exposed:  # device copies the consumer waited for

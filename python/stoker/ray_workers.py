@@ -377,6 +377,9 @@ class RayLoader:
             raise ValueError(f"output must be 'torch' or 'numpy', not {output!r}")
         if not observe and (jsonl is not None or trace_spans):
             raise ValueError("jsonl and trace_spans need observe=True")
+        if options.get("map") is not None or options.get("batch_map") is not None:
+            raise ValueError("map= and batch_map= run on the loader's own decode threads: not with workers= (the "
+                             "batches would come back without the map's lists); leave workers= out")
         device_tests = {k: options[k] for k in ("_late_copy_ms", "_gpu_standin_delay_us", "_gpu_standin_stall_after",
                                                 "_gpu_standin_watchdog_ms") if k in options}
         for key in _TRAINER_ONLY:

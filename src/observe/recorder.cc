@@ -14,6 +14,7 @@ const char* SpanKindName(SpanKind kind) {
     case SpanKind::kDecode: return "decode";
     case SpanKind::kWait: return "wait";
     case SpanKind::kBatch: return "batch";
+    case SpanKind::kMap: return "map";
   }
   return "?";
 }
@@ -46,6 +47,7 @@ RecorderSnapshot Recorder::Snapshot() const {
   s.time_s = static_cast<double>(NowNs() - start_ns_) * 1e-9;
   s.read = stage(read);
   s.decode = stage(decode);
+  s.map = stage(map);
   s.read_queue_put_wait_s = secs(read_queue.put_wait_ns);
   s.read_queue_get_wait_s = secs(read_queue.get_wait_ns);
   s.decode_queue_put_wait_s = secs(decode_queue.put_wait_ns);

@@ -45,7 +45,7 @@ struct QueueCounters {
   std::atomic<uint64_t> get_wait_ns{0};  // consumers waiting for work: the previous stage is slower
 };
 
-enum class SpanKind : uint8_t { kRead, kDecode, kWait, kBatch };
+enum class SpanKind : uint8_t { kRead, kDecode, kWait, kBatch, kMap };
 const char* SpanKindName(SpanKind kind);
 
 struct Span {
@@ -66,6 +66,7 @@ class Recorder {
   explicit Recorder(size_t trace_capacity = 0) : start_ns_(NowNs()), trace_capacity_(trace_capacity) {}
 
   StageCounters read, decode;
+  StageCounters map;  // the user's per-sample function (pipeline/sample_map.h), inside decode's time
   QueueCounters read_queue, decode_queue;
   std::atomic<uint64_t> pool_wait_ns{0};
   std::atomic<uint64_t> consumer_wait_ns{0};

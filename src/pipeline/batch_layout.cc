@@ -44,6 +44,17 @@ void AssignOffsets(BatchLayout& layout, int batch_size) {
 
 }  // namespace
 
+Status AppendArrays(BatchLayout& layout, std::vector<ArraySlot> extra) {
+  for (ArraySlot& a : extra) {
+    for (const ArraySlot& have : layout.arrays) {
+      if (have.name == a.name) return InvalidArgument("the batch already has an array named '" + a.name + "'");
+    }
+    AddArray(layout, nullptr, std::move(a.name), a.dtype, std::move(a.sample_shape));
+  }
+  AssignOffsets(layout, layout.batch_size);
+  return Status::Ok();
+}
+
 size_t GzipMemberLimit(const FieldSpec& spec) {
   switch (spec.kind) {
     case FieldKind::kBytes:

@@ -66,6 +66,10 @@ struct BatchLayout {
 Result<BatchLayout> MakeBatchLayout(const std::vector<FieldSpec>& fields, int batch_size, SampleView entry,
                                     std::span<const uint8_t> probe, const std::string& where);
 
+// Adds arrays of the same kind (a user map's outputs, pipeline/sample_map.h)
+// after the layout's own and lays the buffer out again. Names must be new.
+Status AppendArrays(BatchLayout& layout, std::vector<ArraySlot> extra);
+
 // The most bytes a ".gz" member of this field may inflate to: max_bytes for
 // the fields that have one, else kGzipMemberDefaultLimit.
 size_t GzipMemberLimit(const FieldSpec& spec);

@@ -34,7 +34,8 @@ EpochRun::EpochRun(const Dataset* data, ShardFiles* files, std::shared_ptr<Buffe
   const TuneSettings& t = data_->tuned;
   read_ahead_ = data_->tokens ? 0 : t[Knob::kReadAhead];
   reads_ahead_ = read_ahead_ > 0;
-  arrays_only_ = !data_->tokens && !data_->parquet_rows && !reads_ahead_ &&
+  // A user's map is a decode stage of its own: it runs on the decoders.
+  arrays_only_ = !data_->tokens && !data_->parquet_rows && !reads_ahead_ && !data_->options.sample_map &&
                  std::all_of(data_->layout.fields.begin(), data_->layout.fields.end(), [](const FieldLayout& f) {
                    return f.spec.kind == FieldKind::kNpy || f.spec.kind == FieldKind::kNpz;
                  });
@@ -591,7 +592,7 @@ bool EpochRun::ReadParquetRows(const ReadTask& task, uint32_t thread) {
 }
 
 void EpochRun::DecodeLoop(uint32_t thread) {
-  SampleDecoder decoder(&data_->layout, data_->upscales.get());
+  SampleDecoder decoder(&data_->layout, data_->upscales.get(), data_->options.sample_map.get());
   const int me = static_cast<int>(thread) - 1 - max_readers_;
   while (AwaitTurn(me, active_decoders_)) {
     std::optional<DecodeTask> task = decode_queue_.Pop();
@@ -619,6 +620,10 @@ void EpochRun::DecodeOne(SampleDecoder& decoder, DecodeTask& task, uint32_t thre
     rec_->decodes_in_flight--;
     rec_->decode.Add(task.bytes.size(), end - begin);
     rec_->AddSpan({SpanKind::kDecode, thread, begin, end, batch->index, slot});
+    if (decoder.map_end_ns() != 0) {  // the user's map, a stage inside the decode span
+      rec_->map.Add(0, decoder.map_end_ns() - decoder.map_begin_ns());
+      rec_->AddSpan({SpanKind::kMap, thread, decoder.map_begin_ns(), decoder.map_end_ns(), batch->index, slot});
+    }
   }
   int64_t global = static_cast<int64_t>(ref.global);
   const ArraySlot& index = layout.arrays[layout.index_array];

@@ -50,6 +50,11 @@ Result<std::shared_ptr<GpuDecode>> GpuDecode::Create(const LoaderOptions& o, con
     all = all && gpu;
   }
   if (!any) return std::shared_ptr<GpuDecode>();
+  if (o.sample_map) {  // the user's map reads each sample's pixels on the CPU, before any copy
+    if (forced) return InvalidArgument("decode=\"gpu\" cannot run with a map (the map reads the decoded pixels)");
+    if (why_not) *why_not = "a map reads the decoded pixels on the CPU";
+    return std::shared_ptr<GpuDecode>();
+  }
   std::shared_ptr<GpuDecoder> decoder;
   if (late) {
     StandInGpuOptions standin;

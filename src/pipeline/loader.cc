@@ -29,6 +29,7 @@
 #include "pipeline/mix_order.h"
 #include "pipeline/planner.h"
 #include "pipeline/read_runs.h"
+#include "pipeline/sample_map.h"
 #include "pipeline/shard_indexes.h"
 #include "pipeline/skip_refill.h"
 #include "pipeline/stream_loader.h"
@@ -1024,6 +1025,10 @@ Result<std::unique_ptr<Loader>> Loader::Create(LoaderOptions options) {
   }
   STOKER_ASSIGN_OR_RETURN(data.layout, MakeBatchLayout(options.fields, options.batch_size, probe_entry, probe,
                                                        first->shard_path));
+  if (options.sample_map) {  // the map's own arrays, taught by the same sample
+    STOKER_RETURN_IF_ERROR(ProbeSampleMap(*options.sample_map, options.fields, probe_entry, probe, first->shard_path,
+                                          MixSeed(options.seed, 0, 0), &data.layout));
+  }
   STOKER_ASSIGN_OR_RETURN(data.gpu, GpuDecode::Create(options, data.layout, &data.gpu_why_not));
   if (data.gpu && data.device) data.device->SetGpu(data.gpu);
   options.io_depth = AutoIoDepth(options, data.layout, summaries, remote, data.row_group_bytes);

@@ -12,6 +12,7 @@
 #include "observe/clock.h"
 #include "pipeline/gpu_decode.h"
 #include "pipeline/planner.h"
+#include "pipeline/sample_map.h"
 
 namespace stoker {
 
@@ -72,6 +73,7 @@ Status CopyCheckedNpy(std::span<const uint8_t> npy, const ArraySlot& slot, std::
 Status SampleDecoder::Decode(const std::string& shard, SampleView entry, std::span<uint8_t> bytes,
                              uint8_t* batch_buffer, int slot, uint64_t sample_seed,
                              std::span<const DirectRange> direct, const GpuSlot* gpu) {
+  map_begin_ns_ = map_end_ns_ = 0;
   for (size_t f = 0; f < layout_->fields.size(); ++f) {
     const FieldLayout& field = layout_->fields[f];
     std::optional<MemberView> member = entry.Find(field.spec.field);
@@ -106,6 +108,16 @@ Status SampleDecoder::Decode(const std::string& shard, SampleView entry, std::sp
       if (member->row_value) return st.WithContext(shard + ": " + member->name());
       return st.WithContext(shard + ": member '" + member->name() + "' at offset " + std::to_string(member->offset));
     }
+  }
+  if (map_ == nullptr) return Status::Ok();
+  // Images bound for the GPU decoder are not in the slot yet: GpuDecode::Create
+  // refuses them with a map (pipeline/gpu_decode.cc), so here every field is.
+  map_begin_ns_ = NowNs();
+  Status st = map_->Apply(MapContext{*layout_, shard, entry.key}, batch_buffer, slot, sample_seed);
+  map_end_ns_ = NowNs();
+  if (!st.ok()) {
+    return st.WithContext(shard + ": sample '" + std::string(entry.key) + "' at offset " + std::to_string(entry.begin) +
+                          ": the map");
   }
   return Status::Ok();
 }

@@ -32,11 +32,15 @@ struct GpuSlot {
   GpuJobs* jobs = nullptr;
 };
 
+class SampleMap;
+
 class SampleDecoder {
  public:
   // `upscales` (optional, indexed by field): counts the images scaled up.
-  explicit SampleDecoder(const BatchLayout* layout, UpscaleCounter* upscales = nullptr)
-      : layout_(layout), upscales_(upscales) {}
+  // `map`: the user's function, run on each sample once its fields are
+  // decoded (pipeline/sample_map.h); null: none.
+  explicit SampleDecoder(const BatchLayout* layout, UpscaleCounter* upscales = nullptr, SampleMap* map = nullptr)
+      : layout_(layout), upscales_(upscales), map_(map) {}
 
   // `bytes` holds the sample's [entry.begin, entry.end) range of `shard`,
   // except `direct`: ranges the reader placed in their slots instead (see
@@ -47,6 +51,11 @@ class SampleDecoder {
                 uint8_t* batch_buffer, int slot, uint64_t sample_seed, std::span<const DirectRange> direct = {},
                 const GpuSlot* gpu = nullptr);
 
+  // When the last Decode ran the map: [begin, end) on the NowNs clock, for the
+  // caller's stage counters and spans; both 0 when it did not run.
+  uint64_t map_begin_ns() const { return map_begin_ns_; }
+  uint64_t map_end_ns() const { return map_end_ns_; }
+
  private:
   Status DecodeField(size_t f, const MemberView& member, std::span<const uint8_t> data, uint8_t* batch_buffer,
                      int slot, uint64_t seed, const GpuSlot* gpu);
@@ -56,6 +65,8 @@ class SampleDecoder {
 
   const BatchLayout* layout_;
   UpscaleCounter* upscales_;
+  SampleMap* map_;
+  uint64_t map_begin_ns_ = 0, map_end_ns_ = 0;
   ImageDecoder image_;  // JPEG, PNG or WebP, by content
   std::vector<uint8_t> scratch_;
   GzipInflater gunzip_;  // ".gz" members (FieldLayout::gzip)

@@ -94,7 +94,9 @@ Status SkipRefiller::Fill(const Target& batch, int slot, const SampleRef& ref) {
     bytes = bytes_;
   }
   if (!st.ok()) return st.WithContext("sample '" + std::string(entry.key) + "'");
-  if (!decoder_) decoder_ = std::make_unique<SampleDecoder>(&data_->layout, data_->upscales.get());
+  if (!decoder_) {
+    decoder_ = std::make_unique<SampleDecoder>(&data_->layout, data_->upscales.get(), data_->options.sample_map.get());
+  }
   uint8_t* base = batch.base;
   STOKER_RETURN_IF_ERROR(
       decoder_->Decode(shard, entry, bytes, base, slot, MixSeed(data_->options.seed, epoch_, ref.global)));

@@ -14,6 +14,7 @@
 #include "pipeline/device_stage.h"
 #include "pipeline/epoch_order.h"
 #include "pipeline/memory_budget.h"
+#include "pipeline/sample_map.h"
 #include "pipeline/shuffle_buffer.h"
 #include "pipeline/stream_order.h"
 #include "pipeline/stream_run.h"
@@ -407,6 +408,10 @@ Result<std::unique_ptr<Loader>> CreateStreamLoader(LoaderOptions options) {
   const SampleEntry probe = head->first->Entry();
   STOKER_ASSIGN_OR_RETURN(data.layout, MakeBatchLayout(options.fields, options.batch_size, probe,
                                                        head->first->data(), data.shards[first]));
+  if (options.sample_map) {  // the map's own arrays, taught by the same sample
+    STOKER_RETURN_IF_ERROR(ProbeSampleMap(*options.sample_map, options.fields, probe, head->first->data(),
+                                          data.shards[first], MixSeed(options.seed, 0, 0), &data.layout));
+  }
   // Judged as the indexed mode judges it (memory_budget.h), with the first
   // sample's size for the largest, which no index gives.
   const uint64_t first_bytes = head->first->data().size();

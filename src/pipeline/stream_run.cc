@@ -255,7 +255,7 @@ void StreamRun::Fail(Status st) {
 void StreamRun::DecodeLoop(int i, uint32_t thread) {
   const LoaderOptions& o = data_->options;
   const BatchLayout& layout = data_->layout;
-  SampleDecoder decoder(&layout, data_->upscales.get());
+  SampleDecoder decoder(&layout, data_->upscales.get(), o.sample_map.get());
   while (AwaitTurn(i)) {
     std::optional<DecodeTask> task = decode_queue_.Pop();
     if (!task) break;
@@ -271,6 +271,11 @@ void StreamRun::DecodeLoop(int i, uint32_t thread) {
       const uint64_t end = NowNs();
       rec->decode.Add(s.data().size(), end - begin);
       rec->AddSpan({SpanKind::kDecode, thread, begin, end, task->batch->number % data_->epoch_batches, task->slot});
+      if (decoder.map_end_ns() != 0) {  // the user's map, a stage inside the decode span
+        rec->map.Add(0, decoder.map_end_ns() - decoder.map_begin_ns());
+        rec->AddSpan({SpanKind::kMap, thread, decoder.map_begin_ns(), decoder.map_end_ns(),
+                      task->batch->number % data_->epoch_batches, task->slot});
+      }
     }
     // Unique across ranks: the stream position interleaved by rank.
     const int64_t global = static_cast<int64_t>(task->position) * o.world_size + o.rank;

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "pipeline/sample_map.h"
 #include "pipeline/skip_ledger.h"
 
 namespace stoker {
@@ -40,6 +41,7 @@ Status StreamSkips::Resolve(StreamBatch& work, uint64_t epoch, int64_t batch) {
     for (const ArraySlot& a : layout_->arrays) {
       std::memcpy(a.At(base, f.slot), a.At(base, good), a.sample_bytes);
     }
+    if (options_->sample_map) options_->sample_map->CopySlot(*layout_, base, good, f.slot);  // its own values too
     if (!work.keys.empty()) {
       work.keys[static_cast<size_t>(f.slot)] = work.keys[static_cast<size_t>(good)];
       work.urls[static_cast<size_t>(f.slot)] = work.urls[static_cast<size_t>(good)];

@@ -103,6 +103,7 @@ nb::dict StatsToPython(const RecorderSnapshot& s) {
   d["time_s"] = s.time_s;
   d["read"] = StageToPython(s.read);
   d["decode"] = StageToPython(s.decode);
+  d["map"] = StageToPython(s.map);
   d["read_queue_put_wait_s"] = s.read_queue_put_wait_s;
   d["read_queue_get_wait_s"] = s.read_queue_get_wait_s;
   d["decode_queue_put_wait_s"] = s.decode_queue_put_wait_s;

@@ -9,6 +9,7 @@ void RegisterCodecs(nanobind::module_& m);
 void RegisterObserve(nanobind::module_& m);
 void RegisterTokens(nanobind::module_& m);
 void RegisterIo(nanobind::module_& m);
+void RegisterMap(nanobind::module_& m);
 }  // namespace stoker::python
 
 NB_MODULE(_stoker, m) {
@@ -19,6 +20,7 @@ NB_MODULE(_stoker, m) {
   stoker::python::RegisterObserve(m);
   stoker::python::RegisterTokens(m);
   stoker::python::RegisterIo(m);
+  stoker::python::RegisterMap(m);
   // python/stoker/_exit.py turns them off only when a daemon thread still
   // holds a loader at exit (its frames are never unwound, so never freed).
   m.def("set_leak_warnings", &nanobind::set_leak_warnings, nanobind::arg("enabled"));
