@@ -8,6 +8,8 @@ batch it counts the distinct labels and the distinct sources (files or
 shards) the batch holds; the reference is the same count over uniform
 permutations of the same labels, drawn with numpy. A figure near 1.00x is a
 batch as mixed as a uniform shuffle's; the layout's limit shows below it.
+The mixture rows read the same shards as two sources of half the labels each
+(stoker.mix, weights 0.5/0.5): mixed within batches, and one source per batch.
 
     python3 bench/shuffle_quality.py [--rows 4096 --classes 16 --batch 64 --epochs 3] [--out FILE.md]
 
@@ -134,6 +136,16 @@ def main() -> None:
         for name, kw in tar_orders:
             stats = measure(lambda kw=kw: stoker.Loader(pattern, fields=fields, **{**common, **kw}), a.batch, a.epochs)
             rows.append(("tar", f"{shards} shards", name, *stats, uniform(label, a.batch), uniform(src, a.batch)))
+        # A mixture of the same shards as two sources (the first half of the labels, the
+        # second), each weighted by its size, so a uniform shuffle of all rows is its reference.
+        half = shards // 2
+        sources = {"low": (pattern.replace(f"0000..{shards - 1:04d}", f"0000..{half - 1:04d}"), 0.5),
+                   "high": (pattern.replace(f"0000..{shards - 1:04d}", f"{half:04d}..{shards - 1:04d}"), 0.5)}
+        for name, kw in (("stoker.mix 0.5/0.5", {}), ("mix, one_source_per_batch", dict(one_source_per_batch=True))):
+            stats = measure(lambda kw=kw: stoker.Loader(stoker.mix(sources, samples_per_epoch=a.rows, **kw),
+                                                        fields=fields, **common), a.batch, a.epochs)
+            rows.append(("mixture", f"2 sources x {half} shards", name, *stats, uniform(label, a.batch),
+                         uniform(src, a.batch)))
     lines = [f"{a.rows} rows sorted by label, {a.classes} labels, batch {a.batch}, {a.epochs} epochs; "
              "distinct per full batch (x: of a uniform permutation's)"]
     head = ("source", "layout", "order", "labels", "x", "sources", "x", "s/epoch")

@@ -81,7 +81,7 @@ TEST(SampleMapTest, ProbeAddsTheMapsArraysAndDecodeRunsIt) {
   EXPECT_GE(layout->buffer_bytes, last.offset + last.sample_bytes * 3);
 
   std::vector<uint8_t> buffer(layout->buffer_bytes);
-  SampleDecoder decoder(&*layout, &map);
+  SampleDecoder decoder(&*layout, nullptr, &map);
   Sample s = Make("k", 10);
   ASSERT_TRUE(decoder.Decode("a.tar", s.entry, s.bytes, buffer.data(), 1, 42).ok());
   EXPECT_GT(decoder.map_end_ns(), 0u);
@@ -107,7 +107,7 @@ TEST(SampleMapTest, AMapsFailureIsTheSamplesNamedError) {
   DoubleAndSum map;
   ASSERT_TRUE(ProbeSampleMap(map, {NpyField("x.npy")}, probe.entry, probe.bytes, "a.tar", 1, &*layout).ok());
   std::vector<uint8_t> buffer(layout->buffer_bytes);
-  SampleDecoder decoder(&*layout, &map);
+  SampleDecoder decoder(&*layout, nullptr, &map);
   Sample s = Make("bad", 1);
   Status st = decoder.Decode("a.tar", s.entry, s.bytes, buffer.data(), 0, 7);
   ASSERT_FALSE(st.ok());
