@@ -374,7 +374,8 @@ class Loader:
     """
 
     _upscale_checks = 8  # batches at whose delivery the upscale counts are still read (_tell_upscale)
-    # map= and batch_map= (set in __init__; loaders built otherwise have none)
+    # map=, batch_map= and a mixture (set in __init__; loaders built otherwise have none)
+    _mixture: Mixture | None = None
     _map: Any = None
     _batch_map: Callable[[dict], dict] | None = None
     _batch_map_s = 0.0
@@ -751,7 +752,7 @@ class Loader:
         if self._with_keys:  # an empty batch (partition="exact") has an empty list
             batch["__key__"] = keys
             batch["__url__"] = urls
-            if getattr(self, "_mixture", None) is not None:
+            if self._mixture is not None:
                 batch["__source__"] = self._native.sources_of(urls)
 
     def _finish(self, item) -> dict:

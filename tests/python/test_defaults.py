@@ -145,10 +145,15 @@ def test_a_positional_batch_size_says_it_is_a_keyword(shards):
         stoker.Loader(pattern, fields(), 64)
 
 
-def test_image_size_none_is_refused_at_construction_with_the_fix():
-    with pytest.raises(ValueError, match=r"size=\(H, W\)"):
-        stoker.image(resize="none")
-    assert stoker.image((24, 32), resize="none").image.height == 24  # (H, W)
+def test_resize_none_is_decided_at_construction():
+    # No size: each image as stored, a list per batch (issue 43; test_members.py
+    # checks the pixels), decided here rather than failing at the first batch.
+    spec = stoker.image(resize="none").image
+    assert spec.variable and spec.max_pixels == 1 << 20
+    fixed = stoker.image((24, 32), resize="none").image  # (H, W): every image that size
+    assert (fixed.height, fixed.width, fixed.variable) == (24, 32, False)
+    with pytest.raises(ValueError, match="uint8"):  # what a variable size cannot be, said at once
+        stoker.image(resize="none", dtype="float32")
 
 
 def test_an_image_of_another_size_under_resize_none_names_it_in_h_w(shards):
