@@ -241,7 +241,7 @@ def test_the_readme_cites_results_files():
     cited = {n for b in cited_blocks(README.read_text(encoding="utf-8")) for n in b["cites"]}
     for name in ("2026-11-25T1327Z-remote.md", "2026-11-27T1829Z-scale.md",
                  "2026-11-27T0808Z-ray.md", "2026-11-27T1344Z-gpu_decode.log",
-                 "2026-12-06T0305Z-shuffle.md"):
+                 "2026-12-06T0430Z-shuffle.md"):
         assert name in cited, name
 
 
@@ -281,16 +281,16 @@ def test_the_shuffle_quality_table_is_the_results_file():
     # saved output, row for row: the source kind, then labels per batch, x uniform,
     # sources per batch, x uniform (the file's last column, seconds per epoch, left out).
     text = README.read_text(encoding="utf-8")
-    name = "2026-12-06T0305Z-shuffle.md"
+    name = "2026-12-06T0430Z-shuffle.md"
     saved = (RESULTS / name).read_text(encoding="utf-8")
     want = [(r[0], *r[-5:-1]) for r in (line.split() for line in saved.splitlines())
-            if r and r[0] in ("parquet", "tar")]
+            if r and r[0] in ("parquet", "tar", "mixture")]
     table = next(b for b in cited_blocks(text) if b["kind"] == "table" and name in b["cites"])
     got = []
     for line in table["text"].splitlines()[2:]:
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
         got.append((cells[0].lower(), *cells[3:7]))
-    assert len(want) == 10
+    assert len(want) == 12
     assert got == want
 
 
