@@ -4,7 +4,8 @@ process, alternated per round (round 0 a discarded warm-up, median of --reps):
 
     stoker one source     stoker.Loader over every shard, shuffle=True (the same data unmixed)
     stoker mix local      stoker.mix of the shards cut into three local sources
-    stoker mix +http      the same, the second source over HTTP (nginx + a 20 ms/request proxy)
+    stoker mix +http      the same, the second source over HTTP (nginx + a 20 ms/request proxy),
+                          its shards with their sidecar indexes (`stoker index`) beside them
     wds RandomMix         webdataset.RandomMix of three WebDatasets (the second over pipe:curl
                           +20 ms), shard shuffle + a 1000-sample buffer each, Pillow decode, in a
                           torch DataLoader, num_workers 2 (the issue's baseline)
@@ -98,6 +99,13 @@ def main(argv=None) -> int:
     reps = args.reps or (2 if args.quick else 3)
     shards, data = vision.prepare_data(HERE / "data", "V", count, 0, "auto")
     parts = split(shards)
+    # stoker at its best over HTTP: the shards' sidecar indexes beside them (`stoker index`,
+    # as the README advises), so no shard is read whole to count its samples first.
+    import subprocess
+
+    import stoker._cli
+
+    subprocess.run([stoker._cli.binary(), "index", "--quiet", "--no-manifest", *map(str, shards)], check=True)
     servers = Servers(Path(data["dir"]), [LATENCY])
     try:
         base = servers.url[LATENCY]
