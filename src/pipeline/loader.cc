@@ -166,6 +166,21 @@ std::vector<SlotFailure> LeftSlots(BatchWork& work) {
   return out;
 }
 
+// A saved state's "elastic" list (the world sizes it was cut by, and where):
+// empty when the state has none.
+Result<std::vector<ElasticStage>> ElasticStages(const nlohmann::json& j) {
+  std::vector<ElasticStage> stages;
+  if (j.contains("elastic") && j["elastic"].is_array()) {
+    for (const auto& st : j["elastic"]) {
+      if (!st.is_array() || st.size() != 2 || !st[0].is_number_integer() || !st[1].is_number_integer()) {
+        return InvalidArgument("loader state has a malformed 'elastic' list");
+      }
+      stages.push_back({st[0].get<int>(), st[1].get<int64_t>()});
+    }
+  }
+  return stages;
+}
+
 class LoaderImpl : public Loader {
  public:
   LoaderImpl(Dataset data, std::shared_ptr<BufferPool> pool, TuneConfig tune)
@@ -487,15 +502,7 @@ class LoaderImpl : public Loader {
       }
     }
     STOKER_RETURN_IF_ERROR(Plan(static_cast<uint64_t>(epoch)));
-    std::vector<ElasticStage> stages;
-    if (j.contains("elastic") && j["elastic"].is_array()) {
-      for (const auto& st : j["elastic"]) {
-        if (!st.is_array() || st.size() != 2 || !st[0].is_number_integer() || !st[1].is_number_integer()) {
-          return InvalidArgument("loader state has a malformed 'elastic' list");
-        }
-        stages.push_back({st[0].get<int>(), st[1].get<int64_t>()});
-      }
-    }
+    STOKER_ASSIGN_OR_RETURN(std::vector<ElasticStage> stages, ElasticStages(j));
     if (elastic) {
       stages.push_back({j["world_size"].get<int>(), next});
       next = 0;
@@ -673,15 +680,7 @@ class LoaderImpl : public Loader {
     const std::vector<double> saved = m["weights"].get<std::vector<double>>();
     const uint64_t saved_base_epoch = m.value("base_epoch", uint64_t{0});
     const std::vector<uint64_t> saved_base = m.value("base_draws", std::vector<uint64_t>{});
-    std::vector<ElasticStage> stages;
-    if (j.contains("elastic") && j["elastic"].is_array()) {
-      for (const auto& st : j["elastic"]) {
-        if (!st.is_array() || st.size() != 2 || !st[0].is_number_integer() || !st[1].is_number_integer()) {
-          return InvalidArgument("loader state has a malformed 'elastic' list");
-        }
-        stages.push_back({st[0].get<int>(), st[1].get<int64_t>()});
-      }
-    }
+    STOKER_ASSIGN_OR_RETURN(std::vector<ElasticStage> stages, ElasticStages(j));
     if (m.contains("segment")) {  // this epoch's weights changed in its middle already
       const nlohmann::json& seg = m["segment"];
       if (elastic) {
