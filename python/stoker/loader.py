@@ -381,14 +381,18 @@ class Loader:
     _batch_map_s = 0.0
     _map_outputs: list = []
 
+    # workers=...: the loader class that makes batches elsewhere, registered by
+    # its module (ray_workers.py: RayLoader for stoker.RayWorkers), so this
+    # module does not import it and the dependency points one way.
+    _worker_loaders: dict[type, type] = {}
+
     def __new__(cls, *args, workers: Any = None, **kwargs):
         _refuse_dataloader_arguments(cls, args, kwargs)
-        # workers=stoker.RayWorkers(...): the batches are made by Ray actors
-        # (python/stoker/ray_workers.py), a loader of its own kind.
         if workers is not None and cls is Loader:
-            from .ray_workers import RayLoader
-
-            return RayLoader(*args, workers=workers, **kwargs)
+            loader_class = Loader._worker_loaders.get(type(workers))
+            if loader_class is None:
+                raise TypeError(f"workers must be a stoker.RayWorkers, not {type(workers).__name__}")
+            return loader_class(*args, workers=workers, **kwargs)
         return super().__new__(cls)
 
     def __init__(

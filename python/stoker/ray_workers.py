@@ -55,6 +55,7 @@ from types import SimpleNamespace
 from typing import Any, Mapping, Sequence
 
 from . import _stoker
+from .loader import Loader, _distributed_rank_world
 
 _log = logging.getLogger("stoker")
 
@@ -194,8 +195,6 @@ class _Worker:
         engine's batch as it is, for the trainer's receiving loader to finish."""
         import math
         import os
-
-        from .loader import Loader
 
         self._opened = (sources, fields, options, num_cpus, raw)
         self._raw = raw
@@ -369,8 +368,6 @@ class RayLoader:
                  slow_factor: float = 5.0, slow_floor_s: float = 0.05, jsonl=None, trace_spans: int = 0,
                  **options: Any) -> None:
         ray = _import_ray()
-        from .loader import _distributed_rank_world
-
         if not isinstance(workers, RayWorkers):
             raise TypeError(f"workers must be a stoker.RayWorkers, not {type(workers).__name__}")
         if output not in ("torch", "numpy"):
@@ -398,8 +395,6 @@ class RayLoader:
         if on_error == "skip" or str(device) != "cpu" or pin_memory:
             # The trainer's engine finishes every batch (the class docstring):
             # made first, so that device="cuda" without CUDA fails before any actor.
-            from .loader import Loader
-
             self._receiver = Loader(sources, dict(fields), observe=False, output=output, device=device,
                                     pin_memory=pin_memory, _batch_share=0, **device_tests, **self._open_args[2])
         self._torch = None
@@ -1114,3 +1109,7 @@ class _RayEpochIterator:
         else:
             loader._window.began += time.perf_counter() - began
         return batch
+
+
+# Loader(..., workers=RayWorkers(...)) gives a RayLoader (loader.py does not import this module).
+Loader._worker_loaders[RayWorkers] = RayLoader
