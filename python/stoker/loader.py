@@ -838,6 +838,11 @@ class Loader:
         self._pending_start = False
         self._epoch_chosen = False  # a state at its epoch's end: the next iter() begins epoch + 1
 
+    @property
+    def engine(self) -> "Engine":
+        """The engine surface other loaders build on (RayLoader): see Engine."""
+        return Engine(self)
+
     # -- observing -------------------------------------------------------------
     @property
     def observer(self) -> Observer | None:
@@ -985,6 +990,75 @@ class Loader:
         self._native.stop()
         if self._observer is not None:
             self._observer.close()
+
+
+class Engine:
+    """A Loader's engine, as other loaders build on it (``loader.engine``): RayLoader's
+    shares make batches with it (``next_raw``), and its receiving engine finishes the
+    shares' batches (``receive``). The one surface they use; nothing else of a Loader's
+    insides is reached from outside this module."""
+
+    def __init__(self, loader: Loader) -> None:
+        self._loader = loader
+
+    @property
+    def device(self) -> str:
+        return self._loader._device
+
+    @property
+    def copies(self) -> bool:
+        """Its batches are copied by the engine (a device, or pinned memory)."""
+        return self._loader._device != "cpu" or self._loader._native.options.pin_memory
+
+    @property
+    def skips(self) -> bool:
+        return self._loader._skip
+
+    def stats(self) -> dict:
+        return self._loader._native.stats()
+
+    def state(self) -> dict:
+        return json.loads(self._loader._native.state())
+
+    def restore(self, state: Mapping[str, Any]) -> None:
+        self._loader._native.restore(json.dumps(dict(state)))
+
+    def begin_epoch(self, epoch: int) -> None:
+        self._loader._native.set_epoch(epoch)
+
+    def next_raw(self):
+        """The engine's next item as it is: (index, [(name, array)], keys, urls, failed slots)."""
+        return self._loader._native.next(0)
+
+    def _stream(self) -> int:
+        return 0 if self._loader._stream is None else self._loader._stream()
+
+    def receive(self, b: int, item: tuple, ahead: bool = False):
+        """Batch b made elsewhere (a share's item), finished here: copied into this
+        engine's pool, its failed slots refilled, copied to the device; the batch dict.
+        ahead: the copy only issued; deliver() it later (see deliver)."""
+        loader = self._loader
+        _, arrays, keys, urls, failures = item
+        if ahead:
+            return loader._native.receive_ahead(b, arrays, keys, urls, failures)
+        try:
+            done = loader._native.receive(b, arrays, keys, urls, failures, self._stream())
+        finally:  # also when the budget raises: the skips that tripped it are logged
+            if loader._skip:
+                loader._log_skips()
+        return loader._to_dict(done)
+
+    def deliver(self, pending) -> dict:
+        """A batch receive(ahead=True) issued, once its copy is done: the batch dict."""
+        return self._loader._to_dict(pending.deliver(self._stream()))
+
+    def new_h2d_exposed(self) -> float:
+        """Seconds of device copies the consumer waited for since the last call."""
+        loader = self._loader
+        exposed = _stoker.stage_snapshot(loader._native).h2d_exposed_s
+        new = max(0.0, exposed - loader._h2d_exposed)
+        loader._h2d_exposed = max(exposed, loader._h2d_exposed)
+        return new
 
 
 _snapshot = _stoker.stage_snapshot

@@ -163,7 +163,7 @@ def _owed_local(next_batch: int, cycle: int, offset: int, share: int) -> int:
 
 def _engine_stats(loader) -> dict:
     """A share's engine counters since its start, for the trainer's report()."""
-    s = loader._native.stats()
+    s = loader.engine.stats()
     return {"time_s": s["time_s"], "read_busy_s": s["read"]["busy_s"], "decode_busy_s": s["decode"]["busy_s"],
             "decode_threads": s["decode_threads"], "samples": s["decode"]["items"],
             "next_wait_s": s["consumer_wait_s"], "pool_wait_s": s["pool_wait_s"]}
@@ -250,7 +250,7 @@ class _Worker:
         if self._iter is None:
             raise RuntimeError("stoker: this Ray worker's epoch did not start (see the error of its start)")
         if self._raw:
-            batch = self._loader._native.next(0)
+            batch = self._loader.engine.next_raw()
             if batch is None:
                 raise RuntimeError("stoker: a Ray worker was asked for a batch past its share of the epoch")
         else:
@@ -420,7 +420,7 @@ class RayLoader:
         # taken on this one thread while the step on batch b runs (_take_due).
         self._ahead = None  # (b, its future)
         self._receiving = None
-        if self._receiver is not None and self._receiver._device != "cpu" and on_error != "skip":
+        if self._receiver is not None and self._receiver.engine.device != "cpu" and on_error != "skip":
             self._receiving = ThreadPoolExecutor(max_workers=1, thread_name_prefix="stoker-ray-receive")
         try:
             infos = self._get([self._spawn(slot) for slot in self._remote_slots()])
@@ -685,8 +685,7 @@ class RayLoader:
         ahead, self._ahead = self._ahead, None
         if ahead is not None and ahead[0] == b:
             pending = ahead[1].result()  # its error, if it failed, is this batch's
-            receiver = self._receiver
-            batch = receiver._to_dict(pending.deliver(0 if receiver._stream is None else receiver._stream()))
+            batch = self._receiver.engine.deliver(pending)
         else:
             self._settle(ahead)
             batch = self._take(b)
@@ -845,22 +844,11 @@ class RayLoader:
         slots refilled (on_error="skip"), copied to the device. `ahead`
         (no skip): the copy issued, the consumer's wait left to deliver()."""
         began = time.perf_counter()
-        receiver = self._receiver
-        _, arrays, keys, urls, failures = item
-        if ahead:
-            pending = receiver._native.receive_ahead(b, arrays, keys, urls, failures)
+        try:
+            return self._receiver.engine.receive(b, item, ahead)
+        finally:
             if slot is not None:
                 slot.copy_s += time.perf_counter() - began
-            return pending
-        stream = 0 if receiver._stream is None else receiver._stream()
-        try:
-            done = receiver._native.receive(b, arrays, keys, urls, failures, stream)
-        finally:  # also when the budget raises: the skips that tripped it are logged
-            if receiver._skip:
-                receiver._log_skips()
-        if slot is not None:
-            slot.copy_s += time.perf_counter() - began
-        return receiver._to_dict(done)
 
     def _start_receiver(self) -> None:
         """The receiving engine begins the epoch with this iteration: at its
@@ -869,9 +857,9 @@ class RayLoader:
         if receiver is None:
             return
         if self._next == 0 and not self._stages:
-            receiver._native.set_epoch(self._epoch)
+            receiver.engine.begin_epoch(self._epoch)
         else:  # it makes no batch: its own next batch is 0
-            receiver._native.restore(json.dumps(dict(self._state_at(self._next), next_batch=0)))
+            receiver.engine.restore(dict(self._state_at(self._next), next_batch=0))
 
     def _deliver(self, batch: dict, slot: _Slot) -> dict:
         """The object store's read-only arrays copied into arrays (tensors) of our own."""
@@ -928,9 +916,8 @@ class RayLoader:
             raise RuntimeError("this loader was created with observe=False")
         report = self._observer.report()
         report["skips"] = self.skips
-        if self._receiver is not None and (self._receiver._device != "cpu"
-                                           or self._receiver._native.options.pin_memory):
-            report["h2d"] = self._receiver._native.stats()["h2d"]  # the receiving engine's copies
+        if self._receiver is not None and self._receiver.engine.copies:
+            report["h2d"] = self._receiver.engine.stats()["h2d"]  # the receiving engine's copies
         remote = self._remote_slots()
         moved = sum(s.batches for s in remote)
         nbytes, move_s, copy_s = (sum(getattr(s, a) for s in remote) for a in ("bytes", "move_s", "copy_s"))
@@ -974,8 +961,8 @@ class RayLoader:
         self._settle(self._ahead)  # kept: the iteration goes on with it
         state = self._state_at(self._next)
         receiver = self._receiver
-        if receiver is not None and receiver._skip and not self._resuming:  # the refills' position, counts
-            skip = json.loads(receiver._native.state())["skip"]
+        if receiver is not None and receiver.engine.skips and not self._resuming:  # the refills' position, counts
+            skip = receiver.engine.state()["skip"]
             if self._next == 0:  # the epoch has not begun: its refills start from the partition's start
                 skip.update(reserve_cursor=0, known_bad=[])
             state["skip"] = skip
@@ -1010,7 +997,7 @@ class RayLoader:
         self._resuming = True
         self._epoch_chosen = False
         if self._receiver is not None:  # its refills' state and counts now: the next epoch may begin from them
-            self._receiver._native.restore(json.dumps(dict(self._state_at(self._next), next_batch=0)))
+            self._receiver.engine.restore(dict(self._state_at(self._next), next_batch=0))
 
     def close(self) -> None:
         """Ends the workers' actors (their batches in flight are dropped);
@@ -1096,11 +1083,10 @@ class _RayEpochIterator:
             batch = loader._take_due(b)
             obs.delivered(t0)
             receiver = loader._receiver
-            if receiver is not None and receiver._device != "cpu":  # device copies the step waited for
-                exposed = _stoker.stage_snapshot(receiver._native).h2d_exposed_s
-                if exposed > receiver._h2d_exposed:
-                    obs.add_h2d(exposed - receiver._h2d_exposed)
-                    receiver._h2d_exposed = exposed
+            if receiver is not None and receiver.engine.device != "cpu":  # device copies the step waited for
+                exposed = receiver.engine.new_h2d_exposed()
+                if exposed > 0:
+                    obs.add_h2d(exposed)
         # The trainer's wait, for self-sizing; each share's first batch of an
         # epoch (its engine starting) is not what the workers' count changes.
         if b >= loader._cycle:
