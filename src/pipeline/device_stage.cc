@@ -5,7 +5,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "pipeline/epoch_run.h"
+#include "device/cuda_ordinal.h"
 
 namespace stoker {
 
@@ -57,14 +57,6 @@ class EnginePageLocker : public BufferPool::PageLocker {
 };
 
 }  // namespace
-
-int CudaOrdinal(const std::string& device) {
-  if (device == "cuda") return 0;
-  if (device.rfind("cuda:", 0) != 0 || device.size() == 5) return -1;
-  char* end = nullptr;
-  const long n = std::strtol(device.c_str() + 5, &end, 10);
-  return (*end == '\0' && n >= 0 && n < 1024) ? static_cast<int>(n) : -1;
-}
 
 DeviceCopy::~DeviceCopy() {
   std::shared_ptr<ReleaseFence> fence = needed_ ? stage_->engine_->Released(stream_) : nullptr;
@@ -162,14 +154,10 @@ Result<std::shared_ptr<DeviceCopy>> DeviceStage::Issue(const BufferPool::Lease& 
                                       gpu_images);
 }
 
-void DeviceStage::OnReady(BatchWork& work) {
-  if (!copies_ || !work.lease) return;
-  {
-    std::lock_guard lock(work.error_mu);
-    if (!work.failures.empty()) return;  // refilled at delivery, then copied
-  }
-  Result<std::shared_ptr<DeviceCopy>> copy = Issue(*work.lease, &work.gpu);
-  if (copy.ok()) work.copy = std::move(copy).value();  // else Deliver tries again and reports the error
+std::shared_ptr<DeviceCopy> DeviceStage::OnReady(const BufferPool::Lease& lease, GpuJobs* jobs) {
+  if (!copies_) return nullptr;
+  Result<std::shared_ptr<DeviceCopy>> copy = Issue(lease, jobs);
+  return copy.ok() ? std::move(copy).value() : nullptr;
 }
 
 Result<std::shared_ptr<Batch>> DeviceStage::Deliver(std::shared_ptr<Batch> host, std::shared_ptr<DeviceCopy> copy,

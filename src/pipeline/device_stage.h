@@ -40,11 +40,7 @@
 
 namespace stoker {
 
-struct BatchWork;
 class DeviceStage;
-
-// "cuda" → 0, "cuda:3" → 3; -1 when `device` is not a CUDA device name.
-int CudaOrdinal(const std::string& device);
 
 // One batch buffer's copy to a device buffer, and that buffer's ownership.
 class DeviceCopy {
@@ -85,8 +81,11 @@ class DeviceStage : public std::enable_shared_from_this<DeviceStage> {
   std::shared_ptr<BufferPool::PageLocker> page_locker();
   bool copies() const { return copies_; }
 
-  // A decoder thread finished `work`: issue its copy now, unless a slot failed.
-  void OnReady(BatchWork& work);
+  // A decoder thread finished a batch with no failed slot (one with failures
+  // is refilled at delivery, then copied): its copy issued now, or null when
+  // this stage copies nothing or the issue failed (Deliver tries again and
+  // reports the error).
+  std::shared_ptr<DeviceCopy> OnReady(const BufferPool::Lease& lease, GpuJobs* jobs);
   // The consumer takes `host` (work's batch, made after skip refills); its copy,
   // issued now if OnReady did not, becomes a Batch viewing device memory.
   Result<std::shared_ptr<Batch>> Deliver(std::shared_ptr<Batch> host, std::shared_ptr<DeviceCopy> copy,

@@ -16,6 +16,21 @@
 
 namespace stoker {
 
+namespace {
+
+// A ready batch's copy to the device, issued on the decoder thread that
+// finished it, unless a slot failed (those are refilled at delivery, then
+// copied: device_stage.h).
+void IssueCopy(BatchWork& work, DeviceStage& device) {
+  {
+    std::lock_guard lock(work.error_mu);
+    if (!work.failures.empty()) return;
+  }
+  work.copy = device.OnReady(*work.lease, &work.gpu);
+}
+
+}  // namespace
+
 EpochRun::EpochRun(const Dataset* data, ShardFiles* files, std::shared_ptr<BufferPool> pool,
                    std::shared_ptr<const EpochPlan> plan, uint64_t epoch, int64_t first_batch, PlanMaker next_epoch)
     : data_(data),
@@ -678,7 +693,7 @@ void EpochRun::ReadTokens(const ReadTask& task, uint32_t thread) {
 void EpochRun::Finish(const ReadTask& task, Status st) {
   if (!st.ok()) task.batch->RecordError(task.slot, std::move(st));
   if (task.batch->pending.fetch_sub(task.count) == task.count) {
-    if (data_->device) data_->device->OnReady(*task.batch);  // the copy overlaps the batch's wait for delivery
+    if (data_->device && task.batch->lease) IssueCopy(*task.batch, *data_->device);  // the copy overlaps the wait for delivery
     std::lock_guard lock(mu_);
     task.batch->done = true;
     if (rec_) {

@@ -9,8 +9,8 @@
 #include "codecs/image_format.h"
 #include "codecs/jpeg_header.h"
 #include "codecs/sample_geometry.h"
+#include "device/cuda_ordinal.h"
 #include "device/image_job_plan.h"
-#include "pipeline/device_stage.h"
 
 namespace stoker {
 

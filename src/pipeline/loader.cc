@@ -25,6 +25,7 @@
 #include "pipeline/elastic.h"
 #include "pipeline/epoch_run.h"
 #include "pipeline/image_folder.h"
+#include "pipeline/map_probe.h"
 #include "pipeline/memory_budget.h"
 #include "pipeline/mix_order.h"
 #include "pipeline/planner.h"

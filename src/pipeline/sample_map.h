@@ -67,11 +67,4 @@ class SampleMap {
   }
 };
 
-// Runs `map` on the probe sample (as MakeBatchLayout was given it) and adds
-// the arrays it asks for to `layout`, re-laid out. Errors name `where` and
-// the sample's key.
-Status ProbeSampleMap(SampleMap& map, const std::vector<FieldSpec>& fields, SampleView entry,
-                      std::span<const uint8_t> probe, const std::string& where, uint64_t sample_seed,
-                      BatchLayout* layout);
-
 }  // namespace stoker

@@ -13,6 +13,7 @@
 #include "observe/recorder.h"
 #include "pipeline/device_stage.h"
 #include "pipeline/epoch_order.h"
+#include "pipeline/map_probe.h"
 #include "pipeline/memory_budget.h"
 #include "pipeline/sample_map.h"
 #include "pipeline/shuffle_buffer.h"

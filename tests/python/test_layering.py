@@ -1,9 +1,11 @@
-"""python/stoker's modules import one another one way (issue 41): the graph of their
+"""Dependencies point one way (issue 41). python/stoker's modules: the graph of their
 relative imports, function-level ones included (a lazy import is still a dependency),
-has no cycle. Read from the source with ast, so the check needs nothing installed."""
+has no cycle (read with ast). src/pipeline and src/device: no two units (a .h and its
+.cc) include each other. Read from the sources, so the checks need nothing built."""
 from __future__ import annotations
 
 import ast
+import re
 
 from conftest import ROOT
 
@@ -53,3 +55,23 @@ def test_the_package_has_no_import_cycle():
 def test_a_cycle_is_found():
     assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert find_cycle({"a": {"b"}, "b": set()}) is None
+
+
+def include_graph(*folders: str) -> dict[str, set[str]]:
+    """unit ("src/pipeline/epoch_run", its .h and .cc together) -> the units it includes."""
+    graph: dict[str, set[str]] = {}
+    for folder in folders:
+        for path in (ROOT / folder).iterdir():
+            if path.suffix not in (".h", ".cc"):
+                continue
+            unit = str(path.relative_to(ROOT).with_suffix(""))
+            included = {"src/" + m.rsplit(".", 1)[0] for m in re.findall(r'#include "([^"]+)"', path.read_text())}
+            graph.setdefault(unit, set()).update(u for u in included if u != unit)
+    return graph
+
+
+def test_no_two_units_of_the_engine_include_each_other():
+    graph = include_graph("src/pipeline", "src/device")
+    assert "src/pipeline/sample_decoder" in graph["src/pipeline/epoch_run"]  # the graph is read
+    mutual = sorted({tuple(sorted((a, b))) for a, deps in graph.items() for b in deps if a in graph.get(b, ())})
+    assert mutual == [], mutual

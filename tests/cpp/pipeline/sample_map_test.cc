@@ -2,6 +2,7 @@
 // adds its new array to the layout (relaid, __index__ kept); SampleDecoder runs
 // it after the fields are decoded, with the sample's seed, and times it; its
 // failure is the sample's, named by shard and key.
+#include "pipeline/map_probe.h"
 #include "pipeline/sample_map.h"
 
 #include <gtest/gtest.h>

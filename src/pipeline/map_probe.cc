@@ -1,5 +1,5 @@
-// pipeline/sample_map.cc — see sample_map.h.
-#include "pipeline/sample_map.h"
+// pipeline/map_probe.cc — see map_probe.h.
+#include "pipeline/map_probe.h"
 
 #include "pipeline/sample_decoder.h"
 
