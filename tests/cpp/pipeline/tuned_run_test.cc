@@ -221,10 +221,11 @@ TEST(TunedRun, StreamSettingsMovedMidRunLeaveTheStreamIdentical) {
   script[4].v = {1, 0, 100, 100};  // past the ceilings: clamped
   const std::vector<int64_t> tuned = RunStream(shards, script, 3, &tuned_threads);
   EXPECT_EQ(tuned, fixed);
-  // The producer, at most 4 decoders, and the next shard's opening ahead.
-  EXPECT_LE(tuned_threads, 1 + 4 + 1);
+  // The producer, at most 4 decoders, and the next shard's opening ahead:
+  // one, or two for a moment while the last one's thread exits (seen under TSan).
+  EXPECT_LE(tuned_threads, 1 + 4 + 2);
   EXPECT_GE(tuned_threads, 1 + 4);  // the script did start the most decoders
-  EXPECT_LE(fixed_threads, 1 + 2 + 1);
+  EXPECT_LE(fixed_threads, 1 + 2 + 2);
 }
 
 }  // namespace
