@@ -62,7 +62,7 @@ fi
 if [[ "${1:-}" == --autotune ]]; then shift; exec "$PY" bench/autotune.py "$@"; fi
 if [[ "${1:-}" == --scale ]]; then shift; exec "$PY" bench/scale.py "$@"; fi
 if [[ "${1:-}" == --mix ]]; then shift; exec "$PY" bench/mix.py "$@"; fi
-if [[ "${1:-}" == --map ]]; then shift; exec "$PY" bench/map.py "$@"; fi
+if [[ "${1:-}" == --map ]]; then shift; exec "$PY" bench/map.py --out "bench/results/$(date -u +%Y-%m-%dT%H%MZ)-map.json" "$@"; fi
 if [[ "${1:-}" == --doctor ]]; then shift; exec "$PY" bench/doctor_grid.py "$@"; fi
 if [[ "${1:-}" == --ray ]]; then
   shift; exec "$PY" bench/ray_workers.py --out "bench/results/$(date -u +%Y-%m-%dT%H%MZ)-ray.md" "$@"
