@@ -67,7 +67,7 @@ for _ in itertools.islice(it, 8):  # the rolling median, before the machine is t
     pass
 print("ready", flush=True)
 sys.stdin.readline()  # the spinners run
-for _ in itertools.islice(it, 4):
+for _ in itertools.islice(it, 12):  # past the batch or two made before they took the cores
     pass
 print(json.dumps(loader.report()["slow_batches"]), flush=True)
 """
