@@ -833,10 +833,23 @@ class Loader:
         """Continue with exactly the batches not yet delivered, in order."""
         native = state["stoker"]
         self._native.restore(json.dumps(native))
+        if self._mixture is not None:
+            self._tell_mix_segment(native)
         self._epoch = int(native["epoch"])
         self._resuming = True
         self._pending_start = False
         self._epoch_chosen = False  # a state at its epoch's end: the next iter() begins epoch + 1
+
+    def _tell_mix_segment(self, saved: Mapping[str, Any]) -> None:
+        """A restore whose weights changed a mixture mid-epoch leaves the interrupted
+        passes' undelivered samples out of that epoch (README, Mixtures): said once, here."""
+        now = json.loads(self._native.state()).get("mix", {})
+        if "segment" in now and "segment" not in saved.get("mix", {}):
+            _log.warning("stoker: the mixture's weights changed in the middle of epoch %d (saved %s, now %s): "
+                         "the rest of it is drawn by the new weights, each source from a fresh pass, so the "
+                         "samples its interrupted passes had not delivered are left out of this epoch; restore "
+                         "a state saved at an epoch's end to keep every pass whole",
+                         int(saved["epoch"]), saved["mix"]["weights"], now.get("weights"))
 
     @property
     def engine(self) -> "Engine":

@@ -186,7 +186,7 @@ def test_resume_mid_epoch_equals_uninterrupted(sources):
     assert head + drain(resumed) == whole
 
 
-def test_weights_changed_mid_epoch_take_effect_from_the_next_batch(sources):
+def test_weights_changed_mid_epoch_take_effect_from_the_next_batch(sources, caplog):
     _, srcs = sources
     kw = dict(batch_size=10, shuffle=True, seed=11, samples_per_epoch=600)
     w1, w2 = {"a": 0.6, "b": 0.3, "c": 0.1}, {"a": 0.1, "b": 0.3, "c": 0.6}
@@ -196,7 +196,10 @@ def test_weights_changed_mid_epoch_take_effect_from_the_next_batch(sources):
         next(it)
     state = first.state_dict()
     changed = make(srcs, w2, **kw)
-    changed.load_state_dict(state)
+    with caplog.at_level("WARNING", logger="stoker"):
+        changed.load_state_dict(state)
+    said = [r.getMessage() for r in caplog.records if "changed in the middle of epoch 0" in r.getMessage()]
+    assert len(said) == 1 and "left out of this epoch" in said[0], said  # what the change leaves out
     assert len(changed) == 60 - 17
     rest = drain(changed)
     assert len(rest) == 430
@@ -229,14 +232,16 @@ def test_weights_changed_mid_epoch_take_effect_from_the_next_batch(sources):
         make(srcs, w1, **kw).load_state_dict(state2)
 
 
-def test_weights_changed_at_an_epoch_boundary_keep_every_pass_whole(sources):
+def test_weights_changed_at_an_epoch_boundary_keep_every_pass_whole(sources, caplog):
     _, srcs = sources
     kw = dict(batch_size=10, shuffle=True, seed=12, samples_per_epoch=600)
     first = make(srcs, {"a": 0.6, "b": 0.3, "c": 0.1}, **kw)
     epoch0 = drain(first)
     state = first.state_dict()
     changed = make(srcs, {"a": 0.2, "b": 0.2, "c": 0.6}, **kw)
-    changed.load_state_dict(state)
+    with caplog.at_level("WARNING", logger="stoker"):
+        changed.load_state_dict(state)
+    assert not [r for r in caplog.records if "changed in the middle" in r.getMessage()]  # nothing left out
     epoch1 = drain(changed, epoch=1)
     assert Counter(s for s, _, _ in epoch1)["c"] >= 600 * 0.6 - 3
     check_passes(epoch0 + epoch1, srcs, 10)  # no pass cut: the new weights' stream goes on
