@@ -7,6 +7,7 @@ arrays into dicts: a constant amount of Python per batch.
 from __future__ import annotations
 
 import contextlib
+import functools
 import inspect
 import json
 import logging
@@ -851,9 +852,10 @@ class Loader:
                          "a state saved at an epoch's end to keep every pass whole",
                          int(saved["epoch"]), saved["mix"]["weights"], now.get("weights"))
 
-    @property
+    @functools.cached_property
     def engine(self) -> "Engine":
-        """The engine surface other loaders build on (RayLoader): see Engine."""
+        """The engine surface other loaders build on (RayLoader): see Engine. Made once:
+        RayLoader's receiving engine reaches it for every batch."""
         return Engine(self)
 
     # -- observing -------------------------------------------------------------
