@@ -37,6 +37,8 @@ struct RecorderSnapshot {
   // over a wait, the difference is what other processes took.
   double process_cpu_s = 0, machine_busy_s = 0, machine_read_at_s = 0;
   int machine_cpus = 0, machine_allowed_cpus = 0;  // online, and this process's affinity
+  // Seconds this process's threads waited runnable for a CPU (observe/run_delay.h); < 0: unknown.
+  double run_delay_s = -1;
   std::vector<uint64_t> read_latency;  // LatencyHistogram buckets
   // Device copies (LoaderOptions::device), counted once each completed:
   // h2d_s is their time on the copy stream, h2d_exposed_s the part the

@@ -79,6 +79,8 @@ StageEvidence StageEvidence::Between(const RecorderSnapshot& before, const Recor
   e.machine_window_s = d(before.machine_read_at_s, after.machine_read_at_s);
   e.machine_cpus = after.machine_cpus;
   e.machine_allowed_cpus = after.machine_allowed_cpus;
+  e.run_delay_known = before.run_delay_s >= 0 && after.run_delay_s >= 0;
+  if (e.run_delay_known) e.run_delay_s = d(before.run_delay_s, after.run_delay_s);
   e.consumer_wait_s = d(before.consumer_wait_s, after.consumer_wait_s);
   bins(before.read_latency, after.read_latency, e.read_latency);
   e.remote_requests = du(before.remote_requests, after.remote_requests);
@@ -121,6 +123,10 @@ StageEvidence& StageEvidence::operator+=(const StageEvidence& o) {
   machine_window_s += o.machine_window_s;
   machine_cpus = std::max(machine_cpus, o.machine_cpus);
   machine_allowed_cpus = std::max(machine_allowed_cpus, o.machine_allowed_cpus);
+  if (o.run_delay_known) {  // one machine either has schedstat or not
+    run_delay_s += o.run_delay_s;
+    run_delay_known = true;
+  }
   consumer_wait_s += o.consumer_wait_s;
   for (size_t i = 0; i < read_latency.size(); ++i) read_latency[i] += o.read_latency[i];
   remote_requests += o.remote_requests;
@@ -246,10 +252,18 @@ namespace {
 // CPU, so a stage's long busy time says nothing about that stage (a pread of
 // cached pages "taking" 400 ms). /proc/stat counts in 10 ms ticks and is
 // re-read every 20 ms, so under 50 ms between two reads it is no evidence.
+// Where the kernel says how long the loader's threads queued for a CPU
+// (run_delay.h), that queueing must also explain the stages' time: a quarter
+// of a thread over the wait, and a third of the time the stages were busy.
+// On a busy machine a reader asleep in a throttle or on a slow store is not
+// runnable: its wait is the store's, though each wake-up queues a little.
 bool CpuContended(const StageEvidence& e) {
   // A job pinned to some cores while other jobs fill the rest is not
   // contended: others count only for what must have run on its own cores.
-  return e.machine_cpus > 0 && e.machine_window_s >= 0.05 && e.MachineBusy() >= 0.85 && e.OthersOnOurCpus() >= 0.3;
+  const bool busy =
+      e.machine_cpus > 0 && e.machine_window_s >= 0.05 && e.MachineBusy() >= 0.85 && e.OthersOnOurCpus() >= 0.3;
+  if (!busy || !e.run_delay_known) return busy;
+  return e.run_delay_s >= 0.25 * e.window_s && e.run_delay_s >= (e.read_busy_s + e.decode_busy_s) / 3;
 }
 
 std::string CpuContentionDetail(const StageEvidence& e) {
@@ -260,6 +274,7 @@ std::string CpuContentionDetail(const StageEvidence& e) {
          Pct(e.MachineBusy()) + " busy during the wait, other processes taking " +
          Format("%.1f cores", e.OthersCpu() * ours) + " of them and this one " +
          Format("%.1f", e.window_s > 0 ? e.process_cpu_s / e.window_s : 0.0) +
+         (e.run_delay_known ? Format(", its threads queued %.2f s for a CPU", e.run_delay_s) : "") +
          ": the loader's threads waited for a CPU (no stage of its own was slow)";
 }
 

@@ -78,6 +78,10 @@ struct StageEvidence {
   double machine_window_s = 0;           // ... over this long (its reads lag the window by up to 20 ms)
   int machine_cpus = 0;                  // 0: no machine figure (not Linux): no contention evidence
   int machine_allowed_cpus = 0;          // the CPUs this process may run on, which the busy time covers (0: all)
+  // Seconds this process's threads spent runnable, waiting for a CPU, over the
+  // window (summed over threads); unknown (no schedstat): no evidence either way.
+  double run_delay_s = 0;
+  bool run_delay_known = false;
   double consumer_wait_s = 0;            // the engine's own measure of Next()'s wait
   std::array<uint64_t, LatencyHistogram::kBuckets> read_latency{};  // reads completed in the window
   // Remote storage in the window (process-wide counters, see stoker/stats.h).

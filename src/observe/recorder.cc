@@ -3,6 +3,7 @@
 #include "io/reader.h"
 #include "observe/cpu_time.h"
 #include "observe/machine_cpu.h"
+#include "observe/run_delay.h"
 
 #include <cstdio>
 
@@ -69,6 +70,7 @@ RecorderSnapshot Recorder::Snapshot() const {
   s.machine_cpus = machine.cpus;
   s.machine_allowed_cpus = machine.allowed_cpus;
   s.machine_read_at_s = machine.read_at_s;
+  s.run_delay_s = ProcessRunDelaySeconds().value_or(-1);
   s.read_latency = read_latency.Snapshot();
   IoCounters& io = GlobalIoCounters();
   s.remote_requests = io.requests.load(std::memory_order_relaxed);
