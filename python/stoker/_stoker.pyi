@@ -232,6 +232,8 @@ class MixLaw(enum.Enum):
 
     stop_at_first = 2
 
+    counts = 3
+
 class MixOptions:
     def __init__(self) -> None: ...
 
@@ -246,6 +248,12 @@ class MixOptions:
 
     @weights.setter
     def weights(self, arg: Sequence[float], /) -> None: ...
+
+    @property
+    def choose(self) -> list[int]: ...
+
+    @choose.setter
+    def choose(self, arg: Sequence[int], /) -> None: ...
 
     @property
     def law(self) -> MixLaw: ...

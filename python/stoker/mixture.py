@@ -13,7 +13,7 @@ from typing import Any, Mapping
 from . import _stoker
 
 _LAW = {"sample": _stoker.MixLaw.sample, "proportion": _stoker.MixLaw.proportion,
-        "stop_at_first": _stoker.MixLaw.stop_at_first}
+        "stop_at_first": _stoker.MixLaw.stop_at_first, "counts": _stoker.MixLaw.counts}
 
 
 class Mixture:
@@ -21,11 +21,16 @@ class Mixture:
     them; pass it to :class:`stoker.Loader` as its sources. Made by :func:`mix`."""
 
     def __init__(self, sources: Mapping[str, Any], samples_per_epoch: int | None, law: str | None,
-                 one_source_per_batch: bool = False) -> None:
+                 one_source_per_batch: bool = False, repeat: Mapping[str, float] | None = None,
+                 choose: Mapping[str, int] | None = None) -> None:
         if not isinstance(sources, Mapping) or not sources:
             raise ValueError("stoker.mix takes a dict {name: (source, weight)} of at least one source")
         if law is not None and law not in _LAW:
             raise ValueError(f"law must be one of {sorted(_LAW)}, not {law!r}")
+        if repeat or choose:
+            if law not in (None, "counts"):
+                raise ValueError(f"repeat= and choose= set each source's draws an epoch (law 'counts'), not law {law!r}")
+            law = "counts"
         self.names: list[str] = []
         self.sources: list[str] = []
         self.weights: list[float] = []
@@ -42,8 +47,11 @@ class Mixture:
                 raise ValueError(f"source {name!r}: one source string per name (a pattern such as "
                                  f"'a-{{000..009}}.tar', a manifest, a folder), not {source!r}")
             given.append(weight is not None)
+            if law == "counts" and weight is not None:
+                raise ValueError(f"source {name!r}: under repeat=/choose= (law 'counts') give the source alone; "
+                                 "its draws an epoch are its repeat (default 1) or its choose")
             if weight is None:
-                if law not in ("proportion", None):
+                if law not in ("proportion", "counts", None):
                     raise ValueError(f"source {name!r} has no weight; weights are needed unless law='proportion'")
                 weight = 1.0
             weight = float(weight)
@@ -55,12 +63,13 @@ class Mixture:
         if law is None and any(given) and not all(given):
             raise ValueError("give every source a weight, or none (then each is drawn by its size: law='proportion')")
         self._weighted = all(given)
-        if not self._weighted and samples_per_epoch is not None:
+        if not self._weighted and samples_per_epoch is not None and law != "counts":
             raise ValueError("samples_per_epoch draws by weight: give each source a weight")
         if sum(self.weights) <= 0:
             raise ValueError("every source of the mixture has weight 0")
         if samples_per_epoch is not None and int(samples_per_epoch) < 1:
             raise ValueError(f"samples_per_epoch must be at least 1, not {samples_per_epoch}")
+        self.repeat, self.choose = self._counts(repeat or {}, choose or {}) if law == "counts" else ([], [])
         if samples_per_epoch is not None and law not in (None, "sample"):
             raise ValueError(f"samples_per_epoch is law 'sample''s epoch length; law {law!r} sets its own")
         if one_source_per_batch and (law not in (None, "sample") or samples_per_epoch is None):
@@ -69,6 +78,27 @@ class Mixture:
         self.samples_per_epoch = samples_per_epoch
         self.law = law
         self.one_source_per_batch = bool(one_source_per_batch)
+
+    def _counts(self, repeat: Mapping[str, float], choose: Mapping[str, int]) -> tuple[list[float], list[int]]:
+        """Each source's repeat (default 1) and choose (-1: none), in source order."""
+        for given, what in ((repeat, "repeat"), (choose, "choose")):
+            unknown = sorted(set(given) - set(self.names))
+            if unknown:
+                raise ValueError(f"{what}= names {unknown}, which are not sources of the mixture {self.names}")
+        both = sorted(set(repeat) & set(choose))
+        if both:
+            raise ValueError(f"sources {both} have both a repeat and a choose; give each one or the other")
+        repeats, chooses = [], []
+        for name in self.names:
+            r = float(repeat.get(name, 1.0))
+            if not math.isfinite(r) or r < 0:
+                raise ValueError(f"source {name!r} has repeat {r}; a repeat is a number >= 0 (passes an epoch)")
+            c = choose.get(name)
+            if c is not None and (isinstance(c, bool) or not isinstance(c, int) or c < 0):
+                raise ValueError(f"source {name!r} has choose {c!r}; a choose is a whole number of samples >= 0")
+            repeats.append(r)
+            chooses.append(-1 if c is None else c)
+        return repeats, chooses
 
     def options(self, partition: str, batch_size: int = 1, world_size: int = 1) -> Any:
         """The engine's MixOptions. Without a law: 'proportion' (each sample
@@ -80,6 +110,8 @@ class Mixture:
         m.names = self.names
         m.weights = self.weights
         m.law = _LAW[law]
+        if law == "counts":
+            m.weights, m.choose = self.repeat, self.choose
         m.samples_per_epoch = int(self.samples_per_epoch or 0)
         if self.one_source_per_batch:
             if law != "sample":
@@ -92,12 +124,18 @@ class Mixture:
         return m
 
     def __repr__(self) -> str:
+        if self.law == "counts":
+            parts = ", ".join(f"{n!r}: {s!r}" for n, s in zip(self.names, self.sources))
+            repeat = {n: r for n, r, c in zip(self.names, self.repeat, self.choose) if c < 0}
+            choose = {n: c for n, c in zip(self.names, self.choose) if c >= 0}
+            return f"stoker.mix({{{parts}}}, repeat={repeat}, choose={choose})"
         parts = ", ".join(f"{n!r}: ({s!r}, {w})" for n, s, w in zip(self.names, self.sources, self.weights))
         return f"stoker.mix({{{parts}}}, samples_per_epoch={self.samples_per_epoch}, law={self.law!r})"
 
 
 def mix(sources: Mapping[str, Any], *, samples_per_epoch: int | None = None, law: str | None = None,
-        one_source_per_batch: bool = False) -> Mixture:
+        one_source_per_batch: bool = False, repeat: Mapping[str, float] | None = None,
+        choose: Mapping[str, int] | None = None) -> Mixture:
     """Several sources in one loader, each drawn by its weight::
 
         stoker.Loader(stoker.mix({"laion": ("laion-{000..099}.tar", 0.7),
@@ -119,7 +157,17 @@ def mix(sources: Mapping[str, Any], *, samples_per_epoch: int | None = None, law
       default under ``partition="exact"``, for evaluation;
     * ``"stop_at_first"``: each epoch starts a fresh pass of every source and
       ends before the first would run out (webdataset's ``RandomMix`` with
-      ``longest=False``).
+      ``longest=False``);
+    * ``"counts"`` (Mosaic Streaming's ``repeat`` / ``choose``, implied by
+      ``repeat=`` or ``choose=``, each a dict by source name; give the
+      sources alone): each source draws exactly ``choose`` samples an epoch,
+      or ``repeat`` times its size (default 1, fractions allowed), and the
+      epoch is their sum; a source's passes run on across epochs as under
+      ``"sample"``, so ``choose`` below its size takes a fresh part of its
+      pass each epoch::
+
+          stoker.mix({"laion": "laion-{000..099}.tar", "coco": "coco-{00..09}.tar"},
+                     choose={"laion": 100_000}, repeat={"coco": 2})
 
     Batches are mixed: with ``shuffle=True`` a batch's share of a source is
     within a sample or two of weight x batch_size (stratified, not a binomial
@@ -133,4 +181,4 @@ def mix(sources: Mapping[str, Any], *, samples_per_epoch: int | None = None, law
     counts; ``settings["order"]`` states the law. A state restored with
     other weights draws by them from the next batch (README, "Mixtures").
     A skipped sample (``on_error="skip"``) is refilled from its own source."""
-    return Mixture(sources, samples_per_epoch, law, one_source_per_batch)
+    return Mixture(sources, samples_per_epoch, law, one_source_per_batch, repeat, choose)

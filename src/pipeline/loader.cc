@@ -607,6 +607,7 @@ class LoaderImpl : public Loader {
     // An epoch before a change of weights at its end reports the weights it ran with.
     const MixOptions& mix = prior_mix_ && epoch_ < data_.options.mix.base_epoch ? *prior_mix_ : data_.options.mix;
     nlohmann::json j = {{"law", MixLawName(mix.law)}, {"names", mix.names}, {"weights", mix.weights}};
+    if (mix.law == MixLaw::kCounts) j["choose"] = mix.choose;
     j["base_epoch"] = mix.base_epoch;
     j["base_draws"] = mix.base_draws;
     if (!segment_.is_null()) j["segment"] = segment_;
@@ -660,6 +661,15 @@ class LoaderImpl : public Loader {
     }
     if (!m.contains("weights") || !m["weights"].is_array() || m["weights"].size() != mix.names.size()) {
       return InvalidArgument("loader state's mixture has no weight for each source");
+    }
+    // Law counts carries no base to change them from: each epoch is one period of its counts.
+    if (mix.law == MixLaw::kCounts && (m["weights"] != nlohmann::json(mix.weights) ||
+                                       m.value("choose", nlohmann::json::array()) != nlohmann::json(mix.choose))) {
+      return InvalidArgument("loader state was saved with repeat " + m["weights"].dump() + " and choose " +
+                             m.value("choose", nlohmann::json::array()).dump() + ", this loader has repeat " +
+                             nlohmann::json(mix.weights).dump() + " and choose " + nlohmann::json(mix.choose).dump() +
+                             ": under law counts restore with the saved ones (new weights carry on from a state "
+                             "only under law sample)");
     }
     return Status::Ok();
   }

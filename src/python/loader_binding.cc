@@ -284,11 +284,13 @@ void RegisterLoader(nb::module_& m) {
   nb::enum_<MixLaw>(m, "MixLaw")
       .value("sample", MixLaw::kSample)
       .value("proportion", MixLaw::kProportion)
-      .value("stop_at_first", MixLaw::kStopAtFirst);
+      .value("stop_at_first", MixLaw::kStopAtFirst)
+      .value("counts", MixLaw::kCounts);
   nb::class_<MixOptions>(m, "MixOptions")
       .def(nb::init<>())
       .def_rw("names", &MixOptions::names)
       .def_rw("weights", &MixOptions::weights)
+      .def_rw("choose", &MixOptions::choose)
       .def_rw("law", &MixOptions::law)
       .def_rw("samples_per_epoch", &MixOptions::samples_per_epoch)
       .def_rw("one_source_per_batch", &MixOptions::one_source_per_batch)

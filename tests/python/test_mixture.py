@@ -280,6 +280,70 @@ def test_stop_at_first(sources):
     check_bytes(got, srcs)
 
 
+def counts_loader(srcs, choose, repeat, **kw):
+    spec = {name: srcs[name][0] for name in ("a", "b", "c")}
+    return stoker.Loader(stoker.mix(spec, choose=choose, repeat=repeat), FIELDS, output="numpy", observe=False,
+                         **kw)
+
+
+def test_repeat_and_choose_give_each_source_its_exact_count_an_epoch(sources):
+    """Mosaic Streaming's law: a choose of 50 of a's 120, b twice (140), c
+    once (30) is exactly that of each source every epoch, its passes running
+    on across epochs, every sample's bytes webdataset's."""
+    _, srcs = sources
+    loader = counts_loader(srcs, {"a": 50}, {"b": 2}, batch_size=20, shuffle=True, seed=13)
+    order = loader.settings["order"]
+    assert "law counts, 220 samples an epoch" in order, order
+    assert "a choose 50 of 120 samples" in order and "b repeat 2 = 140 of 70 samples" in order, order
+    assert "c repeat 1 = 30 of 30 samples" in order, order
+    got = []
+    for epoch in range(3):
+        rows_of_epoch = drain(loader, epoch)
+        assert Counter(s for s, _, _ in rows_of_epoch) == {"a": 50, "b": 140, "c": 30}, epoch
+        got.extend(rows_of_epoch)
+    check_bytes(got, srcs)
+    check_passes(got, srcs, 20)  # a: 150 draws over 3 epochs = one pass and 30 of the next, none twice
+    assert loader.state_dict()["stoker"]["mix"]["law"] == "counts"
+
+
+def test_repeat_and_choose_resume_mid_epoch_and_refuse_other_counts(sources):
+    _, srcs = sources
+    kw = dict(batch_size=10, shuffle=True, seed=17)
+    whole = drain(counts_loader(srcs, {"a": 45}, {"c": 0.5}, **kw), 1)
+    first = counts_loader(srcs, {"a": 45}, {"c": 0.5}, **kw)
+    first.set_epoch(1)
+    it = iter(first)
+    head = []
+    for _ in range(7):
+        head.extend(rows(next(it)))
+    state = first.state_dict()
+    assert state["stoker"]["mix"]["choose"] == [45, -1, -1]
+    resumed = counts_loader(srcs, {"a": 45}, {"c": 0.5}, **kw)
+    resumed.load_state_dict(state)
+    assert head + drain(resumed) == whole
+    other = counts_loader(srcs, {"a": 40, "c": 20}, {}, **kw)  # the same 130 an epoch, drawn otherwise
+    with pytest.raises(Exception, match=r"saved with repeat .* and choose \[45,-1,-1\].*restore with the saved ones"):
+        other.load_state_dict(state)
+
+
+def test_repeat_and_choose_arguments(sources):
+    _, srcs = sources
+    with pytest.raises(ValueError, match="give the source alone"):
+        stoker.mix({"a": (srcs["a"][0], 0.5)}, repeat={"a": 2})
+    with pytest.raises(ValueError, match="both a repeat and a choose"):
+        stoker.mix({"a": srcs["a"][0]}, repeat={"a": 2}, choose={"a": 3})
+    with pytest.raises(ValueError, match=r"names \['z'\], which are not sources"):
+        stoker.mix({"a": srcs["a"][0]}, choose={"z": 3})
+    with pytest.raises(ValueError, match="a choose is a whole number"):
+        stoker.mix({"a": srcs["a"][0]}, choose={"a": 2.5})
+    with pytest.raises(ValueError, match="not law 'sample'"):
+        stoker.mix({"a": srcs["a"][0]}, choose={"a": 3}, law="sample")
+    with pytest.raises(ValueError, match="sets its own"):
+        stoker.mix({"a": srcs["a"][0]}, choose={"a": 3}, samples_per_epoch=10)
+    with pytest.raises(Exception, match="holds no samples"):
+        stoker.Loader(stoker.mix({"a": srcs["a"][0]}, choose={"a": 0}), FIELDS, batch_size=4, observe=False)
+
+
 def test_missing_source_is_named(sources, tmp_path):
     _, srcs = sources
     root = tmp_path / "www"
