@@ -122,6 +122,11 @@ struct MixOptions {
   std::vector<int64_t> choose;
   MixLaw law = MixLaw::kSample;
   int64_t samples_per_epoch = 0;   // kSample: the epoch's length; 0: the sources' total
+  // Per source (each empty: none): fields it reads from members of other
+  // names, (field, its member field), so sources that name a member
+  // differently fill one schema; and its key rule (empty: the loader's).
+  std::vector<std::vector<std::pair<std::string, std::string>>> members;
+  std::vector<std::string> key_rules;  // "webdataset" | "underscore"; "": the loader's
   // kSample: each batch-size run of the epoch's positions from one source
   // (pipeline/mix_order.h); false: sources mixed within batches.
   bool one_source_per_batch = false;

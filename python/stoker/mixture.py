@@ -16,6 +16,40 @@ _LAW = {"sample": _stoker.MixLaw.sample, "proportion": _stoker.MixLaw.proportion
         "stop_at_first": _stoker.MixLaw.stop_at_first, "counts": _stoker.MixLaw.counts}
 
 
+_KEY_RULES = ("webdataset", "underscore")
+
+
+class Source:
+    """One source of a :func:`mix`, with what is its own: its weight, the
+    member names it gives the loader's fields, and its key rule::
+
+        stoker.mix({"laion": stoker.Source("laion-{000..099}.tar", 0.7),
+                    "coco": stoker.Source("coco-{00..09}.tar", 0.3, members={"jpg": "jpeg", "cls": "label.cls"})})
+
+    ``members`` maps a field of the loader (a key of its ``fields``) to the
+    member field that holds it in this source, so sources that name their
+    members differently fill one schema (a field it does not name is read
+    from the member of its own name). ``key_rule`` is this source's
+    (``"webdataset"`` or ``"underscore"``; default: the loader's)."""
+
+    def __init__(self, source: str | os.PathLike, weight: float | None = None, *,
+                 members: Mapping[str, str] | None = None, key_rule: str | None = None) -> None:
+        if not isinstance(source, (str, os.PathLike)):
+            raise ValueError(f"stoker.Source takes one source string (a pattern such as 'a-{{000..009}}.tar', a "
+                             f"manifest, a folder), not {source!r}")
+        members = dict(members or {})
+        for field, member in members.items():
+            if not isinstance(field, str) or not isinstance(member, str) or not field or not member:
+                raise ValueError(f"stoker.Source members maps a field name to a member name, not {field!r}: {member!r}")
+        if key_rule is not None and key_rule not in _KEY_RULES:
+            raise ValueError(f"key_rule must be one of {list(_KEY_RULES)}, not {key_rule!r}")
+        self.source, self.weight, self.members, self.key_rule = os.fspath(source), weight, members, key_rule
+
+    def __repr__(self) -> str:
+        extra = "".join(f", {k}={v!r}" for k, v in (("members", self.members), ("key_rule", self.key_rule)) if v)
+        return f"stoker.Source({self.source!r}, {self.weight!r}{extra})"
+
+
 class Mixture:
     """Sources by name, each with a weight, and the law that makes an epoch of
     them; pass it to :class:`stoker.Loader` as its sources. Made by :func:`mix`."""
@@ -34,15 +68,20 @@ class Mixture:
         self.names: list[str] = []
         self.sources: list[str] = []
         self.weights: list[float] = []
+        self.members: list[list[tuple[str, str]]] = []
+        self.key_rules: list[str | None] = []
         given = []  # which sources were given a weight
         for name, entry in sources.items():
-            if isinstance(entry, (str, os.PathLike)):
+            members, key_rule = {}, None
+            if isinstance(entry, Source):
+                source, weight, members, key_rule = entry.source, entry.weight, entry.members, entry.key_rule
+            elif isinstance(entry, (str, os.PathLike)):
                 source, weight = entry, None
             elif isinstance(entry, tuple) and len(entry) == 2:
                 source, weight = entry
             else:
-                raise ValueError(f"source {name!r}: give (source, weight) or, with law='proportion', the source "
-                                 f"alone, not {entry!r}")
+                raise ValueError(f"source {name!r}: give (source, weight), a stoker.Source or, with law='proportion', "
+                                 f"the source alone, not {entry!r}")
             if not isinstance(source, (str, os.PathLike)):
                 raise ValueError(f"source {name!r}: one source string per name (a pattern such as "
                                  f"'a-{{000..009}}.tar', a manifest, a folder), not {source!r}")
@@ -60,6 +99,8 @@ class Mixture:
             self.names.append(str(name))
             self.sources.append(os.fspath(source))
             self.weights.append(weight)
+            self.members.append(sorted(members.items()))
+            self.key_rules.append(key_rule)
         if law is None and any(given) and not all(given):
             raise ValueError("give every source a weight, or none (then each is drawn by its size: law='proportion')")
         self._weighted = all(given)
@@ -113,6 +154,10 @@ class Mixture:
         if law == "counts":
             m.weights, m.choose = self.repeat, self.choose
         m.samples_per_epoch = int(self.samples_per_epoch or 0)
+        if any(self.members):
+            m.members = self.members
+        if any(self.key_rules):
+            m.key_rules = [r or "" for r in self.key_rules]  # "": the loader's
         if self.one_source_per_batch:
             if law != "sample":
                 raise ValueError("one_source_per_batch needs law 'sample'")

@@ -961,13 +961,29 @@ Result<std::unique_ptr<Loader>> Loader::Create(LoaderOptions options) {
   data.index_from = tables.from;
   data.remote_scanned = tables.remote_scanned;
   data.row_group_bytes = tables.row_group_bytes;
-  const KeyRule rule = options.key_rule;
+  // Each shard's key rule and field aliases: its source's (a mixture's), else the loader's.
+  std::vector<uint32_t> source_of_shard;
+  for (uint32_t s = 0; s < options.mix.shards.size(); ++s) {
+    source_of_shard.insert(source_of_shard.end(), options.mix.shards[s], s);
+  }
+  std::vector<std::pair<KeyRule, std::shared_ptr<const FieldAliases>>> by_source(
+      std::max<size_t>(1, options.mix.shards.size()));
+  for (size_t s = 0; s < by_source.size(); ++s) {
+    STOKER_ASSIGN_OR_RETURN(KeyRule rule, SourceKeyRule(options, s));
+    by_source[s] = {rule, SourceAliases(options, s)};
+  }
   // Tables that cannot be loaded again by path (an image folder's, Parquet
   // footers) are all held from the start: a bound would drop them as they
   // are put.
   data.indexes = std::make_shared<ShardIndexCache>(
       std::move(tables.summaries),
-      [rule, io](const ShardSummary& shard) { return LoadOrBuildShardIndex(shard.path, rule, io, shard.bytes); },
+      [source_of_shard = std::move(source_of_shard), by_source = std::move(by_source), io](
+          uint32_t shard, const ShardSummary& summary) -> Result<ShardIndex> {
+        const auto& [rule, aliases] = by_source[shard < source_of_shard.size() ? source_of_shard[shard] : 0];
+        STOKER_ASSIGN_OR_RETURN(ShardIndex index, LoadOrBuildShardIndex(summary.path, rule, io, summary.bytes));
+        index.samples.SetAliases(aliases);
+        return index;
+      },
       tables.all_held ? 0 : index_bytes);
   for (auto& [shard, index] : tables.held) data.indexes->Put(shard, std::move(index));
   const std::vector<ShardSummary>& summaries = data.indexes->summaries();

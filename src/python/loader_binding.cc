@@ -291,6 +291,8 @@ void RegisterLoader(nb::module_& m) {
       .def_rw("names", &MixOptions::names)
       .def_rw("weights", &MixOptions::weights)
       .def_rw("choose", &MixOptions::choose)
+      .def_rw("members", &MixOptions::members)
+      .def_rw("key_rules", &MixOptions::key_rules)
       .def_rw("law", &MixOptions::law)
       .def_rw("samples_per_epoch", &MixOptions::samples_per_epoch)
       .def_rw("one_source_per_batch", &MixOptions::one_source_per_batch)

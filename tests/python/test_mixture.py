@@ -169,6 +169,85 @@ def test_parquet_mixture_against_pyarrow(tmp_path):
     assert abs(counts["p1"] - 240) <= 4 * math.sqrt(400 * 0.24)
 
 
+def write_underscore_source(directory: Path, shards: int, per_shard: int, seed: int) -> dict:
+    """Tar shards whose samples are '{key}.cls' and '{key}_blob.bin' (one
+    sample under the underscore key rule, two under webdataset's), written
+    with tarfile; returns key -> the blob's bytes as tarfile reads them back."""
+    import tarfile
+
+    rng = np.random.default_rng(seed)
+    directory.mkdir(parents=True, exist_ok=True)
+    for s in range(shards):
+        with tarfile.open(directory / f"u-{s}.tar", "w") as tar:
+            for i in range(per_shard):
+                key = f"u{s}_{i:04d}"
+                blob = rng.integers(0, 256, int(rng.integers(8, 64)), np.uint8).tobytes()
+                for name, data in ((f"{key}.cls", str(i % 7).encode()), (f"{key}_blob.bin", blob)):
+                    info = tarfile.TarInfo(name)
+                    info.size = len(data)
+                    tar.addfile(info, io.BytesIO(data))
+    ref = {}
+    for s in range(shards):
+        with tarfile.open(directory / f"u-{s}.tar") as tar:
+            for member in tar.getmembers():
+                if member.name.endswith("_blob.bin"):
+                    ref[member.name[: -len("_blob.bin")]] = tar.extractfile(member).read()
+    return ref
+
+
+def test_each_source_its_own_member_names_and_key_rule(sources, tmp_path):
+    """One schema from sources that name it differently: 'bin' is member
+    'bin' of a, and member 'blob.bin' of a source grouped by the underscore
+    key rule; each sample's bytes are its own reader's (webdataset, tarfile)."""
+    _, srcs = sources
+    under = write_underscore_source(tmp_path / "u", shards=2, per_shard=25, seed=8)
+    # u first: the layout is taught by its first sample, through its own names.
+    mixture = stoker.mix({"u": stoker.Source(str(tmp_path / "u" / "u-{0..1}.tar"), 0.5, members={"bin": "blob.bin"},
+                                             key_rule="underscore"),
+                          "a": (srcs["a"][0], 0.5)}, law="proportion")
+    loader = stoker.Loader(mixture, FIELDS, batch_size=10, shuffle=True, seed=2, output="numpy", observe=False)
+    got = drain(loader)
+    assert Counter(s for s, _, _ in got) == {"a": 120, "u": 50}
+    ref = {"a": srcs["a"][1], "u": under}
+    for source, key, data in got:
+        assert data == ref[source][key], (source, key)
+    assert sorted(k for s, k, _ in got if s == "u") == sorted(under)
+    # The same source under webdataset's rule is two samples a key, and a '{key}_blob' has no 'blob.bin'.
+    wrong = stoker.mix({"a": (srcs["a"][0], 0.5),
+                        "u": stoker.Source(str(tmp_path / "u" / "u-{0..1}.tar"), 0.5, members={"bin": "blob.bin"})})
+    with pytest.raises(Exception, match=r"has no member for field 'bin' \(member 'blob.bin' in its source\)"):
+        drain(stoker.Loader(wrong, FIELDS, batch_size=10, shuffle=True, seed=2, output="numpy", observe=False))
+    with pytest.raises(Exception, match="source 'u' reads field 'jpg' from member 'blob.bin', but the loader has no "
+                                        "field 'jpg'"):
+        stoker.Loader(stoker.mix({"u": stoker.Source(str(tmp_path / "u" / "u-0.tar"), 1, members={"jpg": "blob.bin"})}),
+                      FIELDS, batch_size=10, observe=False)
+    with pytest.raises(ValueError, match="key_rule must be one of"):
+        stoker.Source("x.tar", 1, key_rule="dots")
+
+
+def test_parquet_sources_with_their_own_column_names(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    p1 = write_parquet_source(tmp_path / "p1", files=1, rows=40, seed=4)
+    (tmp_path / "p2").mkdir()
+    t = pq.read_table(tmp_path / "p1" / "part-0.parquet")
+    renamed = pa.table({"id": [f"r{k}" for k in t.column("key").to_pylist()], "payload": t.column("bin")})
+    pq.write_table(renamed, tmp_path / "p2" / "part-0.parquet", row_group_size=8)
+    p2 = dict(zip(renamed.column("id").to_pylist(), pq.read_table(tmp_path / "p2" / "part-0.parquet")
+                  .column("payload").to_pylist()))
+    mixture = stoker.mix({"p1": str(tmp_path / "p1" / "*.parquet"),
+                          "p2": stoker.Source(str(tmp_path / "p2" / "*.parquet"), members={"bin": "payload",
+                                                                                          "key": "id"})})
+    loader = stoker.Loader(mixture, {"bin": stoker.raw(64)}, batch_size=8, shuffle=True, seed=1,
+                           key_column="key", output="numpy", observe=False)
+    got = drain(loader)
+    assert Counter(s for s, _, _ in got) == {"p1": 40, "p2": 40}
+    ref = {"p1": p1, "p2": p2}
+    for source, key, data in got:
+        assert data == ref[source][key], (source, key)
+
+
 def test_resume_mid_epoch_equals_uninterrupted(sources):
     _, srcs = sources
     kw = dict(batch_size=10, shuffle=True, seed=11, samples_per_epoch=600)
