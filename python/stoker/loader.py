@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import inspect
 import json
 import logging
 import os
@@ -87,6 +88,23 @@ def _refuse_dataloader_arguments(cls, args: tuple, kwargs: dict) -> None:
     if len(args) > 2 and isinstance(args[2], int) and not isinstance(args[2], bool):
         raise TypeError(f"{name}(sources, fields, batch_size=...): batch_size is a keyword, as every option "
                         f"after the fields is (got {args[2]!r} as a third positional argument)")
+
+
+class _InitSignature:
+    """A class's signature as its __init__ gives it (less self), for a class whose
+    __new__ takes (*args, **kwargs) and would otherwise be what inspect shows."""
+
+    def __get__(self, obj: Any, cls: type) -> inspect.Signature | None:
+        if obj is not None:
+            return None  # an instance: inspect goes on as it would
+        sig = inspect.signature(cls.__init__)
+        return sig.replace(parameters=list(sig.parameters.values())[1:])
+
+
+def register_workers(kind: type, loader_class: type) -> None:
+    """``stoker.Loader(..., workers=<a kind instance>)`` makes a ``loader_class`` instead
+    (ray_workers.py registers RayLoader for stoker.RayWorkers as it is imported)."""
+    Loader._worker_loaders[kind] = loader_class
 
 
 class Loader:
@@ -253,9 +271,12 @@ class Loader:
     _map_outputs: list = []
 
     # workers=...: the loader class that makes batches elsewhere, registered by
-    # its module (ray_workers.py: RayLoader for stoker.RayWorkers), so this
-    # module does not import it and the dependency points one way.
+    # its module (register_workers; ray_workers.py: RayLoader for stoker.RayWorkers),
+    # so this module does not import it and the dependency points one way.
     _worker_loaders: dict[type, type] = {}
+
+    # inspect.signature(stoker.Loader), help() and editors: __init__'s keywords, not __new__'s (*args, **kwargs).
+    __signature__ = _InitSignature()
 
     def __new__(cls, *args, workers: Any = None, **kwargs):
         _refuse_dataloader_arguments(cls, args, kwargs)

@@ -281,8 +281,36 @@ class DeviceOptions:
         self.gpu_standin_watchdog_ms = _gpu_standin_watchdog_ms
 
     def fill(self, opt: "_stoker.LoaderOptions", fields: Mapping[str, Any]) -> None:
-        """Raises where the device cannot take these fields (or has no CUDA)."""
-        self.device = _device_options(opt, self.device, self.pin_memory, self.output, self.late_copy_ms)
+        """Sets the device keywords on the native options. device="cuda" needs the CUDA
+        runtime (raises, naming where it looked, where there is none), and fields that
+        are arrays; pin_memory where there is none warns and has no effect, as torch's."""
+        device, pin_memory = str(self.device), self.pin_memory
+        if device.startswith("cuda"):
+            if self.output != "torch":
+                raise ValueError("device='cuda' delivers torch tensors: use output='torch'")
+            try:  # the clear error, before any shard is opened
+                _stoker.cuda_runtime(_cuda_lib_dirs())
+            except _stoker.StokerError as e:
+                err = _stoker.StokerError(f"device={device!r} needs CUDA: {e}")
+                err.code = getattr(e, "code", "FailedPrecondition")
+                raise err from None
+            if device == "cuda":
+                import torch
+
+                device = f"cuda:{torch.cuda.current_device()}"
+        elif device not in ("cpu", "cpu-late"):
+            raise ValueError(f"device must be 'cpu', 'cuda' or 'cuda:N', not {device!r}")
+        elif pin_memory:
+            try:
+                _stoker.cuda_runtime(_cuda_lib_dirs())
+            except _stoker.StokerError as e:
+                import warnings
+
+                warnings.warn(f"pin_memory=True has no effect here: {e}", stacklevel=3)  # the loader's caller
+        self.device = device
+        opt.device = device
+        opt.pin_memory = bool(pin_memory)
+        opt.late_copy_ms = int(self.late_copy_ms)
         opt.gpu_standin_delay_us = int(self.gpu_standin_delay_us)
         opt.gpu_standin_stall_after = int(self.gpu_standin_stall_after)
         opt.gpu_standin_watchdog_ms = int(self.gpu_standin_watchdog_ms)
@@ -309,40 +337,6 @@ def _cuda_lib_dirs() -> list[str]:
         for root in (spec.submodule_search_locations or []) if spec else []:
             dirs.append(os.path.join(root, sub))
     return dirs
-
-
-def _device_options(opt, device: str, pin_memory: bool, output: str, late_copy_ms: int) -> str:
-    """Sets the device keywords on the native options; returns the device
-    ("cuda" resolved to torch's current device). device="cuda" needs the CUDA
-    runtime (raises, naming where it looked, where there is none);
-    pin_memory where there is none warns and has no effect, as torch's."""
-    device = str(device)
-    if device.startswith("cuda"):
-        if output != "torch":
-            raise ValueError("device='cuda' delivers torch tensors: use output='torch'")
-        try:  # the clear error, before any shard is opened
-            _stoker.cuda_runtime(_cuda_lib_dirs())
-        except _stoker.StokerError as e:
-            err = _stoker.StokerError(f"device={device!r} needs CUDA: {e}")
-            err.code = getattr(e, "code", "FailedPrecondition")
-            raise err from None
-        if device == "cuda":
-            import torch
-
-            device = f"cuda:{torch.cuda.current_device()}"
-    elif device not in ("cpu", "cpu-late"):
-        raise ValueError(f"device must be 'cpu', 'cuda' or 'cuda:N', not {device!r}")
-    elif pin_memory:
-        try:
-            _stoker.cuda_runtime(_cuda_lib_dirs())
-        except _stoker.StokerError as e:
-            import warnings
-
-            warnings.warn(f"pin_memory=True has no effect here: {e}", stacklevel=3)
-    opt.device = device
-    opt.pin_memory = bool(pin_memory)
-    opt.late_copy_ms = int(late_copy_ms)
-    return device
 
 
 # -- tuning ---------------------------------------------------------------------------------

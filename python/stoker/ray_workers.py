@@ -56,7 +56,7 @@ from typing import Any, Mapping, Sequence
 
 from . import _stoker
 from .epochs import NEXT, RESUME, EpochCursor
-from .loader import Loader
+from .loader import Loader, register_workers
 from .options import _distributed_rank_world
 
 _log = logging.getLogger("stoker")
@@ -1090,4 +1090,4 @@ class _RayEpochIterator:
 
 
 # Loader(..., workers=RayWorkers(...)) gives a RayLoader (loader.py does not import this module).
-Loader._worker_loaders[RayWorkers] = RayLoader
+register_workers(RayWorkers, RayLoader)

@@ -18,7 +18,7 @@ from typing import Any, Iterator, Mapping, Sequence
 from . import _stoker
 from .epochs import START, EpochCursor
 from .loader import Loader, _EpochIterator, _log, storage_options
-from .options import _device_options, _distributed_rank_world
+from .options import DeviceOptions, ObserveOptions, TuningOptions, _distributed_rank_world
 
 MegatronDataset = _stoker.MegatronDataset
 
@@ -199,16 +199,19 @@ class TokenLoader(Loader):
         opt.world_size = world_size
         opt.partition = _stoker.PartitionPolicy.exact if partition == "exact" else _stoker.PartitionPolicy.drop
         opt.drop_last = partition != "exact"
-        opt.io_depth = -1 if io_depth is None else io_depth  # auto: one per core (at most 4) local, 16 for a URL
         opt.storage = storage_options(s3_endpoint=s3_endpoint, profile=profile, region=region,
                                       retry_deadline_s=retry_deadline_s, http_headers=http_headers)
-        opt.prefetch_batches = -1 if prefetch is None else int(prefetch)  # auto: 8, then tuned
-        opt.autotune = bool(autotune)
-        opt.timeout_ms = 0 if timeout is None else max(1, int(timeout * 1000))
         opt.include_keys = False
-        opt.record_stats = record_stats
-        opt.trace_spans = int(trace_spans)
-        device = _device_options(opt, device, pin_memory, output, _late_copy_ms)
+        # The parts a Loader's keywords fill too (options.py). io_depth auto: one per core (at most
+        # 4) local, 16 for a URL; prefetch auto: 8, then tuned.
+        TuningOptions(io_depth=io_depth, prefetch=prefetch, autotune=autotune, timeout=timeout).fill(opt)
+        observing = ObserveOptions(observe=observe, record_stats=record_stats, log_every=log_every, window=window,
+                                   slow_factor=slow_factor, slow_floor_s=slow_floor_s, jsonl=jsonl,
+                                   trace_spans=trace_spans)
+        observing.fill(opt)
+        delivery = DeviceOptions(device=device, pin_memory=pin_memory, output=output, _late_copy_ms=_late_copy_ms)
+        delivery.fill(opt, {})
+        device = delivery.device
 
         self._native = _stoker.NativeLoader.create(opt)
         self._npz_fields = set()
@@ -229,8 +232,7 @@ class TokenLoader(Loader):
         self._attach(output, observe, device=device, source="stoker.TokenLoader",
                      config={"batch_size": batch_size, **self._start_settings(),
                              "seq_len": seq_len, "batches": self._epoch_batches, "epochs": epochs},
-                     window=window, log_every=log_every, slow_factor=slow_factor, slow_floor_s=slow_floor_s,
-                     jsonl=jsonl, trace_spans=trace_spans)
+                     **observing.observer_args)
 
     # -- the run, its epochs and what it is over ---------------------------------
     def _run_setup(self, topt, storage, epochs: int, global_batch: int, micro: int, exact: bool,
