@@ -361,7 +361,8 @@ class Loader:
         if workers is not None:  # only a subclass gets here (__new__ hands stoker.Loader's to RayLoader)
             raise TypeError(f"workers= is for stoker.Loader itself, not {type(self).__name__}")
         # Each part of the loader takes its keywords and checks them (options.py); they are
-        # made, then fill the native options, in the order the checks have always run.
+        # made, then fill the native options, in the order the checks have always run (so a
+        # call with several bad keywords is told of the same one first).
         delivery = DeviceOptions(device=device, pin_memory=pin_memory, output=output, _late_copy_ms=_late_copy_ms,
                                  _gpu_standin_delay_us=_gpu_standin_delay_us,
                                  _gpu_standin_stall_after=_gpu_standin_stall_after,
@@ -383,11 +384,11 @@ class Loader:
                                    slow_factor=slow_factor, slow_floor_s=slow_floor_s, jsonl=jsonl,
                                    trace_spans=trace_spans)
         opt = _stoker.LoaderOptions()
+        ordering.fill(opt)  # rank, world_size and drop_last resolved
         opt.storage = storage_options(s3_endpoint=s3_endpoint, profile=profile, region=region,
                                       retry_deadline_s=retry_deadline_s, cache_dir=cache_dir, cache_bytes=cache_bytes,
                                       http_headers=http_headers)
         source.fill(opt, ordering)
-        ordering.fill(opt)
         tuning.fill(opt)
         observing.fill(opt)
         delivery.fill(opt, fields)

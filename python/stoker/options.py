@@ -132,7 +132,8 @@ class OrderOptions:
     ``rank``/``world_size``: torch.distributed's, else torchrun's environment, when left
     out). ``drop_last`` left out: True under DDP and for a stream, never with
     ``partition="exact"``. ``_batch_*``: which of the rank's batches this engine makes
-    (one share of stoker.RayWorkers)."""
+    (one share of stoker.RayWorkers). ``rank``, ``world_size`` and ``drop_last`` are
+    resolved by ``fill``, after the other parts' keywords were checked."""
 
     def __init__(self, *, batch_size: int, shuffle: bool = False, seed: int = 0, shuffle_buffer: int = 0,
                  shuffle_block: int | None = None, shuffle_window: int | None = None,
@@ -142,19 +143,6 @@ class OrderOptions:
                  _batch_share: int = 1) -> None:
         if partition not in _PARTITION:
             raise ValueError(f"partition must be one of {sorted(_PARTITION)}, not {partition!r}")
-        if drop_last and partition == "exact":
-            raise ValueError("partition='exact' delivers every sample, so drop_last must be False (or left out)")
-        if rank is None or world_size is None:
-            env_rank, env_world = _distributed_rank_world()
-            rank = env_rank if rank is None else rank
-            world_size = env_world if world_size is None else world_size
-        if drop_last is None:
-            # One process keeps its short last batch, as torch's DataLoader
-            # (drop_last=False). Ranks keep equal batch counts with full
-            # batches; what that leaves out is said at the first epoch.
-            # exact drops nothing, its last batches included.
-            # A stream delivers samples_per_epoch // (world * batch) full batches.
-            drop_last = partition != "exact" and (int(world_size) > 1 or bool(stream))
         self.batch_size = batch_size
         self.shuffle = shuffle
         self.seed = seed
@@ -173,6 +161,19 @@ class OrderOptions:
         self.batch_share = _batch_share
 
     def fill(self, opt: "_stoker.LoaderOptions") -> None:
+        if self.drop_last and self.partition == "exact":
+            raise ValueError("partition='exact' delivers every sample, so drop_last must be False (or left out)")
+        if self.rank is None or self.world_size is None:
+            env_rank, env_world = _distributed_rank_world()
+            self.rank = env_rank if self.rank is None else self.rank
+            self.world_size = env_world if self.world_size is None else self.world_size
+        if self.drop_last is None:
+            # One process keeps its short last batch, as torch's DataLoader
+            # (drop_last=False). Ranks keep equal batch counts with full
+            # batches; what that leaves out is said at the first epoch.
+            # exact drops nothing, its last batches included.
+            # A stream delivers samples_per_epoch // (world * batch) full batches.
+            self.drop_last = self.partition != "exact" and (int(self.world_size) > 1 or bool(self.stream))
         opt.batch_size = self.batch_size
         opt.shuffle = self.shuffle
         opt.seed = self.seed

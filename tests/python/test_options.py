@@ -167,3 +167,27 @@ def test_each_keyword_reaches_its_native_field(native_options):
 def test_each_part_refuses_its_bad_keywords_before_the_engine_is_made(native_options, kw, error, match):
     with pytest.raises(error, match=match):
         native_options(**kw)
+
+
+# The order Loader.__init__ has always checked its keywords in: of several bad ones,
+# the first of these is the one a call is told of.
+CHECKED = [
+    (dict(output="jax"), "output must"),
+    (dict(partition="even"), "partition must"),
+    (dict(on_error="ignore"), "on_error must"),
+    (dict(key_rule="dots"), "key_rule must"),
+    (dict(partition="exact", drop_last=True), "partition='exact' delivers"),
+    (dict(http_headers={"a:b": "c"}), "http_headers:"),
+    (dict(device="tpu"), "device must"),
+    (dict(map=3), "map must"),
+    (dict(batch_map="x"), "batch_map must"),
+]
+
+
+def test_of_several_bad_keywords_the_same_one_is_told_first(native_options):
+    for i, (_, told) in enumerate(CHECKED):
+        kw: dict = {}
+        for bad, _ in reversed(CHECKED[i:]):
+            kw.update(bad)  # the earlier check's value wins a keyword two checks share (partition)
+        with pytest.raises((ValueError, TypeError), match=told):
+            native_options(**kw)
