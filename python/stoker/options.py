@@ -12,11 +12,14 @@ inspect.signature and editors show them all) and hands each to its part:
 - ``ObserveOptions``: what is measured and logged;
 - storage: ``loader.storage_options`` (the keywords of a remote store).
 
-Each part checks its keywords when it is made (the error messages users and
-tests know) and fills its fields of the native ``LoaderOptions`` in
-``fill``: a keyword's meaning is written in one place. The parts are made and
-filled in the order the Loader's checks always ran, so a call with one bad
-keyword raises what it always raised. None of this module imports loader.py.
+Each part checks its keywords, with the error messages users and tests know,
+and fills its fields of the native ``LoaderOptions`` in ``fill``: a keyword's
+meaning is written in one place. A check that is a choice among values runs
+when the part is made; the rest run in ``fill`` (drop_last against the
+partition, the device and its CUDA, the map). The Loader makes and fills the
+parts in the order its checks have always run, so of several bad keywords a
+call is told of the same one first (tests/python/test_options.py). None of
+this module imports loader.py.
 """
 from __future__ import annotations
 
