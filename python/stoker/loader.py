@@ -123,7 +123,7 @@ class Loader:
 
     ``sources`` may be ``stoker.mix({name: (source, weight), ...})``: several
     sources drawn by weight in one loader, each sample named in
-    ``__source__`` (README, "Mixtures").
+    ``__source__`` (docs/guides/user-code.md, "Mixtures").
 
     Batches are views into pooled memory: a buffer is reused only after every
     tensor that views it is gone. Keep a batch past the next step only if you
@@ -134,7 +134,7 @@ class Loader:
     the sample's seed), holding the GIL only for the call; the dict it returns
     is the sample (numpy arrays become batch arrays, other values lists).
     ``batch_map=fn`` runs on each assembled batch dict before it is returned.
-    README, "Your own code: map= and batch_map=".
+    docs/guides/user-code.md, "Your own code: map= and batch_map=".
 
     Observing is on by default and costs a few microseconds per batch: each
     wait is timed with the stage snapshots around it, slow batches are logged
@@ -165,7 +165,7 @@ class Loader:
     ``shuffle=True`` permutes every sample (``shuffle_block=1``) or, over
     remote shards by default (``shuffle_block=None``: auto), blocks of 16
     consecutive samples of a shard cut afresh each epoch, so a batch of 64 is
-    about 5 ranged GETs instead of 64 (README, "Shuffle quality").
+    about 5 ranged GETs instead of 64 (docs/guides/shuffling.md, "Shuffle quality").
     ``shuffle_block=N`` sets the block; ``shuffle_buffer=N`` streams instead.
     ``stream=True`` reads tar shards with no index and no manifest front to
     back, as webdataset does: nothing is counted before the first batch.
@@ -173,7 +173,7 @@ class Loader:
     delivers ``samples_per_epoch // (world_size * batch_size)`` batches per
     epoch, cut from its one stream; shards are permuted each pass with
     ``shuffle`` and samples drawn from a buffer of ``shuffle_buffer`` (default
-    1,000) samples (README, "Stream mode").
+    1,000) samples (docs/guides/stream.md, "Stream mode").
     ``shuffle_window=K`` bounds the shards read at a time: the shards are
     permuted, taken K at a time, and the samples (or blocks) of each K shards
     permuted among themselves, so a rank reads about K shards at once and the
@@ -413,7 +413,7 @@ class Loader:
                          "samples before the first batch; `stoker index --out-dir DIR <shards>` writes the sidecars and "
                          "a stoker-manifest.json to upload beside them, and a loader given that manifest "
                          "reads no shard before its first batch's; or read them as webdataset does with "
-                         "stream=True, samples_per_epoch=N (README, \"Stream mode\")", index["remote_read_whole"])
+                         "stream=True, samples_per_epoch=N (docs/guides/stream.md, \"Stream mode\")", index["remote_read_whole"])
         order = str(self._native.settings().get("order", ""))
         if "write the rows shuffled" in order:  # a layout that limits the mix (pipeline/planner.cc)
             _log.warning("stoker: shuffle=True mixes these Parquet rows only in part: %s", order)
@@ -658,7 +658,7 @@ class Loader:
 
     def _tell_mix_segment(self, saved: Mapping[str, Any]) -> None:
         """A restore whose weights changed a mixture mid-epoch leaves the interrupted
-        passes' undelivered samples out of that epoch (README, Mixtures): said once, here."""
+        passes' undelivered samples out of that epoch (docs/guides/user-code.md, Mixtures): said once, here."""
         now = json.loads(self._native.state()).get("mix", {})
         if "segment" in now and "segment" not in saved.get("mix", {}):
             _log.warning("stoker: the mixture's weights changed in the middle of epoch %d (saved %s, now %s): "

@@ -224,6 +224,6 @@ def mix(sources: Mapping[str, Any], *, samples_per_epoch: int | None = None, law
     aspect-ratio buckets want; the state
     and ``report()["mix"]`` carry each source's draws, pass and delivered
     counts; ``settings["order"]`` states the law. A state restored with
-    other weights draws by them from the next batch (README, "Mixtures").
+    other weights draws by them from the next batch (docs/guides/user-code.md, "Mixtures").
     A skipped sample (``on_error="skip"``) is refilled from its own source."""
     return Mixture(sources, samples_per_epoch, law, one_source_per_batch, repeat, choose)

@@ -241,7 +241,7 @@ class DecodeOptions:
         opt.max_skip_fraction = float(self.max_skip_fraction or 0.0)
         opt.skip_probation = int(self.skip_probation)
         opt.leave_failed_slots = bool(self.leave_failed_slots)
-        # map=: run by the decode threads on each sample (README, "Your own code").
+        # map=: run by the decode threads on each sample (docs/guides/user-code.md, "Your own code").
         self.map = None if self.user_map is None else _sample_map(self.user_map)
         if self.map is not None:
             _stoker.set_sample_map(opt, self.map)

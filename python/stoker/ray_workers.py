@@ -973,7 +973,7 @@ class RayLoader:
         mine = self._state
         if int(native.get("world_size", mine["world_size"])) != mine["world_size"]:
             # Saved by another number of ranks: the rest of its epoch, cut for
-            # these ranks (README, Elastic resume), is this epoch's plan for
+            # these ranks (docs/guides/distributed.md, Elastic resume), is this epoch's plan for
             # every share. The stages before it say which part is left.
             stages = list(native.get("elastic") or []) + [[int(native["world_size"]), native["next_batch"]]]
             native = dict(native, rank=mine["rank"], world_size=mine["world_size"], next_batch=0, elastic=stages)
