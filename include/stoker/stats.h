@@ -20,6 +20,7 @@ struct RecorderSnapshot {
   double time_s = 0;                // since the recorder started
   StageSnapshot read, decode;
   StageSnapshot map;  // the user's per-sample function: its samples and busy time (inside decode's)
+  std::vector<StageSnapshot> source_reads;  // a mixture's reads by source, in source order (else empty)
   double read_queue_put_wait_s = 0, read_queue_get_wait_s = 0;
   double decode_queue_put_wait_s = 0, decode_queue_get_wait_s = 0;
   double pool_wait_s = 0;           // the scheduler waited for a free batch buffer (consumer is slower)

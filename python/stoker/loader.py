@@ -446,7 +446,8 @@ class Loader:
         if observe:
             self._observer = Observer(
                 window=window, log_every=log_every, slow_factor=slow_factor, slow_floor_s=slow_floor_s,
-                jsonl=jsonl, trace_events=trace_spans, source=source, config=config)
+                jsonl=jsonl, trace_events=trace_spans, source=source, config=config,
+                source_names=self._mixture.names if self._mixture is not None else None)
             # Where the engine's trace clock starts, on Python's clock: the
             # two traces then merge on one time axis.
             t0 = time.perf_counter()
@@ -757,6 +758,8 @@ class Loader:
         report["skips"] = self._native.skips()
         if self._mixture is not None:  # each source's draws, pass and this rank's delivered samples
             report["mix"] = json.loads(self._native.state())["mix"]
+            # and its reads: how many, their bytes and the readers' seconds in them (what names a slow source)
+            report["mix"]["read"] = self._native.stats()["source_reads"]
         if self._device != "cpu" or self._native.options.pin_memory:
             # copy_s on the copy stream, split into exposed (the consumer waited) and hidden
             report["h2d"] = self._native.stats()["h2d"]

@@ -66,6 +66,11 @@ StageEvidence StageEvidence::Between(const RecorderSnapshot& before, const Recor
   };
   e.window_s = d(before.time_s, after.time_s);
   e.read_busy_s = d(before.read.busy_s, after.read.busy_s);
+  if (before.source_reads.size() == after.source_reads.size()) {
+    for (size_t i = 0; i < after.source_reads.size(); ++i) {
+      e.source_read_busy_s.push_back(d(before.source_reads[i].busy_s, after.source_reads[i].busy_s));
+    }
+  }
   e.decode_busy_s = d(before.decode.busy_s, after.decode.busy_s);
   e.reads = du(before.read.items, after.read.items);
   e.decodes = du(before.decode.items, after.decode.items);
@@ -110,6 +115,8 @@ StageEvidence StageEvidence::Between(const RecorderSnapshot& before, const Recor
 StageEvidence& StageEvidence::operator+=(const StageEvidence& o) {
   window_s += o.window_s;
   read_busy_s += o.read_busy_s;
+  if (source_read_busy_s.size() < o.source_read_busy_s.size()) source_read_busy_s.resize(o.source_read_busy_s.size());
+  for (size_t i = 0; i < o.source_read_busy_s.size(); ++i) source_read_busy_s[i] += o.source_read_busy_s[i];
   decode_busy_s += o.decode_busy_s;
   reads += o.reads;
   decodes += o.decodes;
@@ -276,6 +283,27 @@ std::string CpuContentionDetail(const StageEvidence& e) {
          Format("%.1f", e.window_s > 0 ? e.process_cpu_s / e.window_s : 0.0) +
          (e.run_delay_known ? Format(", its threads queued %.2f s for a CPU", e.run_delay_s) : "") +
          ": the loader's threads waited for a CPU (no stage of its own was slow)";
+}
+
+// Storage, local or remote: the causes a mixture's slow source explains.
+bool StorageCause(SlowCause c) {
+  return c == SlowCause::kStorageStall || c == SlowCause::kColdPageCache || c == SlowCause::kRemoteOutage ||
+         c == SlowCause::kRemoteRetries || c == SlowCause::kRemoteThrottled;
+}
+
+// "source 'web' took 83% of the read time": the source of a mixture whose
+// reads took most of the readers' time over the evidence; empty where there
+// is one source or no read time.
+std::string SlowSource(const StageEvidence& e, const std::vector<std::string>& names) {
+  if (names.size() < 2 || e.source_read_busy_s.size() != names.size()) return "";
+  double total = 0;
+  size_t top = 0;
+  for (size_t i = 0; i < names.size(); ++i) {
+    total += e.source_read_busy_s[i];
+    if (e.source_read_busy_s[i] > e.source_read_busy_s[top]) top = i;
+  }
+  if (total <= 0) return "";
+  return "source '" + names[top] + "' took " + Pct(e.source_read_busy_s[top] / total) + " of the read time";
 }
 
 }  // namespace
@@ -459,6 +487,10 @@ std::optional<SlowBatch> BatchMonitor::OnWait(double wait_s, const StageEvidence
       slow = SlowBatch{seen_, wait_s, median, threshold, fast_since_slow_, {}};
       slow->diagnosis = Classify(wait_s, evidence ? *evidence : StageEvidence{}, &latency_seen_,
                                  options_.busy_threshold);
+      if (evidence && StorageCause(slow->diagnosis.cause)) {
+        const std::string source = SlowSource(*evidence, options_.source_names);
+        if (!source.empty()) slow->diagnosis.detail += "; " + source;
+      }
       if (slow->diagnosis.cause == SlowCause::kNoEvidence) {
         slow->diagnosis.detail = Format("the input delivered %.0fx slower than the rolling median of %.1f ms "
                                         "(timing only: a wrapped iterable shows no stages)",
@@ -589,7 +621,9 @@ Verdict BatchMonitor::Diagnose() const {
   // Earlier reads as the baseline for a cold cache would be all reads so far,
   // which includes this window; the verdict is about the steady state, so it
   // folds a cold cache into storage.
-  const Diagnosis d = Classify(python_wait, all, nullptr, options_.busy_threshold);
+  Diagnosis d = Classify(python_wait, all, nullptr, options_.busy_threshold);
+  const std::string source = StorageCause(d.cause) ? SlowSource(all, options_.source_names) : "";
+  if (!source.empty()) d.detail += "; " + source;
   v.reason = std::string(s.keeps_up ? "the input barely keeps up: " : "input-bound: ") + d.detail + "; " + per_batch;
   switch (d.cause) {
     case SlowCause::kStorageStall:
@@ -642,6 +676,7 @@ Verdict BatchMonitor::Diagnose() const {
       v.recommendation = "collect a trace (trace_spans) to see which stage waits";
       break;
   }
+  if (!source.empty()) v.recommendation += " (" + source + ": its storage is the one to speed up or cache)";
   return v;
 }
 

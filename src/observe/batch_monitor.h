@@ -50,6 +50,9 @@ struct MonitorOptions {
   int min_history = 5;             // batches seen before any is judged slow (the first waits for the fill)
   double healthy_efficiency = 0.9; // efficiency at or above which the input is "healthy"
   double busy_threshold = 0.7;     // a stage busier than this fraction of its threads is saturated
+  // A mixture's source names, in source order (RecorderSnapshot::source_reads):
+  // a storage-bound wait then names the source whose reads took most of it.
+  std::vector<std::string> source_names;
 
   Status Validate() const;
 };
@@ -60,6 +63,7 @@ struct MonitorOptions {
 struct StageEvidence {
   double window_s = 0;                   // wall time covered
   double read_busy_s = 0;                // readers in pread (throttle waits included: storage is slow)
+  std::vector<double> source_read_busy_s;  // read_busy_s by a mixture's source (else empty)
   double decode_busy_s = 0;              // decoders decoding
   uint64_t reads = 0, decodes = 0, read_bytes = 0;
   double read_queue_get_wait_s = 0;      // readers idle: nothing scheduled (buffers all taken)

@@ -192,6 +192,15 @@ class LoaderImpl : public Loader {
         recorder_(data_.options.record_stats ? std::make_unique<Recorder>(data_.options.trace_spans) : nullptr),
         tune_config_(tune) {
     data_.recorder = recorder_.get();
+    if (recorder_ && !data_.options.mix.shards.empty()) {  // a mixture's reads are also counted by source
+      std::vector<uint32_t> first_shards;
+      uint32_t first = 0;
+      for (uint32_t n : data_.options.mix.shards) {
+        first_shards.push_back(first);
+        first += n;
+      }
+      recorder_->SetSources(std::move(first_shards));
+    }
     data_.upscales = std::make_shared<UpscaleCounter>(data_.layout.fields.size());
     // Tuning reads the recorder's evidence: without recording, or with every
     // knob fixed, the settings stay as they start.

@@ -104,6 +104,9 @@ nb::dict StatsToPython(const RecorderSnapshot& s) {
   d["read"] = StageToPython(s.read);
   d["decode"] = StageToPython(s.decode);
   d["map"] = StageToPython(s.map);
+  nb::list sources;  // a mixture's reads by source, in source order
+  for (const StageSnapshot& r : s.source_reads) sources.append(StageToPython(r));
+  d["source_reads"] = sources;
   d["read_queue_put_wait_s"] = s.read_queue_put_wait_s;
   d["read_queue_get_wait_s"] = s.read_queue_get_wait_s;
   d["decode_queue_put_wait_s"] = s.decode_queue_put_wait_s;

@@ -423,6 +423,35 @@ def test_repeat_and_choose_arguments(sources):
         stoker.Loader(stoker.mix({"a": srcs["a"][0]}, choose={"a": 0}), FIELDS, batch_size=4, observe=False)
 
 
+def test_the_verdict_names_the_slow_source(sources):
+    """One source over HTTP behind a proxy that delays every request by
+    60 ms, beside local shards: the readers' seconds by source (report's
+    mix.read) fall mostly on it, and the storage-bound verdict names it."""
+    from fault_proxy import FaultProxy
+
+    root, srcs = sources
+    with UrlServer(root / "b") as server:
+        proxy = FaultProxy(server.port, latency=0.06)
+        try:
+            web = f"{proxy.url}/b-{{00..01}}.tar"
+            mixture = stoker.mix({"local": (srcs["a"][0], 0.5), "web": (web, 0.5)}, samples_per_epoch=160)
+            loader = stoker.Loader(mixture, FIELDS, batch_size=8, shuffle=True, seed=4, io_depth=1,
+                                   autotune=False, output="numpy", log_every=1000)
+            got = drain(loader)
+            report = loader.report()
+            loader.close()
+        finally:
+            proxy.close()
+    assert len(got) == 160
+    reads = report["mix"]["read"]
+    assert [r["items"] > 0 for r in reads] == [True, True], reads
+    busy = [r["busy_s"] for r in reads]
+    assert busy[1] > 0.5 * sum(busy), reads  # each web read waits 60 ms; a local one a page-cache copy
+    verdict = report["verdict"]
+    assert verdict["bottleneck"] == "storage", verdict
+    assert "source 'web' took" in verdict["reason"] and "source 'web' took" in verdict["recommendation"], verdict
+
+
 def test_missing_source_is_named(sources, tmp_path):
     _, srcs = sources
     root = tmp_path / "www"
