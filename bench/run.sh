@@ -7,7 +7,7 @@
 #   bash bench/run.sh --autotune [--quick]  # no knobs vs the best of 12 hand settings, 6 scenarios (bench/autotune.py)
 #   bash bench/run.sh --ray [--quick]      # a trainer on 1 core + a Ray worker node on the other vs alone, vs Ray Data (bench/ray_workers.py): < 8 min, --quick < 2
 #   bash bench/run.sh --doctor             # the doctor's pick vs the best of a 27-setting grid it never saw (bench/doctor_grid.py): ~5 min
-#   bash bench/run.sh --mix [--quick]      # three sources by 0.5/0.3/0.2 (one over HTTP +20 ms): stoker.mix vs one source and webdataset RandomMix (bench/mix.py)
+#   bash bench/run.sh --mix [--quick]      # three sources by 0.5/0.3/0.2 (one over HTTP +20 ms): stoker.mix vs one source, webdataset RandomMix, Mosaic Streaming streams, litdata CombinedStreamingDataset (bench/mix.py)
 #   bash bench/run.sh --scale [--quick]    # a rank's memory + time to first batch at 200k and 2M samples vs Mosaic Streaming, webdataset (bench/scale.py): < 10 min, --quick < 3
 #   bash bench/run.sh --map [--quick]      # V with a user's map= (numpy augmentation + tokenizers; pure Python) vs DataLoader + webdataset running it (bench/map.py): ~4 min
 # Installs the peers from requirements-bench.txt (torch stays pinned), builds the stoker

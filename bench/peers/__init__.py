@@ -22,6 +22,9 @@ recipes (recipes.py) on every peer in its own format, each a ``base.Peer``:
     ray_data.py          RayData: read_parquet, map_batches, iter_torch_batches
     megatron_energon.py  Energon: `energon prepare`d WebDataset shards, get_loader
 
+bench/mix.py's mixtures on the peers' own formats (Mosaic streams with proportions, litdata's
+CombinedStreamingDataset with weights, a source over http://) are in mixtures.py.
+
 A loader that cannot be built raises ``Unavailable(reason)``; the suite lists it.
 """
 from __future__ import annotations

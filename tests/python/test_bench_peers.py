@@ -141,3 +141,71 @@ def test_train_recipe_is_a_flipped_or_plain_crop_of_the_source():
     # eval: torchvision's Resize(24) (80x60 -> 32x24) + CenterCrop(24), on average the same pixels
     tv = np.asarray(im.resize((32, 24), Image.BILINEAR).crop((4, 0, 28, 24)))
     assert math.isclose(PillowRecipe(EVAL, 24).hwc(data).mean(), tv.mean(), rel_tol=0.05)
+
+
+class _Label:
+    """A mixture peer's per-sample work in these tests: the label alone (no decode)."""
+
+    def __call__(self, sample: dict):
+        return int(sample["cls"])
+
+
+@pytest.fixture(scope="module")
+def mix_sources(tmp_path_factory):
+    """Three sources of 24, 12 and 12 samples (labels 1000*source + i), each in two tar shards,
+    and an HTTP server on their folder (bench/mix.py's second source is read over HTTP)."""
+    import functools
+    import http.server
+    import threading
+
+    d = tmp_path_factory.mktemp("mix")
+    rng = np.random.default_rng(7)
+    jpeg = jpeg_bytes(natural_image(rng, 48, 40))
+    sources = []
+    for s, n in enumerate((24, 12, 12)):
+        shards = []
+        for k in range(2):
+            path = d / f"src{s}-{k:06d}.tar"
+            with wds.TarWriter(str(path)) as sink:
+                for i in range(k * n // 2, (k + 1) * n // 2):
+                    sink.write({"__key__": f"s{s}_{i:04d}", "jpg": jpeg, "cls": str(1000 * s + i).encode()})
+            shards.append(path)
+        sources.append(shards)
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(d))
+    handler.log_message = lambda *a, **k: None
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield d, sources, f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+
+
+@pytest.mark.parametrize("peer", [pytest.param("mosaic", marks=needs("streaming")),
+                                  pytest.param("litdata", marks=needs("litdata"))])
+def test_peer_mixture_reads_each_source_by_its_weight(mix_sources, peer):
+    """bench/mix.py's Mosaic and litdata rows: each source in the peer's format, the second
+    read over HTTP into a cache, mixed by (0.5, 0.3, 0.2): Mosaic's proportions give each
+    source its exact share of the epoch; litdata's weights stop at the first source exhausted,
+    each source's samples at most once."""
+    from peers import mixtures
+
+    d, sources, url = mix_sources
+    weights, total = (0.5, 0.3, 0.2), 40
+    root, cache = d / peer, d / "cache" / peer
+    if peer == "mosaic":
+        mixtures.write_mds(sources, root)
+        make = mixtures.mosaic_mix(root, weights, {1: f"{url}/{peer}/s1"}, total, BATCH, _Label(), (0, None), cache)
+    else:
+        mixtures.write_litdata(sources, root)
+        make = mixtures.litdata_mix(root, weights, {1: f"{url}/{peer}/s1"}, BATCH, _Label(), (0, None), cache)
+    labels = [int(x) for batch in make() for x in batch]
+    assert any(cache.joinpath("s1").iterdir()), "the HTTP source was not downloaded into its cache"
+    by_source = {s: [x % 1000 for x in labels if x // 1000 == s] for s in range(3)}
+    assert set(labels) <= {1000 * s + i for s, n in enumerate((24, 12, 12)) for i in range(n)}
+    if peer == "mosaic":
+        assert len(labels) == total
+        assert [len(by_source[s]) for s in range(3)] == [20, 12, 8]
+        assert len(set(by_source[0])) == 20 and len(set(by_source[2])) == 8  # drawn without repeats
+    else:
+        assert 0 < len(labels) <= total + 24
+        for s in range(3):
+            assert by_source[s] and len(set(by_source[s])) == len(by_source[s]), s
