@@ -7,7 +7,6 @@
 #include <limits>
 
 #include "observe/clock.h"
-#include "pipeline/device_stage.h"
 #include "pipeline/memory_budget.h"
 #include "observe/cpu_time.h"
 #include "pipeline/read_runs.h"
@@ -15,21 +14,6 @@
 #include "pipeline/sample_keys.h"
 
 namespace stoker {
-
-namespace {
-
-// A ready batch's copy to the device, issued on the decoder thread that
-// finished it, unless a slot failed (those are refilled at delivery, then
-// copied: device_stage.h).
-void IssueCopy(BatchWork& work, DeviceStage& device) {
-  {
-    std::lock_guard lock(work.error_mu);
-    if (!work.failures.empty()) return;
-  }
-  work.copy = device.OnReady(*work.lease, &work.gpu);
-}
-
-}  // namespace
 
 EpochRun::EpochRun(const Dataset* data, ShardFiles* files, std::shared_ptr<BufferPool> pool,
                    std::shared_ptr<const EpochPlan> plan, uint64_t epoch, int64_t first_batch, PlanMaker next_epoch)
@@ -387,8 +371,7 @@ bool EpochRun::Begin(const Leg& leg, int64_t b, std::unique_ptr<BufferPool::Leas
   work->plan = &plan;
   // The exact partition gives a rank with fewer samples a short or empty
   // last batch (planner.h, ShareOfRank): an empty one has no reads.
-  work->size = static_cast<int>(std::clamp<int64_t>(total - b * bs, 0, bs));
-  work->gpu_from = data_->gpu ? work->size - std::min(work->size, data_->gpu->GpuSlots(work->size)) : work->size;
+  work->Begin(static_cast<int>(std::clamp<int64_t>(total - b * bs, 0, bs)), data_->gpu.get());
   // Without its buffer the batch also waits for that: one more to count down.
   work->pending = work->size + (lease ? 0 : 1);
   work->keys.resize(data_->options.include_keys ? work->size : 0);
@@ -691,9 +674,9 @@ void EpochRun::ReadTokens(const ReadTask& task, uint32_t thread) {
 }
 
 void EpochRun::Finish(const ReadTask& task, Status st) {
-  if (!st.ok()) task.batch->RecordError(task.slot, std::move(st));
-  if (task.batch->pending.fetch_sub(task.count) == task.count) {
-    if (data_->device && task.batch->lease) IssueCopy(*task.batch, *data_->device);  // the copy overlaps the wait for delivery
+  if (!st.ok()) task.batch->Fail({task.slot, std::move(st)});
+  if (task.batch->CountDown(task.count)) {
+    task.batch->Ready(data_->device.get());  // its device copy, which overlaps the wait for delivery
     std::lock_guard lock(mu_);
     task.batch->done = true;
     if (rec_) {

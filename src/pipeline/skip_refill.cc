@@ -18,9 +18,9 @@ void SkipRefiller::StartEpoch(uint64_t epoch) {
   known_bad_.clear();
 }
 
-Status SkipRefiller::Resolve(BatchWork& work, const EpochPlan& plan) {
+Status SkipRefiller::Resolve(BatchInFlight& work, const EpochPlan& plan) {
   std::vector<SlotFailure> failures;
-  for (auto& [slot, cause] : work.failures) failures.push_back({slot, cause.ToString()});
+  for (const FailedSlot& f : work.failures) failures.push_back({f.slot, f.status.ToString()});
   work.failures.clear();
   STOKER_RETURN_IF_ERROR(Resolve({work.index, work.size, work.lease->data(), &work.keys, &work.urls},
                                  std::move(failures), plan));
