@@ -9,6 +9,7 @@
 #include "observe/clock.h"
 #include "pipeline/memory_budget.h"
 #include "observe/cpu_time.h"
+#include "pipeline/mix_seed.h"
 #include "pipeline/read_runs.h"
 #include "pipeline/sample_decoder.h"
 #include "pipeline/sample_keys.h"

@@ -88,8 +88,4 @@ class SkipRefiller {
   SkipLedger ledger_;
 };
 
-// The dataset's identity for a saved state: shard base names, sizes and sample
-// counts (a moved dataset still matches; a changed one does not).
-std::string DatasetFingerprint(const Dataset& data);
-
 }  // namespace stoker

@@ -8,8 +8,8 @@
 
 #include "observe/clock.h"
 #include "observe/cpu_time.h"
-#include "pipeline/epoch_order.h"
 #include "pipeline/memory_budget.h"
+#include "pipeline/mix_seed.h"
 #include "pipeline/sample_decoder.h"
 #include "pipeline/sample_keys.h"
 #include "pipeline/shuffle_buffer.h"

@@ -1,9 +1,12 @@
-// pipeline/loader.cc — the Loader: the dataset's shards and indexes, the
-// epoch plan, the batch-buffer pool, and one EpochRun at a time (see
-// epoch_run.h for the threads). SetEpoch, Restore, Stop and the destructor
-// replace or end the run; the position (epoch, next batch) lives here, so a
-// run can stop and a new one resume exactly where it left off.
+// pipeline/indexed_loader.cc — the indexed mode's Loader: the dataset's
+// shards and indexes, the epoch plan, the batch-buffer pool, and one
+// EpochRun at a time (see epoch_run.h for the threads). SetEpoch, Restore,
+// Stop and the destructor replace or end the run; the position (epoch, next
+// batch) lives here, so a run can stop and a new one resume exactly where
+// it left off.
 // Thread-safety: Loader methods from one consumer thread; see loader.h.
+#include "pipeline/indexed_loader.h"
+
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -23,6 +26,7 @@
 #include "pipeline/batch_stride.h"
 #include "pipeline/batch_view.h"
 #include "pipeline/dataset.h"
+#include "pipeline/dataset_fingerprint.h"
 #include "pipeline/device_stage.h"
 #include "pipeline/elastic.h"
 #include "pipeline/engine_stats.h"
@@ -31,12 +35,12 @@
 #include "pipeline/map_probe.h"
 #include "pipeline/memory_budget.h"
 #include "pipeline/mix_order.h"
+#include "pipeline/mix_seed.h"
 #include "pipeline/planner.h"
 #include "pipeline/read_runs.h"
 #include "pipeline/sample_map.h"
 #include "pipeline/shard_indexes.h"
 #include "pipeline/skip_refill.h"
-#include "pipeline/stream_loader.h"
 #include "pipeline/token_source.h"
 #include "pipeline/tune_config.h"
 #include "stoker/loader.h"
@@ -770,20 +774,7 @@ Result<std::unique_ptr<Loader>> Finish(Dataset data, TuneConfig tune, std::optio
 
 }  // namespace
 
-Result<std::unique_ptr<Loader>> Loader::Create(LoaderOptions options) {
-  if (options.batch_size < 1) return InvalidArgument("batch_size must be at least 1");
-  if (options.prefetch_batches < 1 && options.prefetch_batches != -1) {
-    return InvalidArgument("prefetch_batches must be at least 1 (or -1: auto)");
-  }
-  if (options.stream && !options.mix.names.empty()) {
-    return InvalidArgument("a mixture of sources is read in indexed mode (tar shards with an index or a manifest, "
-                           "Parquet files, image folders); stream=True is not supported with stoker.mix yet");
-  }
-  if (options.stream) return CreateStreamLoader(std::move(options));
-  if (options.samples_per_epoch != 0) {
-    return InvalidArgument("samples_per_epoch is the length of a stream's epoch: it needs stream=True (an indexed "
-                           "loader's epoch is the dataset)");
-  }
+Result<std::unique_ptr<Loader>> CreateIndexedLoader(LoaderOptions options) {
   STOKER_RETURN_IF_ERROR(CheckBatchShare(options.batch_stride, options.batch_offset, options.batch_share));
   if (options.batch_stride > 1 && !options.tokens.paths.empty()) {
     return InvalidArgument("batch_stride > 1 is for shard loaders, not token loaders");
