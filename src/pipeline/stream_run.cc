@@ -2,7 +2,6 @@
 #include "pipeline/stream_run.h"
 
 #include <algorithm>
-#include <cstring>
 #include <functional>
 #include <future>
 
@@ -13,6 +12,7 @@
 #include "pipeline/sample_decoder.h"
 #include "pipeline/sample_keys.h"
 #include "pipeline/shuffle_buffer.h"
+#include "pipeline/slot_decode.h"
 #include "pipeline/stream_order.h"
 
 namespace stoker {
@@ -266,50 +266,27 @@ void StreamRun::Fail(Status st) {
 
 void StreamRun::DecodeLoop(int i, uint32_t thread) {
   const LoaderOptions& o = data_->options;
-  const BatchLayout& layout = data_->layout;
-  SampleDecoder decoder(&layout, data_->upscales.get(), o.sample_map.get());
+  SampleDecoder decoder(&data_->layout, data_->upscales.get(), o.sample_map.get());
   while (AwaitTurn(i)) {
     std::optional<DecodeTask> task = decode_queue_.Pop();
     if (!task) break;
-    Recorder* rec = data_->recorder;
-    if (rec) rec->decode_queue_depth--;
+    if (Recorder* rec = data_->recorder) rec->decode_queue_depth--;
     StreamSample& s = task->sample;
     StreamBatch* batch = task->batch;
     const SampleEntry entry = s.Entry();
-    uint8_t* base = batch->lease->data();
     const std::string& shard = data_->shards[s.shard()];
-    // Augmentation seeds follow the sample's place in the rank's stream.
-    const uint64_t seed = MixSeed(o.seed, task->position, static_cast<uint64_t>(o.rank));
-    const GpuSlot gpu{data_->gpu.get(), task->slot >= batch->gpu_from, &batch->gpu};
-    const uint64_t begin = NowNs();
-    if (rec) rec->decodes_in_flight++;
-    Status st = decoder.Decode(shard, entry, s.data(), base, task->slot, seed, {}, data_->gpu ? &gpu : nullptr);
-    if (rec) {
-      const uint64_t end = NowNs();
-      const int64_t in_epoch = batch->index % data_->epoch_batches;
-      rec->decodes_in_flight--;
-      rec->decode.Add(s.data().size(), end - begin);
-      rec->AddSpan({SpanKind::kDecode, thread, begin, end, in_epoch, task->slot});
-      if (decoder.map_end_ns() != 0) {  // the user's map, a stage inside the decode span
-        rec->map.Add(0, decoder.map_end_ns() - decoder.map_begin_ns());
-        rec->AddSpan({SpanKind::kMap, thread, decoder.map_begin_ns(), decoder.map_end_ns(), in_epoch, task->slot});
-      }
-    }
-    // Unique across ranks: the stream position interleaved by rank.
-    const int64_t global = static_cast<int64_t>(task->position) * o.world_size + o.rank;
-    const ArraySlot& index = layout.arrays[layout.index_array];
-    std::memcpy(index.At(base, task->slot), &global, sizeof(global));
-    if (!batch->keys.empty()) {
-      Result<std::string> key = UserKey(o, shard, entry, s.data());
-      if (key.ok()) {
-        batch->keys[static_cast<size_t>(task->slot)] = std::move(key.value());
-      } else if (st.ok()) {
-        st = key.status();
-      }
-      batch->urls[static_cast<size_t>(task->slot)] = shard;
-    }
+    // Augmentation seeds follow the sample's place in the rank's stream;
+    // __index__ is unique across ranks: the stream position interleaved by rank.
+    const SlotSample sample{shard,
+                            entry,
+                            s.data(),
+                            {},
+                            MixSeed(o.seed, task->position, static_cast<uint64_t>(o.rank)),
+                            static_cast<int64_t>(task->position) * o.world_size + o.rank};
+    const int64_t in_epoch = batch->index % data_->epoch_batches;  // the batch spans name
+    Status st = DecodeIntoSlot(decoder, *data_, *batch, task->slot, sample, thread, in_epoch);
     std::optional<FailedSlot> failure;
-    if (!st.ok()) failure = FailedSlot{task->slot, std::move(st), global, InternalKey(shard, entry)};
+    if (!st.ok()) failure = FailedSlot{task->slot, std::move(st), sample.global, InternalKey(shard, entry)};
     task->sample = {};
     Finish(batch, std::move(failure));
   }
