@@ -21,7 +21,7 @@ speed; a part that errors prints its traceback and the others still run.
      on V: steps/s >= 0.95x the same steps on one fixed batch already on the device.
   Stall (--parts Stall, not in the default parts): S with decode="gpu", prefetch 16, 200
      batches, --stall-runs loaders one after another. On an H200 nvJPEG's hardware decoder
-     stopped returning here in 6 of 6 runs (README, "JPEG decode on the GPU"); stoker's own
+     stopped returning here in 6 of 6 runs (docs/guides/gpu.md, "JPEG decode on the GPU"); stoker's own
      watchdog now turns it off instead (report()["gpu_decode"]["failed"], counted as a stall),
      and with --watchdog a run that still hangs leaves its stacks.
 

@@ -100,7 +100,7 @@ def main(argv=None) -> int:
     shards, data = vision.prepare_data(HERE / "data", "V", count, 0, "auto")
     parts = split(shards)
     # stoker at its best over HTTP: the shards' sidecar indexes beside them (`stoker index`,
-    # as the README advises), so no shard is read whole to count its samples first.
+    # as docs/guides/stream.md advises), so no shard is read whole to count its samples first.
     import subprocess
 
     import stoker._cli

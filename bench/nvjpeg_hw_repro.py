@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """nvJPEG's hardware decoder driven directly, without stoker: does it stop returning? (issue 26)
 
-On the H200 a decode thread of stoker's sometimes stayed inside nvjpegDecodeBatched (README, "JPEG
+On the H200 a decode thread of stoker's sometimes stayed inside nvjpegDecodeBatched (docs/guides/gpu.md, "JPEG
 decode on the GPU"). This drives libnvjpeg through ctypes as stoker's src/device/nvjpeg_decoder.cc
 did then: one nvjpegHandle (NVJPEG_BACKEND_HARDWARE), one nvjpegJpegState and one non-blocking CUDA
 stream per thread ("lane"), nvjpegDecodeBatchedInitialize only when the batch size changes,

@@ -14,7 +14,7 @@ The mixture rows read the same shards as two sources of half the labels each
     python3 bench/shuffle_quality.py [--rows 4096 --classes 16 --batch 64 --epochs 3] [--out FILE.md]
 
 With --out (bench/results/<UTC>-shuffle.md) the table is written there too, with the
-command and the date, for the README to cite.
+command and the date, for docs/guides/shuffling.md to cite.
 
 Benchmarks are not tests: nothing here fails. The tests keep the floors
 (tests/python/test_parquet_shuffle.py, tests/cpp/pipeline/block_mix_test.cc).

@@ -51,6 +51,12 @@ mark fuzz
 bash scripts/release.sh --short --if-changed
 mark release
 
+# The documentation site, strictly: a broken link or anchor, a page left out of
+# mkdocs.yml's nav, or an API name mkdocstrings cannot find fails here (the pages'
+# code blocks run in tests/python/test_docs_blocks.py).
+NO_MKDOCS_2_WARNING=1 python3 -m mkdocs build --strict -q -d build/site
+mark docs
+
 # The tests import the installed package, not the source tree. -rs lists
 # every skip with its reason, and a reason outside conftest.py's ALLOWED_SKIPS
 # fails the run (STOKER_STRICT_SKIPS). -p no:randomly keeps file order here;

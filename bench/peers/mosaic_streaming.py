@@ -28,6 +28,7 @@ def streaming_base():
                 raise Unavailable("mosaicml-streaming is not installed (requirements-bench.txt)") from None
             pkg = types.ModuleType("streaming")
             pkg.__path__ = list(spec.submodule_search_locations)
+            pkg.__spec__ = spec  # so importlib.util.find_spec("streaming") still answers after this
             sys.modules["streaming"] = pkg
     import streaming.base as base
     import streaming.base.util as util

@@ -109,12 +109,24 @@ enum class MixLaw {
   kSample,       // an epoch of samples_per_epoch draws; a source that runs out starts its next pass
   kProportion,   // an epoch is one pass of every source (weights are the sources' sizes)
   kStopAtFirst,  // each epoch starts a fresh pass of every source and ends before the first runs out
+  // Mosaic Streaming's repeat/choose: each source draws a fixed count an
+  // epoch (choose, or repeat x its samples); the epoch is their sum and a
+  // source's passes run on across epochs, as under kSample.
+  kCounts,
 };
 struct MixOptions {
   std::vector<std::string> names;  // one per entry of sources; empty: not a mixture
-  std::vector<double> weights;     // one per source, >= 0, not all 0 (kProportion: unused)
+  std::vector<double> weights;     // one per source, >= 0, not all 0 (kProportion: unused; kCounts: repeat)
+  // kCounts: a source's draws an epoch where >= 0 (Mosaic's choose), else
+  // round(weights[s] x its samples) (repeat); one per source or empty (all repeat).
+  std::vector<int64_t> choose;
   MixLaw law = MixLaw::kSample;
   int64_t samples_per_epoch = 0;   // kSample: the epoch's length; 0: the sources' total
+  // Per source (each empty: none): fields it reads from members of other
+  // names, (field, its member field), so sources that name a member
+  // differently fill one schema; and its key rule (empty: the loader's).
+  std::vector<std::vector<std::pair<std::string, std::string>>> members;
+  std::vector<std::string> key_rules;  // "webdataset" | "underscore"; "": the loader's
   // kSample: each batch-size run of the epoch's positions from one source
   // (pipeline/mix_order.h); false: sources mixed within batches.
   bool one_source_per_batch = false;

@@ -20,6 +20,7 @@ struct RecorderSnapshot {
   double time_s = 0;                // since the recorder started
   StageSnapshot read, decode;
   StageSnapshot map;  // the user's per-sample function: its samples and busy time (inside decode's)
+  std::vector<StageSnapshot> source_reads;  // a mixture's reads by source, in source order (else empty)
   double read_queue_put_wait_s = 0, read_queue_get_wait_s = 0;
   double decode_queue_put_wait_s = 0, decode_queue_get_wait_s = 0;
   double pool_wait_s = 0;           // the scheduler waited for a free batch buffer (consumer is slower)
@@ -37,6 +38,8 @@ struct RecorderSnapshot {
   // over a wait, the difference is what other processes took.
   double process_cpu_s = 0, machine_busy_s = 0, machine_read_at_s = 0;
   int machine_cpus = 0, machine_allowed_cpus = 0;  // online, and this process's affinity
+  // Seconds this process's threads waited runnable for a CPU (observe/run_delay.h); < 0: unknown.
+  double run_delay_s = -1;
   std::vector<uint64_t> read_latency;  // LatencyHistogram buckets
   // Device copies (LoaderOptions::device), counted once each completed:
   // h2d_s is their time on the copy stream, h2d_exposed_s the part the

@@ -10,7 +10,7 @@ from ._version import __version__  # generated from CMakeLists.txt's project ver
 from ._stoker import StokerError, decode_jpeg, decode_jpeg_rgb, expand_sources
 from .fields import image, image_spec, json, msgpack, npy, npz, pickle, raw, scalar, text
 from .loader import Loader
-from .mixture import Mixture, mix
+from .mixture import Mixture, Source, mix
 from .observe import Observer, profile, to_device
 from .packing import PackedLoader, plan_packing
 from .ray_workers import RayLoader, RayWorkers
@@ -20,6 +20,7 @@ __all__ = [
     "Loader",
     "MegatronDataset",
     "Mixture",
+    "Source",
     "TokenLoader",
     "PackedLoader",
     "plan_packing",

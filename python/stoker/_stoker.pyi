@@ -232,6 +232,8 @@ class MixLaw(enum.Enum):
 
     stop_at_first = 2
 
+    counts = 3
+
 class MixOptions:
     def __init__(self) -> None: ...
 
@@ -246,6 +248,24 @@ class MixOptions:
 
     @weights.setter
     def weights(self, arg: Sequence[float], /) -> None: ...
+
+    @property
+    def choose(self) -> list[int]: ...
+
+    @choose.setter
+    def choose(self, arg: Sequence[int], /) -> None: ...
+
+    @property
+    def members(self) -> list[list[tuple[str, str]]]: ...
+
+    @members.setter
+    def members(self, arg: Sequence[Sequence[tuple[str, str]]], /) -> None: ...
+
+    @property
+    def key_rules(self) -> list[str]: ...
+
+    @key_rules.setter
+    def key_rules(self, arg: Sequence[str], /) -> None: ...
 
     @property
     def law(self) -> MixLaw: ...
@@ -679,7 +699,7 @@ def stage_evidence(before: RecorderSnapshot, after: RecorderSnapshot) -> dict:
     """Utilisation and gauges between two snapshots, as a dict."""
 
 class BatchMonitor:
-    def __init__(self, window: int = 50, slow_factor: float = 5.0, slow_floor_s: float = 0.05, min_history: int = 5, healthy_efficiency: float = 0.9, busy_threshold: float = 0.7) -> None: ...
+    def __init__(self, window: int = 50, slow_factor: float = 5.0, slow_floor_s: float = 0.05, min_history: int = 5, healthy_efficiency: float = 0.9, busy_threshold: float = 0.7, source_names: Sequence[str] = []) -> None: ...
 
     @overload
     def on_wait(self, wait_s: float) -> object: ...

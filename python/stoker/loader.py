@@ -12,35 +12,18 @@ import inspect
 import json
 import logging
 import os
-import re
 import threading
 import time
 import weakref
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
-from . import _exit, _members, _parquet, _stoker
+from . import _exit, _members, _stoker
+from .epochs import RESUME, EpochCursor
 from .mixture import Mixture
 from .observe import Observer, to_device
+from .options import DecodeOptions, DeviceOptions, ObserveOptions, OrderOptions, SourceOptions, TuningOptions
 
-_PARTITION = {"drop": _stoker.PartitionPolicy.drop, "pad": _stoker.PartitionPolicy.pad,
-              "exact": _stoker.PartitionPolicy.exact}
-_KEY_RULE = {"webdataset": _stoker.KeyRule.webdataset, "underscore": _stoker.KeyRule.underscore}
-_ON_ERROR = {"raise": _stoker.OnError.raise_, "skip": _stoker.OnError.skip}
 _log = logging.getLogger("stoker")
-
-
-def _sample_map(fn: Callable) -> "_stoker.SampleMap":
-    """The native map for ``map=fn``: called as fn(sample, rng) when fn takes
-    two positional arguments, else fn(sample)."""
-    if not callable(fn):
-        raise TypeError(f"map must be a function of the sample, not {type(fn).__name__}")
-    try:
-        params = [p for p in inspect.signature(fn).parameters.values()
-                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL)]
-    except (TypeError, ValueError):  # a builtin without a signature: one argument
-        params = []
-    wants_rng = len(params) >= 2 or any(p.kind == p.VAR_POSITIONAL for p in params)
-    return _stoker.SampleMap(fn, wants_rng)
 
 
 def storage_options(*, s3_endpoint=None, profile=None, region=None, retry_deadline_s=None, cache_dir=None,
@@ -71,118 +54,6 @@ def storage_options(*, s3_endpoint=None, profile=None, region=None, retry_deadli
     if cache_bytes is not None:
         o.cache_bytes = int(cache_bytes)
     return o
-
-
-_PACKED_SHARD = re.compile(r"(.*)-\d{6}\.tar")
-
-
-def _packed_classes(sources: list[str]) -> list[str] | None:
-    """The class names `stoker pack` of a class-folder tree wrote beside its shards
-    (PREFIX.classes.json, src/cli/pack.cc), for local shards PREFIX-NNNNNN.tar or a
-    manifest listing them. None where the shards are of no such run, come from runs that
-    disagree, or are remote (one name list per dataset, read without the engine)."""
-    paths: list[str] = []
-    for source in sources:
-        if "://" in source:
-            return None
-        if source.endswith(".json") and os.path.isfile(source):  # a dataset manifest
-            try:
-                with open(source, encoding="utf-8") as f:
-                    entries = json.load(f).get("shards", [])
-                base = os.path.dirname(source)
-                paths += [p if os.path.isabs(p) or "://" in p else os.path.join(base, p)
-                          for p in (e.get("path", "") for e in entries if isinstance(e, dict))]
-            except (OSError, ValueError, AttributeError):
-                return None  # the engine says what is wrong with it
-        elif any(c in source for c in "*?[{"):
-            try:
-                paths += _stoker.expand_sources([source])
-            except _stoker.StokerError:
-                return None  # the engine says what is wrong with it
-        else:
-            paths.append(source)
-    prefixes = set()
-    for path in paths:
-        m = _PACKED_SHARD.fullmatch(path)
-        if not m:
-            return None
-        prefixes.add(m.group(1))
-    names = None
-    for prefix in sorted(prefixes):
-        try:
-            with open(prefix + ".classes.json", encoding="utf-8") as f:
-                these = json.load(f)
-        except (OSError, ValueError):
-            return None
-        if not (isinstance(these, list) and all(isinstance(n, str) for n in these)) or names not in (None, these):
-            return None
-        names = these
-    return names
-
-
-def _distributed_rank_world() -> tuple[int, int]:
-    """rank and world size from torch.distributed, else torchrun's environment."""
-    try:
-        import torch.distributed as dist
-
-        if dist.is_available() and dist.is_initialized():
-            return dist.get_rank(), dist.get_world_size()
-    except ImportError:
-        pass
-    return int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
-
-
-def _cuda_lib_dirs() -> list[str]:
-    """Where a CUDA runtime may be besides the system's: torch's own lib
-    directory and the nvidia-cuda-runtime wheel's (found without importing
-    either)."""
-    import importlib.util
-
-    dirs = []
-    # nvidia/cu13/lib: CUDA 13's wheels (nvidia-cuda-runtime, nvidia-nvjpeg) share one directory.
-    for package, sub in (("torch", "lib"), ("nvidia.cuda_runtime", "lib"), ("nvidia", "cu13/lib"),
-                         ("nvidia.nvjpeg", "lib")):
-        try:
-            spec = importlib.util.find_spec(package)
-        except (ImportError, ValueError):
-            spec = None
-        for root in (spec.submodule_search_locations or []) if spec else []:
-            dirs.append(os.path.join(root, sub))
-    return dirs
-
-
-def _device_options(opt, device: str, pin_memory: bool, output: str, late_copy_ms: int) -> str:
-    """Sets the device keywords on the native options; returns the device
-    ("cuda" resolved to torch's current device). device="cuda" needs the CUDA
-    runtime (raises, naming where it looked, where there is none);
-    pin_memory where there is none warns and has no effect, as torch's."""
-    device = str(device)
-    if device.startswith("cuda"):
-        if output != "torch":
-            raise ValueError("device='cuda' delivers torch tensors: use output='torch'")
-        try:  # the clear error, before any shard is opened
-            _stoker.cuda_runtime(_cuda_lib_dirs())
-        except _stoker.StokerError as e:
-            err = _stoker.StokerError(f"device={device!r} needs CUDA: {e}")
-            err.code = getattr(e, "code", "FailedPrecondition")
-            raise err from None
-        if device == "cuda":
-            import torch
-
-            device = f"cuda:{torch.cuda.current_device()}"
-    elif device not in ("cpu", "cpu-late"):
-        raise ValueError(f"device must be 'cpu', 'cuda' or 'cuda:N', not {device!r}")
-    elif pin_memory:
-        try:
-            _stoker.cuda_runtime(_cuda_lib_dirs())
-        except _stoker.StokerError as e:
-            import warnings
-
-            warnings.warn(f"pin_memory=True has no effect here: {e}", stacklevel=3)
-    opt.device = device
-    opt.pin_memory = bool(pin_memory)
-    opt.late_copy_ms = int(late_copy_ms)
-    return device
 
 
 # torch.utils.data.DataLoader's keywords that stoker has no use for, each
@@ -219,6 +90,23 @@ def _refuse_dataloader_arguments(cls, args: tuple, kwargs: dict) -> None:
                         f"after the fields is (got {args[2]!r} as a third positional argument)")
 
 
+class _InitSignature:
+    """A class's signature as its __init__ gives it (less self), for a class whose
+    __new__ takes (*args, **kwargs) and would otherwise be what inspect shows."""
+
+    def __get__(self, obj: Any, cls: type) -> inspect.Signature | None:
+        if obj is not None:
+            return None  # an instance: inspect goes on as it would
+        sig = inspect.signature(cls.__init__)
+        return sig.replace(parameters=list(sig.parameters.values())[1:])
+
+
+def register_workers(kind: type, loader_class: type) -> None:
+    """``stoker.Loader(..., workers=<a kind instance>)`` makes a ``loader_class`` instead
+    (ray_workers.py registers RayLoader for stoker.RayWorkers as it is imported)."""
+    Loader._worker_loaders[kind] = loader_class
+
+
 class Loader:
     """Batches from WebDataset-style tar shards.
 
@@ -235,7 +123,7 @@ class Loader:
 
     ``sources`` may be ``stoker.mix({name: (source, weight), ...})``: several
     sources drawn by weight in one loader, each sample named in
-    ``__source__`` (README, "Mixtures").
+    ``__source__`` (docs/guides/user-code.md, "Mixtures").
 
     Batches are views into pooled memory: a buffer is reused only after every
     tensor that views it is gone. Keep a batch past the next step only if you
@@ -246,7 +134,7 @@ class Loader:
     the sample's seed), holding the GIL only for the call; the dict it returns
     is the sample (numpy arrays become batch arrays, other values lists).
     ``batch_map=fn`` runs on each assembled batch dict before it is returned.
-    README, "Your own code: map= and batch_map=".
+    docs/guides/user-code.md, "Your own code: map= and batch_map=".
 
     Observing is on by default and costs a few microseconds per batch: each
     wait is timed with the stage snapshots around it, slow batches are logged
@@ -277,7 +165,7 @@ class Loader:
     ``shuffle=True`` permutes every sample (``shuffle_block=1``) or, over
     remote shards by default (``shuffle_block=None``: auto), blocks of 16
     consecutive samples of a shard cut afresh each epoch, so a batch of 64 is
-    about 5 ranged GETs instead of 64 (README, "Shuffle quality").
+    about 5 ranged GETs instead of 64 (docs/guides/shuffling.md, "Shuffle quality").
     ``shuffle_block=N`` sets the block; ``shuffle_buffer=N`` streams instead.
     ``stream=True`` reads tar shards with no index and no manifest front to
     back, as webdataset does: nothing is counted before the first batch.
@@ -285,7 +173,7 @@ class Loader:
     delivers ``samples_per_epoch // (world_size * batch_size)`` batches per
     epoch, cut from its one stream; shards are permuted each pass with
     ``shuffle`` and samples drawn from a buffer of ``shuffle_buffer`` (default
-    1,000) samples (README, "Stream mode").
+    1,000) samples (docs/guides/stream.md, "Stream mode").
     ``shuffle_window=K`` bounds the shards read at a time: the shards are
     permuted, taken K at a time, and the samples (or blocks) of each K shards
     permuted among themselves, so a rank reads about K shards at once and the
@@ -383,9 +271,12 @@ class Loader:
     _map_outputs: list = []
 
     # workers=...: the loader class that makes batches elsewhere, registered by
-    # its module (ray_workers.py: RayLoader for stoker.RayWorkers), so this
-    # module does not import it and the dependency points one way.
+    # its module (register_workers; ray_workers.py: RayLoader for stoker.RayWorkers),
+    # so this module does not import it and the dependency points one way.
     _worker_loaders: dict[type, type] = {}
+
+    # inspect.signature(stoker.Loader), help() and editors: __init__'s keywords, not __new__'s (*args, **kwargs).
+    __signature__ = _InitSignature()
 
     def __new__(cls, *args, workers: Any = None, **kwargs):
         _refuse_dataloader_arguments(cls, args, kwargs)
@@ -469,103 +360,44 @@ class Loader:
     ) -> None:
         if workers is not None:  # only a subclass gets here (__new__ hands stoker.Loader's to RayLoader)
             raise TypeError(f"workers= is for stoker.Loader itself, not {type(self).__name__}")
-        if output not in ("torch", "numpy"):
-            raise ValueError(f"output must be 'torch' or 'numpy', not {output!r}")
-        if partition not in _PARTITION:
-            raise ValueError(f"partition must be one of {sorted(_PARTITION)}, not {partition!r}")
-        if on_error not in _ON_ERROR:
-            raise ValueError(f"on_error must be one of {sorted(_ON_ERROR)}, not {on_error!r}")
-        if key_rule not in _KEY_RULE:
-            raise ValueError(f"key_rule must be one of {sorted(_KEY_RULE)}, not {key_rule!r}")
-        if drop_last and partition == "exact":
-            raise ValueError("partition='exact' delivers every sample, so drop_last must be False (or left out)")
-        if rank is None or world_size is None:
-            env_rank, env_world = _distributed_rank_world()
-            rank = env_rank if rank is None else rank
-            world_size = env_world if world_size is None else world_size
-        if drop_last is None:
-            # One process keeps its short last batch, as torch's DataLoader
-            # (drop_last=False). Ranks keep equal batch counts with full
-            # batches; what that leaves out is said at the first epoch.
-            # exact drops nothing, its last batches included.
-            # A stream delivers samples_per_epoch // (world * batch) full batches.
-            drop_last = partition != "exact" and (int(world_size) > 1 or bool(stream))
-
+        # Each part of the loader takes its keywords and checks them (options.py); they are
+        # made, then fill the native options, in the order the checks have always run (so a
+        # call with several bad keywords is told of the same one first).
+        delivery = DeviceOptions(device=device, pin_memory=pin_memory, output=output, _late_copy_ms=_late_copy_ms,
+                                 _gpu_standin_delay_us=_gpu_standin_delay_us,
+                                 _gpu_standin_stall_after=_gpu_standin_stall_after,
+                                 _gpu_standin_watchdog_ms=_gpu_standin_watchdog_ms)
+        ordering = OrderOptions(batch_size=batch_size, shuffle=shuffle, seed=seed, shuffle_buffer=shuffle_buffer,
+                                shuffle_block=shuffle_block, shuffle_window=shuffle_window, shuffle_mix=shuffle_mix,
+                                stream=stream, samples_per_epoch=samples_per_epoch, drop_last=drop_last,
+                                partition=partition, rank=rank, world_size=world_size, _batch_stride=_batch_stride,
+                                _batch_offset=_batch_offset, _batch_share=_batch_share)
+        decoding = DecodeOptions(map=map, batch_map=batch_map, on_error=on_error, max_skips=max_skips,
+                                 max_skip_fraction=max_skip_fraction, skip_probation=skip_probation,
+                                 _leave_failed_slots=_leave_failed_slots)
+        source = SourceOptions(sources, fields, key_rule=key_rule, key_column=key_column, keys=keys)
+        tuning = TuningOptions(decode_threads=decode_threads, io_depth=io_depth, coalesce_bytes=coalesce_bytes,
+                               read_ahead_batches=read_ahead_batches, max_read_bytes_per_s=max_read_bytes_per_s,
+                               prefetch=prefetch, autotune=autotune, timeout=timeout, max_open_files=max_open_files,
+                               memory_budget=memory_budget, index_cache_bytes=index_cache_bytes)
+        observing = ObserveOptions(observe=observe, record_stats=record_stats, log_every=log_every, window=window,
+                                   slow_factor=slow_factor, slow_floor_s=slow_floor_s, jsonl=jsonl,
+                                   trace_spans=trace_spans)
         opt = _stoker.LoaderOptions()
+        ordering.fill(opt)  # rank, world_size and drop_last resolved
         opt.storage = storage_options(s3_endpoint=s3_endpoint, profile=profile, region=region,
                                       retry_deadline_s=retry_deadline_s, cache_dir=cache_dir, cache_bytes=cache_bytes,
                                       http_headers=http_headers)
-        self._mixture = sources if isinstance(sources, Mixture) else None
-        if self._mixture is not None:  # stoker.mix: one entry of sources per source (mixture.py)
-            opt.mix = self._mixture.options(partition, int(batch_size), int(world_size))
-            sources = self._mixture.sources
-        single = isinstance(sources, (str, os.PathLike))
-        opt.sources = [str(sources)] if single else [str(s) for s in sources]
-        _parquet.prepare(opt.sources)  # a Parquet source: the plugin for the pyarrow installed
-        # `classes`: a directory of class sub-directories is an image folder (C++
-        # lists it with the same rule); packed shards have pack's list; a
-        # mixture's sources each have their own (none here).
-        if self._mixture is not None:
-            self._classes = None
-        elif len(opt.sources) == 1 and os.path.isdir(opt.sources[0]):
-            self._classes = sorted(e.name for e in os.scandir(opt.sources[0]) if e.is_dir())
-        else:
-            self._classes = _packed_classes(opt.sources)
-        # Copies: one spec object may serve several fields.
-        opt.fields = [spec.named(name) for name, spec in fields.items()]
-        opt.batch_size = batch_size
-        opt.shuffle = shuffle
-        opt.seed = seed
-        opt.shuffle_buffer = shuffle_buffer
-        opt.shuffle_block = -1 if shuffle_block is None else int(shuffle_block)
-        opt.shuffle_window = -1 if shuffle_window is None else int(shuffle_window)
-        opt.shuffle_mix = -1 if shuffle_mix is None else int(shuffle_mix)
-        opt.stream = bool(stream)
-        opt.samples_per_epoch = int(samples_per_epoch or 0)
-        opt.drop_last = drop_last
-        opt.partition = _PARTITION[partition]
-        opt.rank = rank
-        opt.world_size = world_size
-        opt.decode_threads = int(decode_threads or 0)
-        opt.io_depth = -1 if io_depth is None else int(io_depth)
-        opt.coalesce_bytes = -1 if coalesce_bytes is None else int(coalesce_bytes)
-        opt.read_ahead_batches = -1 if read_ahead_batches is None else int(read_ahead_batches)
-        opt.max_read_bytes_per_s = max_read_bytes_per_s
-        opt.prefetch_batches = -1 if prefetch is None else int(prefetch)
-        opt.autotune = bool(autotune)
-        opt.timeout_ms = 0 if timeout is None else max(1, int(timeout * 1000))
-        opt.key_rule = _KEY_RULE[key_rule]
-        opt.include_keys = keys
-        opt.key_column = key_column or ""
-        opt.record_stats = record_stats
-        opt.trace_spans = int(trace_spans)
-        opt.on_error = _ON_ERROR[on_error]
-        opt.max_skips = int(max_skips or 0)
-        opt.max_skip_fraction = float(max_skip_fraction or 0.0)
-        opt.skip_probation = int(skip_probation)
-        opt.max_open_files = int(max_open_files or 0)
-        opt.memory_budget = int(memory_budget or 0)
-        opt.index_cache_bytes = int(index_cache_bytes or 0)
-        device = _device_options(opt, device, pin_memory, output, _late_copy_ms)
-        opt.gpu_standin_delay_us = int(_gpu_standin_delay_us)
-        opt.gpu_standin_stall_after = int(_gpu_standin_stall_after)
-        opt.gpu_standin_watchdog_ms = int(_gpu_standin_watchdog_ms)
-        opt.batch_stride = int(_batch_stride)
-        opt.batch_offset = int(_batch_offset)
-        opt.batch_share = int(_batch_share)
-        opt.leave_failed_slots = bool(_leave_failed_slots)
-        if device.startswith("cuda") and any(_members.object_kind(s) or _members.is_variable_image(s)
-                                             for s in fields.values()):
-            raise ValueError("text, json, msgpack and pickle fields are Python strings and objects, and "
-                             "variable-size images lists of arrays: not with device='cuda'")
-        self._skip = on_error == "skip"
+        source.fill(opt, ordering)
+        tuning.fill(opt)
+        observing.fill(opt)
+        delivery.fill(opt, fields)
+        decoding.fill(opt)
+        device = delivery.device  # "cuda" resolved to torch's current device
+        self._mixture, self._classes = source.mixture, source.classes
+        self._skip = decoding.skip
         self._with_keys = keys
-        # map=: run by the decode threads on each sample (README, "Your own code").
-        self._map = None if map is None else _sample_map(map)
-        if self._map is not None:
-            _stoker.set_sample_map(opt, self._map)
-        if batch_map is not None and not callable(batch_map):
-            raise TypeError(f"batch_map must be a function of the batch dict, not {type(batch_map).__name__}")
+        self._map = decoding.map
         self._batch_map = batch_map
         self._batch_map_s = 0.0
 
@@ -581,7 +413,7 @@ class Loader:
                          "samples before the first batch; `stoker index --out-dir DIR <shards>` writes the sidecars and "
                          "a stoker-manifest.json to upload beside them, and a loader given that manifest "
                          "reads no shard before its first batch's; or read them as webdataset does with "
-                         "stream=True, samples_per_epoch=N (README, \"Stream mode\")", index["remote_read_whole"])
+                         "stream=True, samples_per_epoch=N (docs/guides/stream.md, \"Stream mode\")", index["remote_read_whole"])
         order = str(self._native.settings().get("order", ""))
         if "write the rows shuffled" in order:  # a layout that limits the mix (pipeline/planner.cc)
             _log.warning("stoker: shuffle=True mixes these Parquet rows only in part: %s", order)
@@ -591,10 +423,7 @@ class Loader:
         self._str_fields = {name: _members.object_kind(spec) for name, spec in fields.items()
                             if _members.object_kind(spec)}
         self._var_images = {name for name, spec in fields.items() if _members.is_variable_image(spec)}
-        self._epoch = 0
-        self._resuming = False
-        self._pending_start = True  # set_epoch called, its iteration not begun
-        self._epoch_chosen = True  # set_epoch called since the last iter(): no auto-advance
+        self._cursor = EpochCursor()  # the epoch of the next iter(), and how it begins (epochs.py)
         self._generation = 0  # which iterator owns the native run
         self._live: Any = None  # a weak reference to the iterator that owns the native run
         self._told_left_out = False
@@ -602,8 +431,7 @@ class Loader:
                      config={"batch_size": batch_size, **self._start_settings(),
                              "max_read_bytes_per_s": max_read_bytes_per_s,
                              "batches": self._native.plan.batches},
-                     window=window, log_every=log_every, slow_factor=slow_factor, slow_floor_s=slow_floor_s,
-                     jsonl=jsonl, trace_spans=trace_spans)
+                     **observing.observer_args)
         if self._observer is not None and self._map is not None:
             self._observer._advise = self._map_advice  # a decode-bound verdict names the map
 
@@ -618,7 +446,8 @@ class Loader:
         if observe:
             self._observer = Observer(
                 window=window, log_every=log_every, slow_factor=slow_factor, slow_floor_s=slow_floor_s,
-                jsonl=jsonl, trace_events=trace_spans, source=source, config=config)
+                jsonl=jsonl, trace_events=trace_spans, source=source, config=config,
+                source_names=self._mixture.names if self._mixture is not None else None)
             # Where the engine's trace clock starts, on Python's clock: the
             # two traces then merge on one time axis.
             t0 = time.perf_counter()
@@ -649,16 +478,11 @@ class Loader:
         keeps the resume, so
         ``for e in range(loader.epoch, n): loader.set_epoch(e); for b in loader:``
         continues exactly."""
-        self._epoch_chosen = True
-        if self._resuming and int(epoch) == self._epoch:
-            return
-        self._epoch = int(epoch)
-        self._resuming = False
-        self._pending_start = True
+        self._cursor.set_epoch(epoch)  # the engine moves at iter()
 
     @property
     def epoch(self) -> int:
-        return self._epoch
+        return self._cursor.epoch
 
     def __len__(self) -> int:
         """Batches per epoch on this rank (equal on every rank)."""
@@ -689,14 +513,9 @@ class Loader:
         at the restored batch)."""
         self._refuse_concurrent_iteration()
         self._tell_left_out()
-        if not self._epoch_chosen and self._used_up():
-            self._epoch += 1
-            self._native.set_epoch(self._epoch)  # keeps the run's carried-over epoch
-        elif not self._resuming:
-            self._native.set_epoch(self._epoch)
-        self._epoch_chosen = False
-        self._resuming = False
-        self._pending_start = False
+        if self._cursor.begin(self._used_up) != RESUME:
+            # The next epoch keeps the run's carried-over epoch; an epoch begun again starts over.
+            self._native.set_epoch(self._cursor.epoch)
         self._generation += 1
         it = _EpochIterator(self, self._generation)
         self._live = weakref.ref(it)
@@ -823,8 +642,8 @@ class Loader:
         Valid at any point: before the first batch, mid-epoch, at an epoch's end,
         after set_epoch(e) (then it is the start of e)."""
         native = json.loads(self._native.state())
-        if self._pending_start and not self._resuming:
-            native.update(epoch=self._epoch, next_batch=0)
+        if self._cursor.starts:
+            native.update(epoch=self._cursor.epoch, next_batch=0)
             native.pop("elastic", None)  # a new epoch starts whole
             if "skip" in native:
                 native["skip"].update(reserve_cursor=0, known_bad=[])
@@ -836,14 +655,11 @@ class Loader:
         self._native.restore(json.dumps(native))
         if self._mixture is not None:
             self._tell_mix_segment(native)
-        self._epoch = int(native["epoch"])
-        self._resuming = True
-        self._pending_start = False
-        self._epoch_chosen = False  # a state at its epoch's end: the next iter() begins epoch + 1
+        self._cursor.restored(native["epoch"])  # a state at its epoch's end: the next iter() begins epoch + 1
 
     def _tell_mix_segment(self, saved: Mapping[str, Any]) -> None:
         """A restore whose weights changed a mixture mid-epoch leaves the interrupted
-        passes' undelivered samples out of that epoch (README, Mixtures): said once, here."""
+        passes' undelivered samples out of that epoch (docs/guides/user-code.md, Mixtures): said once, here."""
         now = json.loads(self._native.state()).get("mix", {})
         if "segment" in now and "segment" not in saved.get("mix", {}):
             _log.warning("stoker: the mixture's weights changed in the middle of epoch %d (saved %s, now %s): "
@@ -942,6 +758,8 @@ class Loader:
         report["skips"] = self._native.skips()
         if self._mixture is not None:  # each source's draws, pass and this rank's delivered samples
             report["mix"] = json.loads(self._native.state())["mix"]
+            # and its reads: how many, their bytes and the readers' seconds in them (what names a slow source)
+            report["mix"]["read"] = self._native.stats()["source_reads"]
         if self._device != "cpu" or self._native.options.pin_memory:
             # copy_s on the copy stream, split into exposed (the consumer waited) and hidden
             report["h2d"] = self._native.stats()["h2d"]

@@ -67,9 +67,12 @@ class Observer:
         config: dict | None = None,
         log: logging.Logger | None = None,
         advise=None,
+        source_names: list[str] | None = None,
     ) -> None:
+        # source_names: a mixture's sources, so a storage-bound wait names the slow one.
         self.monitor = _stoker.BatchMonitor(
-            window=window, slow_factor=slow_factor, slow_floor_s=slow_floor_s, min_history=min_history
+            window=window, slow_factor=slow_factor, slow_floor_s=slow_floor_s, min_history=min_history,
+            source_names=list(source_names or []),
         )
         self.log_every = int(log_every or window)
         if self.log_every < 1:

@@ -16,7 +16,8 @@ import os
 from typing import Any, Iterator, Mapping, Sequence
 
 from . import _stoker
-from .loader import _distributed_rank_world
+from .epochs import RESUME, EpochCursor
+from .options import _distributed_rank_world
 
 PackedRows = _stoker.PackedRows
 plan_packing = _stoker.plan_packing
@@ -55,7 +56,9 @@ class PackedLoader:
     ``seed + epoch``), cut into global batches of ``batch_size * world_size``;
     rank r takes its slice of each; a partial last global batch is dropped.
     Each ``iter()`` continues where the last stopped and an epoch's end moves
-    to the next epoch; ``set_epoch(e)`` starts epoch e. ``state_dict()`` holds
+    to the next epoch; ``set_epoch(e)`` starts epoch e, the current one too
+    (after ``load_state_dict``, set_epoch of the restored epoch keeps the
+    resume), as the other loaders' set_epoch. ``state_dict()`` holds
     the epoch, the rows consumed and what the rows are made of (the dataset's
     name and sizes, seq_len, algorithm, truncate, the prompts' digest, seed);
     ``load_state_dict`` refuses another run's state, naming what differs, and
@@ -85,7 +88,8 @@ class PackedLoader:
         self._rank, self._world = int(rank), int(world_size)
         self._global = self._batch * self._world
         self._shuffle, self._seed = bool(shuffle), int(seed)
-        self._epoch = 0
+        # The epoch of the next iter() (epochs.py): an iteration broken off is continued.
+        self._cursor = EpochCursor(continues=True)
         self._next = 0  # global batches of the epoch consumed
         self._torch = None
         if output in ("torch", "hf"):
@@ -116,7 +120,7 @@ class PackedLoader:
 
     @property
     def epoch(self) -> int:
-        return self._epoch
+        return self._cursor.epoch
 
     def __len__(self) -> int:
         """Batches per epoch on this rank (equal on every rank)."""
@@ -125,8 +129,8 @@ class PackedLoader:
     def set_epoch(self, epoch: int) -> None:
         """The next iteration is epoch ``epoch`` from its start (the restored
         epoch after load_state_dict keeps the resume)."""
-        if int(epoch) != self._epoch:
-            self._epoch, self._next = int(epoch), 0
+        if self._cursor.set_epoch(epoch):
+            self._next = 0
 
     def _order(self, epoch: int):
         import numpy as np
@@ -137,12 +141,16 @@ class PackedLoader:
         return np.random.default_rng([self._seed, epoch]).permutation(n).astype(np.int64)
 
     def __iter__(self) -> Iterator[dict]:
-        if self._next >= len(self):
-            self._epoch, self._next = self._epoch + 1, 0
+        if self._cursor.begin(lambda: self._next >= len(self)) != RESUME:
+            self._next = 0
+        return self._batches(self._cursor.epoch)
+
+    def _batches(self, epoch: int) -> Iterator[dict]:
+        """The rest of `epoch` from self._next."""
         from concurrent.futures import ThreadPoolExecutor
 
-        order = self._order(self._epoch)
-        epoch = self._epoch
+        cursor = self._cursor
+        order = self._order(epoch)
 
         def fill(k: int):
             start = k * self._global + self._rank * self._batch
@@ -151,7 +159,8 @@ class PackedLoader:
         # The next batch fills on a thread while this one trains.
         with ThreadPoolExecutor(1, thread_name_prefix="stoker-packed") as pool:
             ahead = pool.submit(fill, self._next) if self._next < len(self) else None
-            while ahead is not None and self._epoch == epoch:
+            # A set_epoch since this iteration began ends it (the next iter() follows it).
+            while ahead is not None and cursor.epoch == epoch and not cursor.starts:
                 batch = ahead.result()
                 k = self._next + 1
                 ahead = pool.submit(fill, k) if k < len(self) else None
@@ -174,7 +183,7 @@ class PackedLoader:
                 "attention_mask": (batch["segment_ids"] > 0).long()}
 
     def state_dict(self) -> dict:
-        return {"packed": {"epoch": self._epoch, "consumed_rows": self._next * self._global,
+        return {"packed": {"epoch": self._cursor.epoch, "consumed_rows": self._next * self._global,
                            "rows": self._fingerprint}}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
@@ -187,7 +196,8 @@ class PackedLoader:
         if consumed % self._global:
             raise _stoker.StokerError(f"PackedLoader state: consumed_rows {consumed} is not a whole number of global "
                                       f"batches of {self._global} (batch_size x world_size differ from the run's)")
-        self._epoch, self._next = int(saved["epoch"]), consumed // self._global
+        self._cursor.restored(saved["epoch"])
+        self._next = consumed // self._global
 
 
 def _digest(data: bytes) -> str:

@@ -55,7 +55,9 @@ from types import SimpleNamespace
 from typing import Any, Mapping, Sequence
 
 from . import _stoker
-from .loader import Loader, _distributed_rank_world
+from .epochs import NEXT, RESUME, EpochCursor
+from .loader import Loader, register_workers
+from .options import _distributed_rank_world
 
 _log = logging.getLogger("stoker")
 
@@ -441,10 +443,8 @@ class RayLoader:
         # state of this loader carries besides its epoch and next batch.
         self._state = dict(first["state"], epoch=0, next_batch=0)
         self._state.pop("elastic", None)
-        self._epoch = 0
+        self._cursor = EpochCursor()  # the epoch of the next iter(), and how it begins (epochs.py)
         self._next = 0  # the rank's next batch in this epoch
-        self._resuming = False
-        self._epoch_chosen = True
         self._generation = 0
         if observe:  # the trainer's side: t_wait per batch, slow batches, the verdict (the shares' stages: report())
             from .observe import Observer
@@ -548,7 +548,7 @@ class RayLoader:
             self._begin(self._next)
         self._window = _Window()
         _log.warning("stoker: %d Ray workers instead of %d from batch %d of epoch %d (%s); the batches are dealt "
-                     "in cycles of %d; %.2f s to switch", count, before, self._next, self._epoch, why, self._cycle,
+                     "in cycles of %d; %.2f s to switch", count, before, self._next, self.epoch, why, self._cycle,
                      time.perf_counter() - began)
 
     def _autoscale(self) -> None:
@@ -609,7 +609,7 @@ class RayLoader:
         return values
 
     def _state_at(self, next_batch: int) -> dict:
-        state = dict(self._state, epoch=self._epoch, next_batch=int(next_batch))
+        state = dict(self._state, epoch=self.epoch, next_batch=int(next_batch))
         if self._stages:  # this epoch is the rest of one begun on other world sizes
             state["elastic"] = [list(st) for st in self._stages]
         return state
@@ -630,8 +630,8 @@ class RayLoader:
         remote = self._remote_slots()
         for slot in remote:
             slot.pending.clear()  # replies of an iteration broken off: not wanted
-            starts.append(slot.actor.start.remote(self._epoch, state))
-        counts = [slot.local.start(self._epoch, state) for slot in self._slots if slot.local is not None]
+            starts.append(slot.actor.start.remote(self.epoch, state))
+        counts = [slot.local.start(self.epoch, state) for slot in self._slots if slot.local is not None]
         # A state a worker's loader refuses (another dataset, seed...) raises
         # here, as the local loader's; a worker that died since is replaced.
         for slot, ref in zip(remote, starts):
@@ -641,7 +641,7 @@ class RayLoader:
                 began = time.perf_counter()
                 counts.append(self._replace(slot, self._own_from(slot, next_batch), e, request=False))
                 _log.warning("stoker: the start of epoch %d waited %.2f s for Ray %s's replacement (%s)",
-                             self._epoch, time.perf_counter() - began, slot.name, slot.where)
+                             self.epoch, time.perf_counter() - began, slot.name, slot.where)
         self._batches = sum(counts)  # the rank's, all shares together (fewer in an epoch's elastic rest)
         for slot in remote:
             slot.next_request = self._own_from(slot, next_batch)
@@ -661,7 +661,7 @@ class RayLoader:
         ray = self._ray
         if slot.restarts >= self._workers.max_restarts:
             raise RuntimeError(f"stoker: Ray {slot.name} ({slot.where}) died at batch {b} of epoch "
-                               f"{self._epoch} after {slot.restarts} replacements (RayWorkers max_restarts="
+                               f"{self.epoch} after {slot.restarts} replacements (RayWorkers max_restarts="
                                f"{self._workers.max_restarts}): {type(error).__name__}: {error}") from error
         slot.restarts += 1
         old = slot.where
@@ -670,9 +670,9 @@ class RayLoader:
         except Exception:  # already gone
             pass
         _log.warning("stoker: Ray %s (%s) died at batch %d of epoch %d (%s); a new actor makes its "
-                     "batches again from batch %d", slot.name, old, b, self._epoch, type(error).__name__, b)
+                     "batches again from batch %d", slot.name, old, b, self.epoch, type(error).__name__, b)
         self._get([self._spawn(slot)])
-        batches = self._get([slot.actor.start.remote(self._epoch, self._state_at(b))])[0]
+        batches = self._get([slot.actor.start.remote(self.epoch, self._state_at(b))])[0]
         slot.next_request = b
         if request:
             self._request(slot)
@@ -743,7 +743,7 @@ class RayLoader:
         if replaced:
             slot.lost_s += now - began
             _log.warning("stoker: batch %d of epoch %d waited %.2f s for Ray %s's replacement (%s)", b,
-                         self._epoch, now - began, slot.name, slot.where)
+                         self.epoch, now - began, slot.name, slot.where)
         else:
             slot.wait_s += now - began
         slot.move_s += moved_at - made_at
@@ -791,17 +791,13 @@ class RayLoader:
     def set_epoch(self, epoch: int) -> None:
         """As stoker.Loader.set_epoch."""
         self._drop_ahead()
-        self._epoch_chosen = True
-        if self._resuming and int(epoch) == self._epoch:
-            return
-        self._epoch = int(epoch)
-        self._next = 0
-        self._resuming = False
-        self._stages = None
+        if self._cursor.set_epoch(epoch):
+            self._next = 0
+            self._stages = None
 
     @property
     def epoch(self) -> int:
-        return self._epoch
+        return self._cursor.epoch
 
     def __len__(self) -> int:
         """Batches per epoch on this rank (equal on every rank)."""
@@ -822,14 +818,11 @@ class RayLoader:
         if not self._slots:
             raise RuntimeError("this loader was closed")
         self._drop_ahead()  # the shares begin again at self._next
-        if not self._epoch_chosen and self._batches > 0 and self._next >= self._batches:
-            self._epoch += 1
-            self._next = 0
+        how = self._cursor.begin(lambda: self._batches > 0 and self._next >= self._batches)
+        if how == NEXT:
             self._stages = None
-        elif not self._resuming:
+        if how != RESUME:
             self._next = 0
-        self._epoch_chosen = False
-        self._resuming = False
         self._generation += 1
         self._iterating = False  # until every share has begun
         self._start_receiver()
@@ -857,7 +850,7 @@ class RayLoader:
         if receiver is None:
             return
         if self._next == 0 and not self._stages:
-            receiver.engine.begin_epoch(self._epoch)
+            receiver.engine.begin_epoch(self.epoch)
         else:  # it makes no batch: its own next batch is 0
             receiver.engine.restore(dict(self._state_at(self._next), next_batch=0))
 
@@ -961,7 +954,8 @@ class RayLoader:
         self._settle(self._ahead)  # kept: the iteration goes on with it
         state = self._state_at(self._next)
         receiver = self._receiver
-        if receiver is not None and receiver.engine.skips and not self._resuming:  # the refills' position, counts
+        # the refills' position, counts
+        if receiver is not None and receiver.engine.skips and not self._cursor.resuming:
             skip = receiver.engine.state()["skip"]
             if self._next == 0:  # the epoch has not begun: its refills start from the partition's start
                 skip.update(reserve_cursor=0, known_bad=[])
@@ -979,7 +973,7 @@ class RayLoader:
         mine = self._state
         if int(native.get("world_size", mine["world_size"])) != mine["world_size"]:
             # Saved by another number of ranks: the rest of its epoch, cut for
-            # these ranks (README, Elastic resume), is this epoch's plan for
+            # these ranks (docs/guides/distributed.md, Elastic resume), is this epoch's plan for
             # every share. The stages before it say which part is left.
             stages = list(native.get("elastic") or []) + [[int(native["world_size"]), native["next_batch"]]]
             native = dict(native, rank=mine["rank"], world_size=mine["world_size"], next_batch=0, elastic=stages)
@@ -992,10 +986,8 @@ class RayLoader:
                                  f"this loader has {json.dumps(value)}")
         self._stages = native.pop("elastic", None) or None
         self._state = dict(mine, **{k: v for k, v in native.items() if k not in ("epoch", "next_batch")})
-        self._epoch = native["epoch"]
+        self._cursor.restored(native["epoch"])
         self._next = native["next_batch"]
-        self._resuming = True
-        self._epoch_chosen = False
         if self._receiver is not None:  # its refills' state and counts now: the next epoch may begin from them
             self._receiver.engine.restore(dict(self._state_at(self._next), next_batch=0))
 
@@ -1098,4 +1090,4 @@ class _RayEpochIterator:
 
 
 # Loader(..., workers=RayWorkers(...)) gives a RayLoader (loader.py does not import this module).
-Loader._worker_loaders[RayWorkers] = RayLoader
+register_workers(RayWorkers, RayLoader)

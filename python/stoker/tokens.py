@@ -16,8 +16,9 @@ import os
 from typing import Any, Iterator, Mapping, Sequence
 
 from . import _stoker
-from .loader import (Loader, _EpochIterator, _device_options, _distributed_rank_world, _log,
-                     storage_options)
+from .epochs import START, EpochCursor
+from .loader import Loader, _EpochIterator, _log, storage_options
+from .options import DeviceOptions, ObserveOptions, TuningOptions, _distributed_rank_world
 
 MegatronDataset = _stoker.MegatronDataset
 
@@ -198,26 +199,29 @@ class TokenLoader(Loader):
         opt.world_size = world_size
         opt.partition = _stoker.PartitionPolicy.exact if partition == "exact" else _stoker.PartitionPolicy.drop
         opt.drop_last = partition != "exact"
-        opt.io_depth = -1 if io_depth is None else io_depth  # auto: one per core (at most 4) local, 16 for a URL
         opt.storage = storage_options(s3_endpoint=s3_endpoint, profile=profile, region=region,
                                       retry_deadline_s=retry_deadline_s, http_headers=http_headers)
-        opt.prefetch_batches = -1 if prefetch is None else int(prefetch)  # auto: 8, then tuned
-        opt.autotune = bool(autotune)
-        opt.timeout_ms = 0 if timeout is None else max(1, int(timeout * 1000))
         opt.include_keys = False
-        opt.record_stats = record_stats
-        opt.trace_spans = int(trace_spans)
-        device = _device_options(opt, device, pin_memory, output, _late_copy_ms)
+        # The parts a Loader's keywords fill too (options.py). io_depth auto: one per core (at most
+        # 4) local, 16 for a URL; prefetch auto: 8, then tuned.
+        TuningOptions(io_depth=io_depth, prefetch=prefetch, autotune=autotune, timeout=timeout).fill(opt)
+        observing = ObserveOptions(observe=observe, record_stats=record_stats, log_every=log_every, window=window,
+                                   slow_factor=slow_factor, slow_floor_s=slow_floor_s, jsonl=jsonl,
+                                   trace_spans=trace_spans)
+        observing.fill(opt)
+        delivery = DeviceOptions(device=device, pin_memory=pin_memory, output=output, _late_copy_ms=_late_copy_ms)
+        delivery.fill(opt, {})
+        device = delivery.device
 
         self._native = _stoker.NativeLoader.create(opt)
         self._npz_fields = set()
-        self._epoch = 0
-        self._resuming = True  # no iteration since the start or load_state_dict: set_epoch(that epoch) keeps it
-        self._chosen: int | None = None  # set_epoch(e) since the last iter(): the next iteration starts e
-        self._pending_start = False  # Loader.state_dict: consumed_samples already says where a run starts
         self._skip = False  # token windows have no bad samples to skip
         self._run_setup(topt, opt.storage, epochs, int(batch_size) * int(world_size), int(batch_size),
                         partition == "exact", num_samples)
+        # The epoch of the next iter() (epochs.py). A run is consumed once: an iteration broken
+        # off is continued, and consumed_samples is a restored position (set_epoch keeps it).
+        self._cursor = EpochCursor(continues=True)
+        self._cursor.restored(self._epoch_of(self._position()))
         self._classes = None
         self._generation = 0
         self._seq_len = int(seq_len)
@@ -228,8 +232,7 @@ class TokenLoader(Loader):
         self._attach(output, observe, device=device, source="stoker.TokenLoader",
                      config={"batch_size": batch_size, **self._start_settings(),
                              "seq_len": seq_len, "batches": self._epoch_batches, "epochs": epochs},
-                     window=window, log_every=log_every, slow_factor=slow_factor, slow_floor_s=slow_floor_s,
-                     jsonl=jsonl, trace_spans=trace_spans)
+                     **observing.observer_args)
 
     # -- the run, its epochs and what it is over ---------------------------------
     def _run_setup(self, topt, storage, epochs: int, global_batch: int, micro: int, exact: bool,
@@ -322,14 +325,12 @@ class TokenLoader(Loader):
                 f"(epochs={self._epochs}; {self._samples} samples, num_samples={self._fingerprint['num_samples']}); "
                 f"epoch {e} would repeat samples megatron gives once. Pass epochs=N (N > {e}) to cut the run into "
                 f"N epochs, or size the run by num_samples / max_steps")
-        if self._resuming and self._chosen is None and e == self._epoch_of(self._position()):
-            return
-        self._chosen = e
+        self._cursor.set_epoch(e)  # the position moves at iter()
 
     @property
     def epoch(self) -> int:
         """The epoch the next batch belongs to (``epochs`` once the run is used up)."""
-        return self._chosen if self._chosen is not None else self._epoch_of(self._position())
+        return self._cursor.epoch if self._cursor.starts else self._epoch_of(self._position())
 
     def __len__(self) -> int:
         """Batches per epoch on this rank: the run's whole global batches (from
@@ -340,19 +341,15 @@ class TokenLoader(Loader):
         """The rest of the current epoch (all of it after set_epoch or an
         epoch's end); StokerError once the run is used up."""
         position = self._position()
-        if self._chosen is not None:
-            epoch = self._chosen
-            start = self._epoch_span(epoch)[0]
+        if not self._cursor.starts and self._epoch_of(position) >= self._epochs:
+            raise _stoker.StokerError(self._used_up_message())
+        # Used up: the position is past the epoch last begun, at the next one's start.
+        if self._cursor.begin(lambda: self._epoch_of(position) > self._cursor.epoch) == START:
+            start = self._epoch_span(self._cursor.epoch)[0]
             if position != start:
                 self._move_to(start)
                 position = start
-        else:
-            epoch = self._epoch_of(position)
-            if epoch >= self._epochs:
-                raise _stoker.StokerError(self._used_up_message())
-        self._chosen = None
-        self._resuming = False
-        self._epoch = epoch
+        epoch = self._cursor.epoch  # else the position's: the rest of an epoch, or the next one whole
         end = self._epoch_span(epoch)[1]
         left = self._native.plan.batches
         if not self._exact:
@@ -465,7 +462,7 @@ class TokenLoader(Loader):
 
     def _state_position(self) -> int:
         """Where a state saved now resumes: the start of a chosen epoch, else the position."""
-        return self._epoch_span(self._chosen)[0] if self._chosen is not None else self._position()
+        return self._epoch_span(self._cursor.epoch)[0] if self._cursor.starts else self._position()
 
     def state_dict(self) -> dict:
         """Where the run stands (``consumed_samples``), the epoch it is in,
@@ -514,8 +511,7 @@ class TokenLoader(Loader):
                                      "weights and continues at its sample %d under the new ones (%d %s)", path,
                                      was, now, abs(now - was), "skipped" if now > was else "to be repeated")
         self._native.restore(json.dumps(native))
-        self._resuming = True
-        self._chosen = None
+        self._cursor.restored(self._epoch_of(self._position()))
 
 
 def _name(prefix: str) -> str:

@@ -109,7 +109,17 @@ const MemberRef* SampleEntry::FindExact(std::string_view field) const {
   return nullptr;
 }
 
+std::string_view AliasedField(const FieldAliases* aliases, std::string_view field) {
+  if (aliases) {
+    for (const auto& [asked, member] : *aliases) {
+      if (asked == field) return member;
+    }
+  }
+  return field;
+}
+
 const MemberRef* SampleEntry::Find(std::string_view field) const {
+  field = AliasedField(aliases.get(), field);
   if (const MemberRef* m = FindExact(field)) return m;
   const std::string want = MatchForm(field);
   for (const MemberRef& m : members) {
@@ -126,6 +136,7 @@ std::optional<MemberView> SampleView::FindExact(std::string_view field) const {
 }
 
 std::optional<MemberView> SampleView::Find(std::string_view field) const {
+  field = members.MemberFieldFor(field);
   if (std::optional<MemberView> m = FindExact(field)) return m;
   const std::string want = MatchForm(field);
   for (MemberView m : members) {
@@ -136,6 +147,7 @@ std::optional<MemberView> SampleView::Find(std::string_view field) const {
 
 SampleEntry SampleView::ToEntry() const {
   SampleEntry e{std::string(key), {}, begin, end, packed};
+  e.aliases = members.shared_aliases();
   e.members.reserve(members.size());
   for (MemberView m : members) {
     MemberRef r{std::string(m.field), m.name(), m.offset, m.size};
@@ -161,6 +173,16 @@ std::string MemberView::name() const {
 }
 
 size_t MemberList::size() const { return entry_ ? entry_->members.size() : count_; }
+
+std::string_view MemberList::MemberFieldFor(std::string_view field) const {
+  const FieldAliases* aliases = table_ ? table_->aliases().get() : entry_ ? entry_->aliases.get() : nullptr;
+  return AliasedField(aliases, field);
+}
+
+std::shared_ptr<const FieldAliases> MemberList::shared_aliases() const {
+  if (table_) return table_->aliases();
+  return entry_ ? entry_->aliases : nullptr;
+}
 
 MemberView MemberList::operator[](size_t i) const {
   if (table_) return table_->MemberAt(first_ + static_cast<uint32_t>(i), key_, begin_);

@@ -25,6 +25,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "formats/tar.h"
@@ -101,6 +102,14 @@ struct MemberView {
 class SampleTable;
 struct SampleEntry;
 
+// Fields read from members of other names: (field asked for, the member
+// field that holds it), one source's of a mixture (MixOptions::members), so
+// sources that name a member differently fill one output schema.
+using FieldAliases = std::vector<std::pair<std::string, std::string>>;
+
+// The member field that holds `field` under `aliases` (null: none): `field` where none renames it.
+std::string_view AliasedField(const FieldAliases* aliases, std::string_view field);
+
 // A sample's members, by position; yields MemberView values.
 class MemberList {
  public:
@@ -111,6 +120,10 @@ class MemberList {
   size_t size() const;
   bool empty() const { return size() == 0; }
   MemberView operator[](size_t i) const;
+  // The member field that holds `field` in this sample's source (FieldAliases).
+  std::string_view MemberFieldFor(std::string_view field) const;
+  // Its source's aliases (null: none); shared, for an owning copy.
+  std::shared_ptr<const FieldAliases> shared_aliases() const;
 
   class iterator {
    public:
@@ -157,7 +170,8 @@ struct SampleView {
   // field is `field` exactly; else, as webdataset lowercases suffixes and
   // decodes "jpg" and "jpeg" alike, the first whose field equals it ignoring
   // ASCII case with a final "jpeg" read as "jpg" (field "jpg" reads member
-  // "JPEG", "png" reads "PNG"). Empty if none.
+  // "JPEG", "png" reads "PNG"). Empty if none. A field its source reads from
+  // a member of another name (FieldAliases) looks for that name.
   std::optional<MemberView> Find(std::string_view field) const;
   // The member whose field is exactly `field`.
   std::optional<MemberView> FindExact(std::string_view field) const;
@@ -177,6 +191,8 @@ struct SampleEntry {
   // headers and padding between its members would be most of a small
   // sample's bytes); else they are the shard's [begin, end).
   bool packed = false;
+  // Its source's (FieldAliases; null: none), kept by SampleView::ToEntry.
+  std::shared_ptr<const FieldAliases> aliases;
   // As SampleView's.
   const MemberRef* Find(std::string_view field) const;
   const MemberRef* FindExact(std::string_view field) const;
@@ -217,6 +233,9 @@ class SampleTable {
   void shrink_to_fit();
   // Heap bytes held (the compactness test, bench notes).
   size_t MemoryBytes() const;
+  // Its source's field aliases (a mixture's; null: none).
+  void SetAliases(std::shared_ptr<const FieldAliases> aliases) { aliases_ = std::move(aliases); }
+  const std::shared_ptr<const FieldAliases>& aliases() const { return aliases_; }
 
   class iterator {
    public:
@@ -282,6 +301,7 @@ class SampleTable {
   size_t members_per_ = 0;
   std::vector<Span> fields_;           // interned field names, in text_
   std::vector<Irregular> irregular_;  // in member order
+  std::shared_ptr<const FieldAliases> aliases_;
 };
 
 struct ShardIndex {

@@ -66,6 +66,11 @@ StageEvidence StageEvidence::Between(const RecorderSnapshot& before, const Recor
   };
   e.window_s = d(before.time_s, after.time_s);
   e.read_busy_s = d(before.read.busy_s, after.read.busy_s);
+  if (before.source_reads.size() == after.source_reads.size()) {
+    for (size_t i = 0; i < after.source_reads.size(); ++i) {
+      e.source_read_busy_s.push_back(d(before.source_reads[i].busy_s, after.source_reads[i].busy_s));
+    }
+  }
   e.decode_busy_s = d(before.decode.busy_s, after.decode.busy_s);
   e.reads = du(before.read.items, after.read.items);
   e.decodes = du(before.decode.items, after.decode.items);
@@ -79,6 +84,8 @@ StageEvidence StageEvidence::Between(const RecorderSnapshot& before, const Recor
   e.machine_window_s = d(before.machine_read_at_s, after.machine_read_at_s);
   e.machine_cpus = after.machine_cpus;
   e.machine_allowed_cpus = after.machine_allowed_cpus;
+  e.run_delay_known = before.run_delay_s >= 0 && after.run_delay_s >= 0;
+  if (e.run_delay_known) e.run_delay_s = d(before.run_delay_s, after.run_delay_s);
   e.consumer_wait_s = d(before.consumer_wait_s, after.consumer_wait_s);
   bins(before.read_latency, after.read_latency, e.read_latency);
   e.remote_requests = du(before.remote_requests, after.remote_requests);
@@ -108,6 +115,8 @@ StageEvidence StageEvidence::Between(const RecorderSnapshot& before, const Recor
 StageEvidence& StageEvidence::operator+=(const StageEvidence& o) {
   window_s += o.window_s;
   read_busy_s += o.read_busy_s;
+  if (source_read_busy_s.size() < o.source_read_busy_s.size()) source_read_busy_s.resize(o.source_read_busy_s.size());
+  for (size_t i = 0; i < o.source_read_busy_s.size(); ++i) source_read_busy_s[i] += o.source_read_busy_s[i];
   decode_busy_s += o.decode_busy_s;
   reads += o.reads;
   decodes += o.decodes;
@@ -121,6 +130,10 @@ StageEvidence& StageEvidence::operator+=(const StageEvidence& o) {
   machine_window_s += o.machine_window_s;
   machine_cpus = std::max(machine_cpus, o.machine_cpus);
   machine_allowed_cpus = std::max(machine_allowed_cpus, o.machine_allowed_cpus);
+  if (o.run_delay_known) {  // one machine either has schedstat or not
+    run_delay_s += o.run_delay_s;
+    run_delay_known = true;
+  }
   consumer_wait_s += o.consumer_wait_s;
   for (size_t i = 0; i < read_latency.size(); ++i) read_latency[i] += o.read_latency[i];
   remote_requests += o.remote_requests;
@@ -246,10 +259,18 @@ namespace {
 // CPU, so a stage's long busy time says nothing about that stage (a pread of
 // cached pages "taking" 400 ms). /proc/stat counts in 10 ms ticks and is
 // re-read every 20 ms, so under 50 ms between two reads it is no evidence.
+// Where the kernel says how long the loader's threads queued for a CPU
+// (run_delay.h), that queueing must also explain the stages' time: a quarter
+// of a thread over the wait, and a third of the time the stages were busy.
+// On a busy machine a reader asleep in a throttle or on a slow store is not
+// runnable: its wait is the store's, though each wake-up queues a little.
 bool CpuContended(const StageEvidence& e) {
   // A job pinned to some cores while other jobs fill the rest is not
   // contended: others count only for what must have run on its own cores.
-  return e.machine_cpus > 0 && e.machine_window_s >= 0.05 && e.MachineBusy() >= 0.85 && e.OthersOnOurCpus() >= 0.3;
+  const bool busy =
+      e.machine_cpus > 0 && e.machine_window_s >= 0.05 && e.MachineBusy() >= 0.85 && e.OthersOnOurCpus() >= 0.3;
+  if (!busy || !e.run_delay_known) return busy;
+  return e.run_delay_s >= 0.25 * e.window_s && e.run_delay_s >= (e.read_busy_s + e.decode_busy_s) / 3;
 }
 
 std::string CpuContentionDetail(const StageEvidence& e) {
@@ -260,7 +281,29 @@ std::string CpuContentionDetail(const StageEvidence& e) {
          Pct(e.MachineBusy()) + " busy during the wait, other processes taking " +
          Format("%.1f cores", e.OthersCpu() * ours) + " of them and this one " +
          Format("%.1f", e.window_s > 0 ? e.process_cpu_s / e.window_s : 0.0) +
+         (e.run_delay_known ? Format(", its threads queued %.2f s for a CPU", e.run_delay_s) : "") +
          ": the loader's threads waited for a CPU (no stage of its own was slow)";
+}
+
+// Storage, local or remote: the causes a mixture's slow source explains.
+bool StorageCause(SlowCause c) {
+  return c == SlowCause::kStorageStall || c == SlowCause::kColdPageCache || c == SlowCause::kRemoteOutage ||
+         c == SlowCause::kRemoteRetries || c == SlowCause::kRemoteThrottled;
+}
+
+// "source 'web' took 83% of the read time": the source of a mixture whose
+// reads took most of the readers' time over the evidence; empty where there
+// is one source or no read time.
+std::string SlowSource(const StageEvidence& e, const std::vector<std::string>& names) {
+  if (names.size() < 2 || e.source_read_busy_s.size() != names.size()) return "";
+  double total = 0;
+  size_t top = 0;
+  for (size_t i = 0; i < names.size(); ++i) {
+    total += e.source_read_busy_s[i];
+    if (e.source_read_busy_s[i] > e.source_read_busy_s[top]) top = i;
+  }
+  if (total <= 0) return "";
+  return "source '" + names[top] + "' took " + Pct(e.source_read_busy_s[top] / total) + " of the read time";
 }
 
 }  // namespace
@@ -444,6 +487,10 @@ std::optional<SlowBatch> BatchMonitor::OnWait(double wait_s, const StageEvidence
       slow = SlowBatch{seen_, wait_s, median, threshold, fast_since_slow_, {}};
       slow->diagnosis = Classify(wait_s, evidence ? *evidence : StageEvidence{}, &latency_seen_,
                                  options_.busy_threshold);
+      if (evidence && StorageCause(slow->diagnosis.cause)) {
+        const std::string source = SlowSource(*evidence, options_.source_names);
+        if (!source.empty()) slow->diagnosis.detail += "; " + source;
+      }
       if (slow->diagnosis.cause == SlowCause::kNoEvidence) {
         slow->diagnosis.detail = Format("the input delivered %.0fx slower than the rolling median of %.1f ms "
                                         "(timing only: a wrapped iterable shows no stages)",
@@ -574,7 +621,9 @@ Verdict BatchMonitor::Diagnose() const {
   // Earlier reads as the baseline for a cold cache would be all reads so far,
   // which includes this window; the verdict is about the steady state, so it
   // folds a cold cache into storage.
-  const Diagnosis d = Classify(python_wait, all, nullptr, options_.busy_threshold);
+  Diagnosis d = Classify(python_wait, all, nullptr, options_.busy_threshold);
+  const std::string source = StorageCause(d.cause) ? SlowSource(all, options_.source_names) : "";
+  if (!source.empty()) d.detail += "; " + source;
   v.reason = std::string(s.keeps_up ? "the input barely keeps up: " : "input-bound: ") + d.detail + "; " + per_batch;
   switch (d.cause) {
     case SlowCause::kStorageStall:
@@ -627,6 +676,7 @@ Verdict BatchMonitor::Diagnose() const {
       v.recommendation = "collect a trace (trace_spans) to see which stage waits";
       break;
   }
+  if (!source.empty()) v.recommendation += " (" + source + ": its storage is the one to speed up or cache)";
   return v;
 }
 

@@ -50,6 +50,9 @@ struct MonitorOptions {
   int min_history = 5;             // batches seen before any is judged slow (the first waits for the fill)
   double healthy_efficiency = 0.9; // efficiency at or above which the input is "healthy"
   double busy_threshold = 0.7;     // a stage busier than this fraction of its threads is saturated
+  // A mixture's source names, in source order (RecorderSnapshot::source_reads):
+  // a storage-bound wait then names the source whose reads took most of it.
+  std::vector<std::string> source_names;
 
   Status Validate() const;
 };
@@ -60,6 +63,7 @@ struct MonitorOptions {
 struct StageEvidence {
   double window_s = 0;                   // wall time covered
   double read_busy_s = 0;                // readers in pread (throttle waits included: storage is slow)
+  std::vector<double> source_read_busy_s;  // read_busy_s by a mixture's source (else empty)
   double decode_busy_s = 0;              // decoders decoding
   uint64_t reads = 0, decodes = 0, read_bytes = 0;
   double read_queue_get_wait_s = 0;      // readers idle: nothing scheduled (buffers all taken)
@@ -78,6 +82,10 @@ struct StageEvidence {
   double machine_window_s = 0;           // ... over this long (its reads lag the window by up to 20 ms)
   int machine_cpus = 0;                  // 0: no machine figure (not Linux): no contention evidence
   int machine_allowed_cpus = 0;          // the CPUs this process may run on, which the busy time covers (0: all)
+  // Seconds this process's threads spent runnable, waiting for a CPU, over the
+  // window (summed over threads); unknown (no schedstat): no evidence either way.
+  double run_delay_s = 0;
+  bool run_delay_known = false;
   double consumer_wait_s = 0;            // the engine's own measure of Next()'s wait
   std::array<uint64_t, LatencyHistogram::kBuckets> read_latency{};  // reads completed in the window
   // Remote storage in the window (process-wide counters, see stoker/stats.h).

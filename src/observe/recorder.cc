@@ -3,7 +3,9 @@
 #include "io/reader.h"
 #include "observe/cpu_time.h"
 #include "observe/machine_cpu.h"
+#include "observe/run_delay.h"
 
+#include <algorithm>
 #include <cstdio>
 
 namespace stoker {
@@ -37,6 +39,17 @@ void Recorder::NameThread(uint32_t thread, std::string name) {
   thread_names_.emplace_back(thread, std::move(name));
 }
 
+void Recorder::SetSources(std::vector<uint32_t> first_shards) {
+  source_reads_ = std::make_unique<StageCounters[]>(first_shards.size());
+  source_first_shard_ = std::move(first_shards);
+}
+
+void Recorder::AddSourceRead(uint32_t shard, uint64_t n_bytes, uint64_t ns) {
+  if (source_first_shard_.empty()) return;
+  const auto it = std::upper_bound(source_first_shard_.begin(), source_first_shard_.end(), shard);
+  source_reads_[static_cast<size_t>(std::max<ptrdiff_t>(1, it - source_first_shard_.begin()) - 1)].Add(n_bytes, ns);
+}
+
 RecorderSnapshot Recorder::Snapshot() const {
   auto secs = [](const std::atomic<uint64_t>& ns) { return static_cast<double>(ns.load(std::memory_order_relaxed)) * 1e-9; };
   auto stage = [&](const StageCounters& c) {
@@ -48,6 +61,7 @@ RecorderSnapshot Recorder::Snapshot() const {
   s.read = stage(read);
   s.decode = stage(decode);
   s.map = stage(map);
+  for (size_t i = 0; i < source_first_shard_.size(); ++i) s.source_reads.push_back(stage(source_reads_[i]));
   s.read_queue_put_wait_s = secs(read_queue.put_wait_ns);
   s.read_queue_get_wait_s = secs(read_queue.get_wait_ns);
   s.decode_queue_put_wait_s = secs(decode_queue.put_wait_ns);
@@ -69,6 +83,7 @@ RecorderSnapshot Recorder::Snapshot() const {
   s.machine_cpus = machine.cpus;
   s.machine_allowed_cpus = machine.allowed_cpus;
   s.machine_read_at_s = machine.read_at_s;
+  s.run_delay_s = ProcessRunDelaySeconds().value_or(-1);
   s.read_latency = read_latency.Snapshot();
   IoCounters& io = GlobalIoCounters();
   s.remote_requests = io.requests.load(std::memory_order_relaxed);

@@ -16,6 +16,7 @@
 #include <atomic>
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <utility>
@@ -77,6 +78,12 @@ class Recorder {
   std::atomic<int> io_depth{0}, decode_threads{0};
   LatencyHistogram read_latency;
 
+  // A mixture's sources as runs of shards (the first shard of each, in
+  // order): reads are then also counted by source. Call before any read.
+  void SetSources(std::vector<uint32_t> first_shards);
+  // Counts a read of `shard` to its source (none set: nothing).
+  void AddSourceRead(uint32_t shard, uint64_t n_bytes, uint64_t ns);
+
   bool tracing() const { return trace_capacity_ > 0; }
   void AddSpan(const Span& span);
   void NameThread(uint32_t thread, std::string name);
@@ -90,6 +97,8 @@ class Recorder {
  private:
   const uint64_t start_ns_;
   const size_t trace_capacity_;
+  std::vector<uint32_t> source_first_shard_;        // set once, before the readers start
+  std::unique_ptr<StageCounters[]> source_reads_;   // one per source
   mutable std::mutex spans_mu_;
   std::deque<Span> spans_;     // guarded by spans_mu_
   std::vector<std::pair<uint32_t, std::string>> thread_names_;  // guarded by spans_mu_

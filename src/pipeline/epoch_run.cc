@@ -495,6 +495,7 @@ bool EpochRun::ReadRun(const ReadTask& run, const std::shared_ptr<const ShardInd
     const uint64_t end = NowNs();
     rec_->reads_in_flight--;
     rec_->read.Add(buf->bytes.size(), end - begin);
+    rec_->AddSourceRead(run.ref.shard, buf->bytes.size(), end - begin);
     rec_->read_latency.Record(end - begin);
     rec_->AddSpan({SpanKind::kRead, thread, begin, end, run.batch->index, run.slot});
   }
@@ -574,6 +575,7 @@ bool EpochRun::ReadParquetRows(const ReadTask& task, uint32_t thread) {
     const uint64_t end = NowNs();
     rec_->reads_in_flight--;
     rec_->read.Add(buf->bytes.size(), end - begin);
+    rec_->AddSourceRead(task.ref.shard, buf->bytes.size(), end - begin);
     rec_->read_latency.Record(end - begin);
     rec_->AddSpan({SpanKind::kRead, thread, begin, end, task.batch->index, task.slot});
   }

@@ -148,6 +148,15 @@ class LoaderImpl : public Loader {
         pool_(std::move(pool)),
         stats_(data_.options, std::move(tune)) {
     data_.recorder = stats_.recorder();
+    if (data_.recorder && !data_.options.mix.shards.empty()) {  // a mixture's reads are also counted by source
+      std::vector<uint32_t> first_shards;
+      uint32_t first = 0;
+      for (uint32_t n : data_.options.mix.shards) {
+        first_shards.push_back(first);
+        first += n;
+      }
+      data_.recorder->SetSources(std::move(first_shards));
+    }
     data_.upscales = std::make_shared<UpscaleCounter>(data_.layout.fields.size());
   }
   ~LoaderImpl() override { run_.reset(); }
@@ -506,6 +515,7 @@ class LoaderImpl : public Loader {
     // An epoch before a change of weights at its end reports the weights it ran with.
     const MixOptions& mix = prior_mix_ && epoch_ < data_.options.mix.base_epoch ? *prior_mix_ : data_.options.mix;
     nlohmann::json j = {{"law", MixLawName(mix.law)}, {"names", mix.names}, {"weights", mix.weights}};
+    if (mix.law == MixLaw::kCounts) j["choose"] = mix.choose;
     j["base_epoch"] = mix.base_epoch;
     j["base_draws"] = mix.base_draws;
     if (!segment_.is_null()) j["segment"] = segment_;
@@ -559,6 +569,15 @@ class LoaderImpl : public Loader {
     }
     if (!m.contains("weights") || !m["weights"].is_array() || m["weights"].size() != mix.names.size()) {
       return InvalidArgument("loader state's mixture has no weight for each source");
+    }
+    // Law counts carries no base to change them from: each epoch is one period of its counts.
+    if (mix.law == MixLaw::kCounts && (m["weights"] != nlohmann::json(mix.weights) ||
+                                       m.value("choose", nlohmann::json::array()) != nlohmann::json(mix.choose))) {
+      return InvalidArgument("loader state was saved with repeat " + m["weights"].dump() + " and choose " +
+                             m.value("choose", nlohmann::json::array()).dump() + ", this loader has repeat " +
+                             nlohmann::json(mix.weights).dump() + " and choose " + nlohmann::json(mix.choose).dump() +
+                             ": under law counts restore with the saved ones (new weights carry on from a state "
+                             "only under law sample)");
     }
     return Status::Ok();
   }
@@ -823,13 +842,29 @@ Result<std::unique_ptr<Loader>> CreateIndexedLoader(LoaderOptions options) {
   data.index_from = tables.from;
   data.remote_scanned = tables.remote_scanned;
   data.row_group_bytes = tables.row_group_bytes;
-  const KeyRule rule = options.key_rule;
+  // Each shard's key rule and field aliases: its source's (a mixture's), else the loader's.
+  std::vector<uint32_t> source_of_shard;
+  for (uint32_t s = 0; s < options.mix.shards.size(); ++s) {
+    source_of_shard.insert(source_of_shard.end(), options.mix.shards[s], s);
+  }
+  std::vector<std::pair<KeyRule, std::shared_ptr<const FieldAliases>>> by_source(
+      std::max<size_t>(1, options.mix.shards.size()));
+  for (size_t s = 0; s < by_source.size(); ++s) {
+    STOKER_ASSIGN_OR_RETURN(KeyRule rule, SourceKeyRule(options, s));
+    by_source[s] = {rule, SourceAliases(options, s)};
+  }
   // Tables that cannot be loaded again by path (an image folder's, Parquet
   // footers) are all held from the start: a bound would drop them as they
   // are put.
   data.indexes = std::make_shared<ShardIndexCache>(
       std::move(tables.summaries),
-      [rule, io](const ShardSummary& shard) { return LoadOrBuildShardIndex(shard.path, rule, io, shard.bytes); },
+      [source_of_shard = std::move(source_of_shard), by_source = std::move(by_source), io](
+          uint32_t shard, const ShardSummary& summary) -> Result<ShardIndex> {
+        const auto& [rule, aliases] = by_source[shard < source_of_shard.size() ? source_of_shard[shard] : 0];
+        STOKER_ASSIGN_OR_RETURN(ShardIndex index, LoadOrBuildShardIndex(summary.path, rule, io, summary.bytes));
+        index.samples.SetAliases(aliases);
+        return index;
+      },
       tables.all_held ? 0 : index_bytes);
   for (auto& [shard, index] : tables.held) data.indexes->Put(shard, std::move(index));
   const std::vector<ShardSummary>& summaries = data.indexes->summaries();

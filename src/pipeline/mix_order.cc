@@ -10,6 +10,29 @@
 
 namespace stoker {
 
+Result<std::vector<uint64_t>> EpochCounts(const MixOptions& mix, const std::vector<uint64_t>& samples) {
+  const size_t n = samples.size();
+  if (mix.weights.size() != n || (!mix.choose.empty() && mix.choose.size() != n)) {
+    return InvalidArgument("a mixture of " + std::to_string(n) + " sources under law counts needs a repeat and a "
+                           "choose for each source");
+  }
+  std::vector<uint64_t> out(n);
+  uint64_t total = 0;
+  for (size_t s = 0; s < n; ++s) {
+    const int64_t choose = mix.choose.empty() ? -1 : mix.choose[s];
+    const double repeat = mix.weights[s];
+    if (choose < 0 && (!std::isfinite(repeat) || repeat < 0)) {
+      return InvalidArgument("source '" + mix.names[s] + "' has repeat " + std::to_string(repeat) +
+                             "; a repeat is a number >= 0");
+    }
+    out[s] = choose >= 0 ? static_cast<uint64_t>(choose)
+                         : static_cast<uint64_t>(std::llround(repeat * static_cast<double>(samples[s])));
+    total += out[s];
+  }
+  if (total == 0) return InvalidArgument("the mixture's epoch holds no samples: every source draws 0 (repeat/choose)");
+  return out;
+}
+
 namespace {
 
 // Keys of the mixture's own streams, apart from the orders' (epoch_order.cc).
@@ -18,10 +41,13 @@ constexpr uint64_t kBlockKey = 0x4D4958424C4F434BULL;  // "MIXBLOCK"
 constexpr uint64_t kPassKey = 0x4D49585041535345ULL;   // "MIXPASSE"
 
 // Weights as integers, so the tree's counts are exact: a source's sample
-// count (proportion), or its share of 2^40 (at least 1 where it is > 0).
+// count (proportion), its draws an epoch (counts: over an epoch of their sum
+// the tree hands each source exactly its count), or its share of 2^40 (at
+// least 1 where it is > 0).
 Result<std::vector<uint64_t>> IntegerWeights(const LoaderOptions& o, const std::vector<uint64_t>& samples) {
   const size_t n = samples.size();
   if (o.mix.law == MixLaw::kProportion) return samples;
+  if (o.mix.law == MixLaw::kCounts) return EpochCounts(o.mix, samples);
   if (o.mix.weights.size() != n) {
     return InvalidArgument("a mixture of " + std::to_string(n) + " sources has " +
                            std::to_string(o.mix.weights.size()) + " weights");
@@ -52,6 +78,8 @@ const char* MixLawName(MixLaw law) {
       return "proportion";
     case MixLaw::kStopAtFirst:
       return "stop_at_first";
+    case MixLaw::kCounts:
+      return "counts";
     case MixLaw::kSample:
       break;
   }
@@ -168,6 +196,10 @@ Result<std::shared_ptr<const MixOrder>> MixOrder::Make(const std::vector<uint32_
     case MixLaw::kProportion:
       o.length_ = total;
       break;
+    case MixLaw::kCounts:
+      o.length_ = 0;
+      for (uint64_t c : weights) o.length_ += c;
+      break;
     case MixLaw::kStopAtFirst: {
       // The longest prefix in which no source draws more than it holds (each
       // source's count grows with the prefix: a binary search).
@@ -215,8 +247,8 @@ Result<std::shared_ptr<const MixOrder>> MixOrder::Make(const std::vector<uint32_
       o.base_ = mix.base_draws;
     }
     o.g0_ = (epoch - mix.base_epoch) * o.length_;
-  } else if (mix.law == MixLaw::kProportion) {
-    o.g0_ = epoch * o.length_;
+  } else if (mix.law == MixLaw::kProportion || mix.law == MixLaw::kCounts) {
+    o.g0_ = epoch * o.length_;  // each epoch one period of the allocation: every source its exact count
   }
   o.shard_first_.assign(n + 1, 0);
   for (size_t s = 0; s < n; ++s) o.shard_first_[s + 1] = o.shard_first_[s] + mix.shards[s];
@@ -352,9 +384,17 @@ std::string DescribeMix(const std::vector<uint32_t>& samples_per_shard, const Lo
   std::string out = "mixture of " + std::to_string(n.size()) + " sources, law " + MixLawName(options.mix.law) + ", " +
                     std::to_string((*mix)->size()) + " samples an epoch (";
   for (size_t s = 0; s < n.size(); ++s) {
-    char w[32];
+    char w[64];
     if (options.mix.law == MixLaw::kProportion) {
       std::snprintf(w, sizeof w, "%zu", static_cast<size_t>(n[s]));
+    } else if (options.mix.law == MixLaw::kCounts) {
+      const int64_t choose = options.mix.choose.empty() ? -1 : options.mix.choose[s];
+      const uint64_t drawn = (*mix)->CountIn(0, (*mix)->size())[s];
+      if (choose >= 0) {
+        std::snprintf(w, sizeof w, "choose %zu", static_cast<size_t>(drawn));
+      } else {
+        std::snprintf(w, sizeof w, "repeat %.4g = %zu", options.mix.weights[s], static_cast<size_t>(drawn));
+      }
     } else {
       std::snprintf(w, sizeof w, "%.4g", options.mix.weights[s]);
     }

@@ -30,7 +30,11 @@
 //     of every source exactly once). Law "stop_at_first": epoch e is the
 //     stream's first M positions with pass e of every source, M the longest
 //     prefix in which no source draws more than it holds (webdataset's
-//     RandomMix with longest=False, made deterministic).
+//     RandomMix with longest=False, made deterministic). Law "counts"
+//     (Mosaic Streaming's repeat/choose): the weights are each source's
+//     draws an epoch (EpochCounts) and M their sum, so epoch e is stream
+//     positions [e M, (e + 1) M) with exactly those draws of each source,
+//     its passes running on across epochs as under "sample".
 //  3. Mixed within batches: with shuffle, positions are permuted within
 //     consecutive blocks of batch_size positions (an IndexShuffle keyed by
 //     seed, epoch and block), so a batch's draws of a source are a run of
@@ -161,6 +165,9 @@ class MixOrder : public OrderFunction {
   mutable std::vector<std::array<CachedPass, kPassesKept>> passes_;  // guarded by mu_
   mutable uint64_t tick_ = 0;                                        // guarded by mu_
 };
+
+// Law counts: each source's draws an epoch (choose, or repeat x its samples).
+Result<std::vector<uint64_t>> EpochCounts(const MixOptions& mix, const std::vector<uint64_t>& samples);
 
 // The sources' sample counts (options.mix.shards cutting samples_per_shard).
 std::vector<uint64_t> MixSourceSamples(const std::vector<uint32_t>& samples_per_shard, const LoaderOptions& options);

@@ -80,8 +80,11 @@ Status SampleDecoder::Decode(const std::string& shard, SampleView entry, std::sp
     if (!member) {
       std::string have;
       for (MemberView m : entry.members) (have += have.empty() ? "" : ", ") += m.field;
+      const std::string_view wanted = entry.members.MemberFieldFor(field.spec.field);
       return NotFound(shard + ": sample '" + std::string(entry.key) + "' at offset " + std::to_string(entry.begin) +
-                      " has no member for field '" + field.spec.field + "' (it has: " + have + ")");
+                      " has no member for field '" + field.spec.field + "'" +
+                      (wanted != field.spec.field ? " (member '" + std::string(wanted) + "' in its source)" : "") +
+                      " (it has: " + have + ")");
     }
     std::span<const uint8_t> data = member->data(bytes);
     if (field.gzip) {  // webdataset's gzfilter: "txt.gz" is gunzipped, then decoded as "txt"

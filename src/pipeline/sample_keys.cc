@@ -11,7 +11,7 @@ Result<std::string> UserKey(const LoaderOptions& options, const std::string& sha
                             std::span<const uint8_t> bytes) {
   if (!IsParquetPath(shard)) return std::string(entry.key);
   if (options.key_column.empty()) return InternalKey(shard, entry);
-  std::optional<MemberView> member = entry.FindExact(options.key_column);
+  std::optional<MemberView> member = entry.FindExact(entry.members.MemberFieldFor(options.key_column));
   if (!member) {
     return NotFound(shard + ": row " + std::string(entry.key) + " has no key column '" + options.key_column + "'");
   }

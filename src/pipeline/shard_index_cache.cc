@@ -18,7 +18,9 @@ std::shared_ptr<ShardIndexCache> ShardIndexCache::Holding(std::vector<ShardIndex
   for (const ShardIndex& index : indexes) shards.push_back(SummaryOf(index));
   auto cache = std::make_shared<ShardIndexCache>(
       std::move(shards),
-      [](const ShardSummary& shard) -> Result<ShardIndex> { return FailedPrecondition(shard.path + " is not held"); },
+      [](uint32_t, const ShardSummary& shard) -> Result<ShardIndex> {
+        return FailedPrecondition(shard.path + " is not held");
+      },
       0);
   for (uint32_t i = 0; i < indexes.size(); ++i) cache->Put(i, std::move(indexes[i]));
   return cache;
@@ -92,7 +94,7 @@ Result<std::shared_ptr<const ShardIndex>> ShardIndexCache::Get(uint32_t shard) {
   }
   e.loading = true;
   lock.unlock();
-  Result<ShardIndex> index = load_(shards_[shard]);
+  Result<ShardIndex> index = load_(static_cast<uint32_t>(shard), shards_[shard]);
 #if defined(__GLIBC__)
   // A scan's scratch (its members and samples before they are packed: ~5 MB
   // for 10,000 samples) is freed, but its pages stay with the loading

@@ -49,7 +49,8 @@ inline uint64_t IndexCacheBytes(const LoaderOptions& options) {
 
 class ShardIndexCache {
  public:
-  using Load = std::function<Result<ShardIndex>(const ShardSummary& shard)>;
+  // Loads table `shard` (its number in the loader's order, and its summary).
+  using Load = std::function<Result<ShardIndex>(uint32_t shard, const ShardSummary& summary)>;
 
   ShardIndexCache(std::vector<ShardSummary> shards, Load load, uint64_t max_bytes);
   // Every one of `indexes` held for good, none to load (tests).

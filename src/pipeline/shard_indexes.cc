@@ -155,6 +155,20 @@ Result<ShardTables> SummarizeShards(const LoaderOptions& options, const IoOption
   return t;
 }
 
+Result<KeyRule> SourceKeyRule(const LoaderOptions& options, size_t source) {
+  const std::vector<std::string>& rules = options.mix.key_rules;
+  if (source >= rules.size() || rules[source].empty()) return options.key_rule;
+  Result<KeyRule> rule = ParseKeyRule(rules[source]);
+  if (!rule.ok()) return rule.status().WithContext("source '" + options.mix.names[source] + "' of the mixture");
+  return rule;
+}
+
+std::shared_ptr<const FieldAliases> SourceAliases(const LoaderOptions& options, size_t source) {
+  const auto& members = options.mix.members;
+  if (source >= members.size() || members[source].empty()) return nullptr;
+  return std::make_shared<const FieldAliases>(members[source]);
+}
+
 Result<ShardTables> SummarizeMixture(LoaderOptions& options, const IoOptions& io, uint64_t keep_bytes,
                                      std::vector<std::string>* shards) {
   MixOptions& mix = options.mix;
@@ -169,6 +183,20 @@ Result<ShardTables> SummarizeMixture(LoaderOptions& options, const IoOptions& io
     LoaderOptions one = options;
     one.sources = {options.sources[s]};
     one.mix = MixOptions{};
+    STOKER_ASSIGN_OR_RETURN(one.key_rule, SourceKeyRule(options, s));
+    const std::shared_ptr<const FieldAliases> aliases = SourceAliases(options, s);
+    for (const auto& [field, member] : aliases ? *aliases : FieldAliases{}) {
+      const bool known = field == options.key_column ||
+                         std::any_of(options.fields.begin(), options.fields.end(),
+                                     [&field](const FieldSpec& f) { return f.field == field; });
+      if (!known) {
+        return InvalidArgument("source '" + mix.names[s] + "' reads field '" + field + "' from member '" + member +
+                               "', but the loader has no field '" + field + "'");
+      }
+    }
+    // The source's own names, as it is summarized alone (Parquet checks its columns).
+    for (FieldSpec& f : one.fields) f.field = std::string(AliasedField(aliases.get(), f.field));
+    if (!one.key_column.empty()) one.key_column = std::string(AliasedField(aliases.get(), one.key_column));
     std::vector<std::string> part;
     const uint64_t kept = std::min<uint64_t>(keep_bytes, keep_bytes - std::min(keep_bytes, t.bytes));
     Result<ShardTables> r = SummarizeShards(one, io, kept, &part);
@@ -180,7 +208,10 @@ Result<ShardTables> SummarizeMixture(LoaderOptions& options, const IoOptions& io
                              ": a mixture's sources must be all Parquet files or all tar shards and image folders");
     }
     const uint32_t base = static_cast<uint32_t>(shards->size());
-    for (auto& [i, index] : p.held) t.held.emplace_back(base + i, std::move(index));
+    for (auto& [i, index] : p.held) {
+      index.samples.SetAliases(aliases);
+      t.held.emplace_back(base + i, std::move(index));
+    }
     t.summaries.insert(t.summaries.end(), p.summaries.begin(), p.summaries.end());
     t.bytes += p.bytes;
     t.all_held = t.all_held || p.all_held;

@@ -67,11 +67,17 @@ inline constexpr uint64_t kIndexBytesPerSample = 64;
 Result<ShardTables> SummarizeShards(const LoaderOptions& options, const IoOptions& io, uint64_t keep_bytes,
                                     std::vector<std::string>* shards);
 
+// A mixture's source's key rule, and the field aliases its tables carry
+// (MixOptions::members; null: none).
+Result<KeyRule> SourceKeyRule(const LoaderOptions& options, size_t source);
+std::shared_ptr<const FieldAliases> SourceAliases(const LoaderOptions& options, size_t source);
+
 // A mixture's shards (options.mix names its sources): each source summarized
 // as SummarizeShards does it alone (a manifest, an image folder, Parquet
-// files or tar shards), one after another, its errors prefixed with the
-// source's name; options.mix.shards gets how many shards each gave. The
-// sources must be of one kind as to Parquet (the engine reads one kind).
+// files or tar shards; with its key rule and its fields' member names), one
+// after another, its errors prefixed with the source's name, its held
+// tables carrying its aliases; options.mix.shards gets how many shards each
+// gave. The sources must be of one kind as to Parquet (the engine reads one kind).
 Result<ShardTables> SummarizeMixture(LoaderOptions& options, const IoOptions& io, uint64_t keep_bytes,
                                      std::vector<std::string>* shards);
 

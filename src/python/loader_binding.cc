@@ -104,6 +104,9 @@ nb::dict StatsToPython(const RecorderSnapshot& s) {
   d["read"] = StageToPython(s.read);
   d["decode"] = StageToPython(s.decode);
   d["map"] = StageToPython(s.map);
+  nb::list sources;  // a mixture's reads by source, in source order
+  for (const StageSnapshot& r : s.source_reads) sources.append(StageToPython(r));
+  d["source_reads"] = sources;
   d["read_queue_put_wait_s"] = s.read_queue_put_wait_s;
   d["read_queue_get_wait_s"] = s.read_queue_get_wait_s;
   d["decode_queue_put_wait_s"] = s.decode_queue_put_wait_s;
@@ -286,11 +289,15 @@ void RegisterLoader(nb::module_& m) {
   nb::enum_<MixLaw>(m, "MixLaw")
       .value("sample", MixLaw::kSample)
       .value("proportion", MixLaw::kProportion)
-      .value("stop_at_first", MixLaw::kStopAtFirst);
+      .value("stop_at_first", MixLaw::kStopAtFirst)
+      .value("counts", MixLaw::kCounts);
   nb::class_<MixOptions>(m, "MixOptions")
       .def(nb::init<>())
       .def_rw("names", &MixOptions::names)
       .def_rw("weights", &MixOptions::weights)
+      .def_rw("choose", &MixOptions::choose)
+      .def_rw("members", &MixOptions::members)
+      .def_rw("key_rules", &MixOptions::key_rules)
       .def_rw("law", &MixOptions::law)
       .def_rw("samples_per_epoch", &MixOptions::samples_per_epoch)
       .def_rw("one_source_per_batch", &MixOptions::one_source_per_batch)

@@ -8,6 +8,7 @@
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
 
 #include "core/cpu_share.h"
 #include "observe/batch_monitor.h"
@@ -140,8 +141,9 @@ void RegisterObserve(nb::module_& m) {
       .def(
           "__init__",
           [](BatchMonitor* self, int window, double slow_factor, double slow_floor_s, int min_history,
-             double healthy_efficiency, double busy_threshold) {
+             double healthy_efficiency, double busy_threshold, std::vector<std::string> source_names) {
             MonitorOptions o;
+            o.source_names = std::move(source_names);
             o.window = window;
             o.slow_factor = slow_factor;
             o.slow_floor_s = slow_floor_s;
@@ -151,7 +153,7 @@ void RegisterObserve(nb::module_& m) {
             new (self) BatchMonitor(ValueOrRaise(BatchMonitor::Create(o)));
           },
           "window"_a = 50, "slow_factor"_a = 5.0, "slow_floor_s"_a = 0.05, "min_history"_a = 5,
-          "healthy_efficiency"_a = 0.9, "busy_threshold"_a = 0.7)
+          "healthy_efficiency"_a = 0.9, "busy_threshold"_a = 0.7, "source_names"_a = std::vector<std::string>{})
       .def("on_wait", [](BatchMonitor& mon, double wait_s) { return SlowToPython(mon.OnWait(wait_s)); }, "wait_s"_a)
       .def(
           "on_wait",

@@ -245,13 +245,13 @@ def lightning_run(loader, max_epochs, ckpt_path=None, save_at=None, save_to=None
 
 
 def pytest_collection_modifyitems(items):
-    """test_readme.py runs the README's blocks in one namespace, a story told
-    in order (a block uses the loader an earlier one made): under a shuffled
-    run (pytest-randomly reorders before this hook) they keep the README's
-    order, in the places the shuffle gave the module."""
-    where = [i for i, item in enumerate(items) if item.path.name == "test_readme.py"]
+    """test_docs_blocks.py runs each page's blocks in one namespace, a story
+    told in order (a block uses the loader an earlier one made): under a
+    shuffled run (pytest-randomly reorders before this hook) they keep the
+    pages' order, in the places the shuffle gave the module."""
+    where = [i for i, item in enumerate(items) if item.path.name == "test_docs_blocks.py"]
     story = sorted((items[i] for i in where),
-                   key=lambda item: (item.location[1], getattr(item, "callspec", None) and item.callspec.params["line"]
+                   key=lambda item: (item.location[1], getattr(item, "callspec", None) and item.callspec.params["index"]
                                      or 0))
     for i, item in zip(where, story):
         items[i] = item
@@ -271,10 +271,16 @@ ALLOWED_SKIPS = (
     # bench/run.sh, not scripts/setup.sh: their format tests run after a bench run.
     "(requirements-bench.txt",
     "bench/run.sh installs requirements-bench.txt)",
-    # README blocks that need a remote host; each names the test that runs the same on loopback.
+    # Blocks of README.md and docs/ that need a remote host; each names the test that runs the
+    # same on loopback (tests/python/test_docs_blocks.py SKIP).
     "needs a Ray cluster (tests/python/test_ray_workers.py",
     "needs an S3 bucket and an HTTPS host",
     "needs an HTTP host (tests/python/test_stream_mode.py",
+    # ... and those that run a command of their own, each checked to parse.
+    "runs the test command itself (.ci/run runs it",
+    "installs from PyPI (scripts/setup.sh installs this checkout",
+    "runs a suite of its own (the test suite shuffled",
+    "builds this site (scripts/test.sh runs mkdocs build --strict",
 )
 _unexpected_skips: list[str] = []
 

@@ -39,6 +39,7 @@ class FaultProxy:
         self.faults = 0
         self.gets = collections.Counter()  # path -> GET requests
         self.ranges = collections.Counter()  # (path, Range header or "") -> GET requests
+        self.log = []  # (time.monotonic_ns() at receipt, method, path, Range header or "") of every request
         self._next = 0
         self._sock = socket.socket()
         self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -71,6 +72,7 @@ class FaultProxy:
     def _action(self, method: str, path: str = "", byte_range: str = "") -> str:
         with self.lock:
             self.requests += 1
+            self.log.append((time.monotonic_ns(), method, path, byte_range))
             if method == "GET":
                 self.gets[path] += 1
                 self.ranges[(path, byte_range)] += 1

@@ -151,7 +151,7 @@ def test_png_and_webp_pixels_equal_pillow(formats_shard):
         else:
             np.testing.assert_array_equal(mine, ref, err_msg=key)
     # Lossy WebP: exact when stoker's libwebp is Pillow's version; Debian
-    # bookworm has 1.2.4, Pillow's wheel bundles its own (see README).
+    # bookworm has 1.2.4, Pillow's wheel bundles its own (see docs/guides/fields.md).
     same = features.version("webp") == _webp_version()
     print("lossy WebP max |stoker - Pillow|:", lossy_gap, "libwebp", _webp_version(), "Pillow's", features.version("webp"))
     for key, gap in lossy_gap.items():

@@ -46,7 +46,7 @@ def test_arrays_and_labels_match_numpy_bit_for_bit(vision_dir):
 
 def test_images_match_pillow_exactly(vision_dir):
     """The default image() is torchvision's Resize(64) + CenterCrop(64) on
-    Pillow: the same pixels, bit for bit (README, "Pixels")."""
+    Pillow: the same pixels, bit for bit (docs/guides/fields.md, "Pixels")."""
     _, samples = vision_dir
     loader = make(vision_dir)
     batch = next(iter(loader))
@@ -146,7 +146,7 @@ def test_breaking_out_stops_native_threads_promptly(vision_dir):
     t0 = time.perf_counter()
     gc.collect()
     assert native_threads() == base  # the loader is alive; its threads are not
-    # Promptly: about 0.1 s (README, "Ctrl-C"); the bound is for a loaded 2-core machine.
+    # Promptly: about 0.1 s (docs/guides/shuffling.md, Long runs: "Shutdown"); the bound is for a loaded 2-core machine.
     assert time.perf_counter() - t0 < 5.0
     assert sum(1 for _ in loader) == len(loader)  # and it can run a whole epoch again
 

@@ -169,6 +169,85 @@ def test_parquet_mixture_against_pyarrow(tmp_path):
     assert abs(counts["p1"] - 240) <= 4 * math.sqrt(400 * 0.24)
 
 
+def write_underscore_source(directory: Path, shards: int, per_shard: int, seed: int) -> dict:
+    """Tar shards whose samples are '{key}.cls' and '{key}_blob.bin' (one
+    sample under the underscore key rule, two under webdataset's), written
+    with tarfile; returns key -> the blob's bytes as tarfile reads them back."""
+    import tarfile
+
+    rng = np.random.default_rng(seed)
+    directory.mkdir(parents=True, exist_ok=True)
+    for s in range(shards):
+        with tarfile.open(directory / f"u-{s}.tar", "w") as tar:
+            for i in range(per_shard):
+                key = f"u{s}_{i:04d}"
+                blob = rng.integers(0, 256, int(rng.integers(8, 64)), np.uint8).tobytes()
+                for name, data in ((f"{key}.cls", str(i % 7).encode()), (f"{key}_blob.bin", blob)):
+                    info = tarfile.TarInfo(name)
+                    info.size = len(data)
+                    tar.addfile(info, io.BytesIO(data))
+    ref = {}
+    for s in range(shards):
+        with tarfile.open(directory / f"u-{s}.tar") as tar:
+            for member in tar.getmembers():
+                if member.name.endswith("_blob.bin"):
+                    ref[member.name[: -len("_blob.bin")]] = tar.extractfile(member).read()
+    return ref
+
+
+def test_each_source_its_own_member_names_and_key_rule(sources, tmp_path):
+    """One schema from sources that name it differently: 'bin' is member
+    'bin' of a, and member 'blob.bin' of a source grouped by the underscore
+    key rule; each sample's bytes are its own reader's (webdataset, tarfile)."""
+    _, srcs = sources
+    under = write_underscore_source(tmp_path / "u", shards=2, per_shard=25, seed=8)
+    # u first: the layout is taught by its first sample, through its own names.
+    mixture = stoker.mix({"u": stoker.Source(str(tmp_path / "u" / "u-{0..1}.tar"), 0.5, members={"bin": "blob.bin"},
+                                             key_rule="underscore"),
+                          "a": (srcs["a"][0], 0.5)}, law="proportion")
+    loader = stoker.Loader(mixture, FIELDS, batch_size=10, shuffle=True, seed=2, output="numpy", observe=False)
+    got = drain(loader)
+    assert Counter(s for s, _, _ in got) == {"a": 120, "u": 50}
+    ref = {"a": srcs["a"][1], "u": under}
+    for source, key, data in got:
+        assert data == ref[source][key], (source, key)
+    assert sorted(k for s, k, _ in got if s == "u") == sorted(under)
+    # The same source under webdataset's rule is two samples a key, and a '{key}_blob' has no 'blob.bin'.
+    wrong = stoker.mix({"a": (srcs["a"][0], 0.5),
+                        "u": stoker.Source(str(tmp_path / "u" / "u-{0..1}.tar"), 0.5, members={"bin": "blob.bin"})})
+    with pytest.raises(Exception, match=r"has no member for field 'bin' \(member 'blob.bin' in its source\)"):
+        drain(stoker.Loader(wrong, FIELDS, batch_size=10, shuffle=True, seed=2, output="numpy", observe=False))
+    with pytest.raises(Exception, match="source 'u' reads field 'jpg' from member 'blob.bin', but the loader has no "
+                                        "field 'jpg'"):
+        stoker.Loader(stoker.mix({"u": stoker.Source(str(tmp_path / "u" / "u-0.tar"), 1, members={"jpg": "blob.bin"})}),
+                      FIELDS, batch_size=10, observe=False)
+    with pytest.raises(ValueError, match="key_rule must be one of"):
+        stoker.Source("x.tar", 1, key_rule="dots")
+
+
+def test_parquet_sources_with_their_own_column_names(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    p1 = write_parquet_source(tmp_path / "p1", files=1, rows=40, seed=4)
+    (tmp_path / "p2").mkdir()
+    t = pq.read_table(tmp_path / "p1" / "part-0.parquet")
+    renamed = pa.table({"id": [f"r{k}" for k in t.column("key").to_pylist()], "payload": t.column("bin")})
+    pq.write_table(renamed, tmp_path / "p2" / "part-0.parquet", row_group_size=8)
+    p2 = dict(zip(renamed.column("id").to_pylist(), pq.read_table(tmp_path / "p2" / "part-0.parquet")
+                  .column("payload").to_pylist()))
+    mixture = stoker.mix({"p1": str(tmp_path / "p1" / "*.parquet"),
+                          "p2": stoker.Source(str(tmp_path / "p2" / "*.parquet"), members={"bin": "payload",
+                                                                                          "key": "id"})})
+    loader = stoker.Loader(mixture, {"bin": stoker.raw(64)}, batch_size=8, shuffle=True, seed=1,
+                           key_column="key", output="numpy", observe=False)
+    got = drain(loader)
+    assert Counter(s for s, _, _ in got) == {"p1": 40, "p2": 40}
+    ref = {"p1": p1, "p2": p2}
+    for source, key, data in got:
+        assert data == ref[source][key], (source, key)
+
+
 def test_resume_mid_epoch_equals_uninterrupted(sources):
     _, srcs = sources
     kw = dict(batch_size=10, shuffle=True, seed=11, samples_per_epoch=600)
@@ -278,6 +357,99 @@ def test_stop_at_first(sources):
     assert sorted(b) == sorted(srcs["b"][1])
     assert abs(len(a) - 70) <= 2 and len(set(a)) == len(a)
     check_bytes(got, srcs)
+
+
+def counts_loader(srcs, choose, repeat, **kw):
+    spec = {name: srcs[name][0] for name in ("a", "b", "c")}
+    return stoker.Loader(stoker.mix(spec, choose=choose, repeat=repeat), FIELDS, output="numpy", observe=False,
+                         **kw)
+
+
+def test_repeat_and_choose_give_each_source_its_exact_count_an_epoch(sources):
+    """Mosaic Streaming's law: a choose of 50 of a's 120, b twice (140), c
+    once (30) is exactly that of each source every epoch, its passes running
+    on across epochs, every sample's bytes webdataset's."""
+    _, srcs = sources
+    loader = counts_loader(srcs, {"a": 50}, {"b": 2}, batch_size=20, shuffle=True, seed=13)
+    order = loader.settings["order"]
+    assert "law counts, 220 samples an epoch" in order, order
+    assert "a choose 50 of 120 samples" in order and "b repeat 2 = 140 of 70 samples" in order, order
+    assert "c repeat 1 = 30 of 30 samples" in order, order
+    got = []
+    for epoch in range(3):
+        rows_of_epoch = drain(loader, epoch)
+        assert Counter(s for s, _, _ in rows_of_epoch) == {"a": 50, "b": 140, "c": 30}, epoch
+        got.extend(rows_of_epoch)
+    check_bytes(got, srcs)
+    check_passes(got, srcs, 20)  # a: 150 draws over 3 epochs = one pass and 30 of the next, none twice
+    assert loader.state_dict()["stoker"]["mix"]["law"] == "counts"
+
+
+def test_repeat_and_choose_resume_mid_epoch_and_refuse_other_counts(sources):
+    _, srcs = sources
+    kw = dict(batch_size=10, shuffle=True, seed=17)
+    whole = drain(counts_loader(srcs, {"a": 45}, {"c": 0.5}, **kw), 1)
+    first = counts_loader(srcs, {"a": 45}, {"c": 0.5}, **kw)
+    first.set_epoch(1)
+    it = iter(first)
+    head = []
+    for _ in range(7):
+        head.extend(rows(next(it)))
+    state = first.state_dict()
+    assert state["stoker"]["mix"]["choose"] == [45, -1, -1]
+    resumed = counts_loader(srcs, {"a": 45}, {"c": 0.5}, **kw)
+    resumed.load_state_dict(state)
+    assert head + drain(resumed) == whole
+    other = counts_loader(srcs, {"a": 40, "c": 20}, {}, **kw)  # the same 130 an epoch, drawn otherwise
+    with pytest.raises(Exception, match=r"saved with repeat .* and choose \[45,-1,-1\].*restore with the saved ones"):
+        other.load_state_dict(state)
+
+
+def test_repeat_and_choose_arguments(sources):
+    _, srcs = sources
+    with pytest.raises(ValueError, match="give the source alone"):
+        stoker.mix({"a": (srcs["a"][0], 0.5)}, repeat={"a": 2})
+    with pytest.raises(ValueError, match="both a repeat and a choose"):
+        stoker.mix({"a": srcs["a"][0]}, repeat={"a": 2}, choose={"a": 3})
+    with pytest.raises(ValueError, match=r"names \['z'\], which are not sources"):
+        stoker.mix({"a": srcs["a"][0]}, choose={"z": 3})
+    with pytest.raises(ValueError, match="a choose is a whole number"):
+        stoker.mix({"a": srcs["a"][0]}, choose={"a": 2.5})
+    with pytest.raises(ValueError, match="not law 'sample'"):
+        stoker.mix({"a": srcs["a"][0]}, choose={"a": 3}, law="sample")
+    with pytest.raises(ValueError, match="sets its own"):
+        stoker.mix({"a": srcs["a"][0]}, choose={"a": 3}, samples_per_epoch=10)
+    with pytest.raises(Exception, match="holds no samples"):
+        stoker.Loader(stoker.mix({"a": srcs["a"][0]}, choose={"a": 0}), FIELDS, batch_size=4, observe=False)
+
+
+def test_the_verdict_names_the_slow_source(sources):
+    """One source over HTTP behind a proxy that delays every request by
+    60 ms, beside local shards: the readers' seconds by source (report's
+    mix.read) fall mostly on it, and the storage-bound verdict names it."""
+    from fault_proxy import FaultProxy
+
+    root, srcs = sources
+    with UrlServer(root / "b") as server:
+        proxy = FaultProxy(server.port, latency=0.06)
+        try:
+            web = f"{proxy.url}/b-{{00..01}}.tar"
+            mixture = stoker.mix({"local": (srcs["a"][0], 0.5), "web": (web, 0.5)}, samples_per_epoch=160)
+            loader = stoker.Loader(mixture, FIELDS, batch_size=8, shuffle=True, seed=4, io_depth=1,
+                                   autotune=False, output="numpy", log_every=1000)
+            got = drain(loader)
+            report = loader.report()
+            loader.close()
+        finally:
+            proxy.close()
+    assert len(got) == 160
+    reads = report["mix"]["read"]
+    assert [r["items"] > 0 for r in reads] == [True, True], reads
+    busy = [r["busy_s"] for r in reads]
+    assert busy[1] > 0.5 * sum(busy), reads  # each web read waits 60 ms; a local one a page-cache copy
+    verdict = report["verdict"]
+    assert verdict["bottleneck"] == "storage", verdict
+    assert "source 'web' took" in verdict["reason"] and "source 'web' took" in verdict["recommendation"], verdict
 
 
 def test_missing_source_is_named(sources, tmp_path):

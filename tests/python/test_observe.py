@@ -99,9 +99,10 @@ def test_throttled_storage_is_storage_bound(small_shards, tmp_path, caplog):
     report = loader.report()
     loader.close()
     verdict = report["verdict"]
-    if not contended(verdict, others):
-        assert verdict["bottleneck"] == "storage", verdict
-        assert "io_depth (now 4)" in verdict["recommendation"]
+    # Readers asleep in the throttle do not queue for a CPU, so however busy
+    # the machine (others' share: printed on failure), the store is named.
+    assert verdict["bottleneck"] == "storage", (verdict, f"others held {others.share:.0%}")
+    assert "io_depth (now 4)" in verdict["recommendation"]
     assert not verdict["keeps_up"] and not verdict["healthy"]
     assert report["window"]["efficiency"] < 0.2
     # The log's summary lines match the JSON lines' raw waits.

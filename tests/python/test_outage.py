@@ -44,7 +44,7 @@ def run_outage(proxy, phases):
 
 def test_a_mid_epoch_outage_costs_time_not_the_run(data, http_proxy, capfd):
     root, _ = data
-    # The remote default shuffle is blocks of 16 (README, "Shuffle quality"): the same order locally.
+    # The remote default shuffle is blocks of 16 (docs/guides/shuffling.md, "Shuffle quality"): the same order locally.
     local = stream(str(root / "plain" / SHARDS), shuffle=True, seed=5, batch_size=2, shuffle_block=16)
     http_proxy.set(script=["pass"], latency=0)
     # batch 2, prefetch 1 and no read-ahead: most reads happen after the outage begins.

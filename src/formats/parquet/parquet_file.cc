@@ -135,6 +135,20 @@ void ParquetRows::SetMaxGroups(size_t max_groups) {
   max_groups_ = std::max<size_t>(1, max_groups);
 }
 
+namespace {
+
+// The columns as `shard` names them: its source's (a mixture's FieldAliases), else `columns` itself.
+const std::vector<std::string>& ColumnsOf(const ShardIndex& shard, const std::vector<std::string>& columns,
+                                          std::vector<std::string>* renamed) {
+  const FieldAliases* aliases = shard.samples.aliases().get();
+  if (aliases == nullptr) return columns;
+  renamed->clear();
+  for (const std::string& c : columns) renamed->emplace_back(AliasedField(aliases, c));
+  return *renamed;
+}
+
+}  // namespace
+
 Result<std::shared_ptr<const ParquetGroup>> ParquetRows::GetGroup(const ShardIndex& shard,
                                                                   const RandomAccessReader& file, int group) {
   const ParquetFooter* footer = shard.parquet.get();
@@ -158,8 +172,9 @@ Result<std::shared_ptr<const ParquetGroup>> ParquetRows::GetGroup(const ShardInd
   // Decoded outside the lock: other row groups load and hit meanwhile. The
   // engine is loaded: this shard's index came from it.
   Result<const ParquetEngine*> engine = LoadParquetEngine();
+  std::vector<std::string> renamed;
   Result<std::shared_ptr<const ParquetGroup>> decoded =
-      engine.ok() ? (*engine)->DecodeGroup(*footer, file, group, columns_)
+      engine.ok() ? (*engine)->DecodeGroup(*footer, file, group, ColumnsOf(shard, columns_, &renamed))
                         : Result<std::shared_ptr<const ParquetGroup>>(engine.status());
   std::lock_guard lock(mu_);
   if (!decoded.ok()) {
@@ -192,17 +207,20 @@ Status ParquetRows::Read(const ShardIndex& shard, const RandomAccessReader& file
   const int64_t in_group = static_cast<int64_t>(row) - footer.group_first_row[static_cast<size_t>(group)];
   entry->key = std::to_string(row);
   entry->members.clear();
+  entry->aliases = shard.samples.aliases();
   entry->begin = bytes->size();
   std::string scratch;
-  for (size_t c = 0; c < columns_.size(); ++c) {
+  std::vector<std::string> renamed;
+  const std::vector<std::string>& columns = ColumnsOf(shard, columns_, &renamed);
+  for (size_t c = 0; c < columns.size(); ++c) {
     const size_t at = bytes->size();
     ParquetValue value;
     Status st = decoded->Value(c, in_group, &scratch, &value);
     if (st.ok()) st = AppendValue(value, shard.shard_path, io_, bytes);
     const std::string where = "row " + std::to_string(row) + " (row group " + std::to_string(group) + ") column '" +
-                              columns_[c] + "'";
+                              columns[c] + "'";
     if (!st.ok()) return st.WithContext(shard.shard_path + ": " + where);
-    MemberRef member{columns_[c], where, at, bytes->size() - at};
+    MemberRef member{columns[c], where, at, bytes->size() - at};
     member.row_value = true;
     entry->members.push_back(std::move(member));
   }

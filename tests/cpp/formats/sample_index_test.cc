@@ -145,6 +145,25 @@ TEST(SampleIndexTest, FieldsMatchMembersByWebDatasetsRule) {
   EXPECT_EQ((*both)[0].Find("jpeg")->name, "y.jpeg");
 }
 
+TEST(SampleTable, AliasesReadAFieldFromTheSourcesOwnMember) {
+  // A mixture's source names its image "jpeg" and its label "label.cls": the
+  // loader's fields "jpg" and "cls" find them, the member keeps its own name
+  // for messages, an owning copy keeps the aliases, and a table without them
+  // is untouched.
+  auto r = GroupSamples(Members({{"x.jpeg", 1}, {"x.label.cls", 2}, {"x.cls", 3}}), KeyRule::kWebDataset, "s.tar");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  SampleTable table(*r);
+  EXPECT_EQ(table[0].Find("cls")->name(), "x.cls");
+  table.SetAliases(std::make_shared<const FieldAliases>(FieldAliases{{"cls", "label.cls"}, {"jpg", "jpeg"}}));
+  EXPECT_EQ(table[0].Find("cls")->name(), "x.label.cls");
+  EXPECT_EQ(table[0].Find("jpg")->name(), "x.jpeg");
+  EXPECT_EQ(table[0].members.MemberFieldFor("cls"), "label.cls");
+  EXPECT_EQ(table[0].members.MemberFieldFor("txt"), "txt");
+  const SampleEntry copy = table[0].ToEntry();
+  EXPECT_EQ(copy.Find("cls")->name, "x.label.cls");
+  EXPECT_EQ(copy.view().Find("cls")->name(), "x.label.cls");
+}
+
 TEST(SampleIndexTest, KeyRuleNamesRoundTrip) {
   for (KeyRule rule : {KeyRule::kWebDataset, KeyRule::kUnderscoreSuffix}) {
     auto r = ParseKeyRule(KeyRuleName(rule));

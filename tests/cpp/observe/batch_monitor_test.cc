@@ -1,11 +1,18 @@
 #include "observe/batch_monitor.h"
 #include "observe/machine_cpu.h"
+#include "observe/run_delay.h"
 
 #include <gtest/gtest.h>
+#include <pthread.h>
+#include <sched.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cmath>
+#include <optional>
 #include <random>
+#include <thread>
 #include <vector>
 
 namespace stoker {
@@ -220,6 +227,54 @@ TEST(BatchMonitorTest, ABusyMachineIsNotASlowStage) {
   StageEvidence unknown = contended;
   unknown.machine_cpus = 0;
   EXPECT_EQ(Classify(1.0, unknown, nullptr, busy).cause, SlowCause::kStorageStall);
+  // The kernel's run-queue figures decide where it has them: the 4.2 s the
+  // stages were busy, 3 s of it queued for a CPU, were the machine's ...
+  StageEvidence queued = contended;
+  queued.run_delay_known = true;
+  queued.run_delay_s = 3.0;
+  Diagnosis q = Classify(1.0, queued, nullptr, busy);
+  EXPECT_EQ(q.cause, SlowCause::kCpuContention);
+  EXPECT_NE(q.detail.find("its threads queued 3.00 s for a CPU"), std::string::npos) << q.detail;
+  // ... threads that queued little of it (readers asleep on a throttled
+  // store, each wake-up queueing a moment) were not: the store is named.
+  StageEvidence asleep = queued;
+  asleep.run_delay_s = 0.9;
+  EXPECT_EQ(Classify(1.0, asleep, nullptr, busy).cause, SlowCause::kStorageStall);
+}
+
+TEST(RunDelayTest, ParsesASchedstatLine) {
+  auto wait = ParseSchedstatWait("2357253 1500000000 17\n");
+  ASSERT_TRUE(wait);
+  EXPECT_DOUBLE_EQ(*wait, 1.5);
+  EXPECT_FALSE(ParseSchedstatWait("2357253\n"));
+  EXPECT_FALSE(ParseSchedstatWait(""));
+}
+
+TEST(RunDelayTest, CountsThreadsQueuedForOneCpu) {
+  const std::optional<double> before = ProcessRunDelaySeconds();
+  if (!before) GTEST_SKIP() << "no /proc/self/task/*/schedstat here (not Linux, or no CONFIG_SCHED_INFO)";
+  // Three threads spinning on one CPU for 300 ms: two of them wait at any
+  // time, about 0.6 s of queueing in all; a tenth of that is asked for.
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> spinners;
+  for (int i = 0; i < 3; ++i) {
+    spinners.emplace_back([&stop] {
+      cpu_set_t one;
+      CPU_ZERO(&one);
+      CPU_SET(0, &one);
+      ::pthread_setaffinity_np(::pthread_self(), sizeof one, &one);
+      while (!stop.load(std::memory_order_relaxed)) {
+      }
+    });
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  // Read while the spinners live: an exited thread takes its count along.
+  std::this_thread::sleep_for(std::chrono::nanoseconds(kRunDelayRefreshNs));
+  const std::optional<double> after = ProcessRunDelaySeconds();
+  stop = true;
+  for (std::thread& t : spinners) t.join();
+  ASSERT_TRUE(after);
+  EXPECT_GE(*after - *before, 0.06);
 }
 
 TEST(BatchMonitorTest, ABatchReadyAtTheRequestIsNotTheLoadersSlowBatch) {

@@ -252,6 +252,36 @@ TEST(MixOrder, StopAtFirstEndsBeforeASourceRunsOut) {
   EXPECT_LE(std::max(drawn[0], drawn[1]), small + 1);
 }
 
+TEST(MixOrder, CountsGiveEachSourceItsExactDrawsEveryEpoch) {
+  // Mosaic's repeat/choose: seven sources of uneven sizes, fractional repeats
+  // and chooses above and below a source's size; every epoch, counted by
+  // walking it, holds exactly each source's count, and the passes run on.
+  const std::vector<uint32_t> shards = {3, 1, 2, 4, 1, 2, 5};
+  const std::vector<uint32_t> counts = Counts(shards, 9);
+  LoaderOptions o = Mix(shards, {1, 0.37, 2.5, 1, 0, 1, 0.9}, MixLaw::kCounts);
+  o.mix.choose = {-1, -1, -1, 7, 500, -1, -1};
+  const std::vector<uint64_t> n = MixSourceSamples(counts, o);
+  auto expected = EpochCounts(o.mix, n);
+  ASSERT_TRUE(expected.ok());
+  EXPECT_EQ((*expected)[1], static_cast<uint64_t>(std::llround(0.37 * n[1])));
+  EXPECT_EQ((*expected)[3], 7u);
+  EXPECT_EQ((*expected)[4], 500u);
+  uint64_t total = 0;
+  for (uint64_t c : *expected) total += c;
+  for (uint64_t epoch : {0u, 1u, 7u}) {
+    auto order = MixOrder::Make(counts, o, epoch);
+    ASSERT_TRUE(order.ok()) << order.status().ToString();
+    const MixOrder& m = **order;
+    ASSERT_EQ(m.size(), total);
+    std::vector<uint64_t> drawn(shards.size(), 0);
+    for (uint64_t p = 0; p < m.size(); ++p) ++drawn[m.DrawAt(p).source];
+    EXPECT_EQ(drawn, *expected) << "epoch " << epoch;
+    for (size_t s = 0; s < shards.size(); ++s) EXPECT_EQ(m.DrawnBefore()[s], epoch * (*expected)[s]) << s;
+  }
+  o.mix.choose = {0, 0, 0, 0, 0, 0, 0};
+  EXPECT_FALSE(MixOrder::Make(counts, o, 0).ok());
+}
+
 TEST(MixOrder, HundredSourcesOfAThousandShardsInBoundedMemory) {
   // 100 sources x 1,000 shards x ~10,000 samples: 1e9 samples. A rank's plan
   // and its first batches touch O(shards) memory, never a list of samples.

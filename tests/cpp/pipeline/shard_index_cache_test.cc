@@ -34,7 +34,7 @@ struct Counted {
   std::atomic<int> loads{0};
   std::atomic<int> delay_ms{0};
   ShardIndexCache::Load Loader() {
-    return [this](const ShardSummary& shard) -> Result<ShardIndex> {
+    return [this](uint32_t, const ShardSummary& shard) -> Result<ShardIndex> {
       ++loads;
       std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms.load()));
       const uint32_t s = static_cast<uint32_t>(std::stoul(shard.path.substr(shard.path.rfind('-') + 1)));
@@ -116,7 +116,7 @@ TEST(ShardIndexCache, HeldNeitherLoadsNorWaits) {
 
 TEST(ShardIndexCache, ATableThatDisagreesWithThePlanIsAnErrorNamingTheShard) {
   std::vector<ShardSummary> shards = Summaries(2);
-  ShardIndexCache cache(shards, [](const ShardSummary& s) -> Result<ShardIndex> {
+  ShardIndexCache cache(shards, [](uint32_t, const ShardSummary& s) -> Result<ShardIndex> {
     ShardIndex t = Table(1, 7);  // 7 samples where the plan counted 3
     t.shard_path = s.path;
     return t;
@@ -131,7 +131,7 @@ TEST(ShardIndexCache, ATableThatDisagreesWithThePlanIsAnErrorNamingTheShard) {
 
 TEST(ShardIndexCache, AFailedLoadIsReturnedAndTriedAgainNextTime) {
   std::atomic<int> calls{0};
-  ShardIndexCache cache(Summaries(1), [&](const ShardSummary& s) -> Result<ShardIndex> {
+  ShardIndexCache cache(Summaries(1), [&](uint32_t, const ShardSummary& s) -> Result<ShardIndex> {
     if (calls++ == 0) return IoError(s.path + ": connection reset");
     return Table(0, 2);
   }, 0);
