@@ -50,6 +50,11 @@ struct RecorderSnapshot {
   double h2d_s = 0, h2d_exposed_s = 0;
   int64_t device_buffers = 0, device_buffers_peak = 0, pinned_buffers = 0;
   uint64_t h2d_overwrites = 0;  // the CPU test engine only: buffers overwritten while their copy was in flight
+  // Copies issued, counted as each was: early, on the thread that completed
+  // the batch (it overlaps the batch's wait for delivery); at delivery, when
+  // the consumer took it (a batch whose failed slots were refilled, a
+  // received one, or an early issue that failed).
+  uint64_t h2d_early = 0, h2d_at_delivery = 0;
   // GPU decode (ImageSpec::decode, pipeline/gpu_decode.h): the decoder ("" when
   // none runs), the share of each batch's images it is sent now and why,
   // images it decoded, images the CPU decoders decoded meanwhile, and the

@@ -2,8 +2,9 @@
 // read-ahead, decode threads and prefetch from what the stages measured.
 //
 // The loader feeds it one window of evidence at a time (>= 0.25 s, 3 batches
-// and 32 samples: LoaderImpl::Tune in loader.cc), and applies what it
-// returns to the running threads (EpochRun::Apply). What a knob changes is
+// and 32 samples: tune_window.h, which engine_stats.h runs for both
+// loaders), and applies what it returns to the running threads
+// (EpochRun::Apply, StreamRun::Apply). What a knob changes is
 // how much work runs at once, never which work: the plan fixes which samples
 // come and in what order, seeds fix their bytes, so any setting at any moment
 // gives the same stream.

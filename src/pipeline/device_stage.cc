@@ -157,13 +157,16 @@ Result<std::shared_ptr<DeviceCopy>> DeviceStage::Issue(const BufferPool::Lease& 
 std::shared_ptr<DeviceCopy> DeviceStage::OnReady(const BufferPool::Lease& lease, GpuJobs* jobs) {
   if (!copies_) return nullptr;
   Result<std::shared_ptr<DeviceCopy>> copy = Issue(lease, jobs);
-  return copy.ok() ? std::move(copy).value() : nullptr;
+  if (!copy.ok()) return nullptr;
+  issued_early_.fetch_add(1, std::memory_order_relaxed);
+  return std::move(copy).value();
 }
 
 Result<std::shared_ptr<Batch>> DeviceStage::Deliver(std::shared_ptr<Batch> host, std::shared_ptr<DeviceCopy> copy,
                                                     const BufferPool::Lease& lease, GpuJobs* jobs) {
   if (!copy) {
     STOKER_ASSIGN_OR_RETURN(copy, Issue(lease, jobs));
+    issued_at_delivery_.fetch_add(1, std::memory_order_relaxed);
   }
   return std::shared_ptr<Batch>(std::make_shared<DeviceBatch>(std::move(host), std::move(copy), lease.data(),
                                                               engine_->device()));
@@ -228,6 +231,8 @@ void DeviceStage::Fill(RecorderSnapshot* s) {
   s->h2d_exposed_s = static_cast<double>(exposed_ns_.load(std::memory_order_relaxed)) * 1e-9;
   s->pinned_buffers = pinned_->load(std::memory_order_relaxed);
   s->h2d_overwrites = engine_->overwrites();
+  s->h2d_early = issued_early_.load(std::memory_order_relaxed);
+  s->h2d_at_delivery = issued_at_delivery_.load(std::memory_order_relaxed);
   std::lock_guard lock(mu_);
   s->device_buffers = live_;
   s->device_buffers_peak = peak_;

@@ -140,6 +140,8 @@ class DeviceStage : public std::enable_shared_from_this<DeviceStage> {
   // Shared with the pool's page locker, which may outlive the stage (a host batch held past the loader).
   const std::shared_ptr<std::atomic<int64_t>> pinned_ = std::make_shared<std::atomic<int64_t>>(0);
   std::atomic<uint64_t> copies_done_{0}, bytes_{0}, untimed_{0};
+  // Copies issued as their batch became ready (OnReady), and at delivery.
+  std::atomic<uint64_t> issued_early_{0}, issued_at_delivery_{0};
   std::atomic<uint64_t> copy_ns_{0}, exposed_ns_{0};
 };
 

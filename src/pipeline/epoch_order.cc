@@ -6,6 +6,7 @@
 #include <string>
 
 #include "core/random.h"
+#include "pipeline/mix_seed.h"
 
 namespace stoker {
 
@@ -71,14 +72,6 @@ Spot MixWithin(const std::vector<uint64_t>& start, uint64_t end, size_t j, uint6
 }
 
 }  // namespace
-
-uint64_t MixSeed(uint64_t a, uint64_t b, uint64_t c) {
-  // Chained, not XORed into one seed: each word is mixed into the hash of the
-  // words before it, so nearby (seed, epoch) pairs give unrelated streams.
-  const uint64_t h = SplitMix64(a).Next();
-  const uint64_t h2 = SplitMix64(h ^ b).Next();
-  return SplitMix64(h2 ^ c).Next();
-}
 
 Result<std::shared_ptr<const EpochOrder>> EpochOrder::Make(const std::vector<uint32_t>& samples_per_shard,
                                                            const LoaderOptions& options, uint64_t epoch) {

@@ -169,8 +169,4 @@ class EpochOrder {
   mutable uint64_t tick_ = 0;                            // guarded by cache_mu_
 };
 
-// A 64-bit mix of its arguments (splitmix64); seeds of shuffles and of
-// per-sample augmentation derive from it.
-uint64_t MixSeed(uint64_t a, uint64_t b, uint64_t c = 0);
-
 }  // namespace stoker

@@ -7,29 +7,14 @@
 #include <limits>
 
 #include "observe/clock.h"
-#include "pipeline/device_stage.h"
 #include "pipeline/memory_budget.h"
 #include "observe/cpu_time.h"
+#include "pipeline/mix_seed.h"
 #include "pipeline/read_runs.h"
 #include "pipeline/sample_decoder.h"
-#include "pipeline/sample_keys.h"
+#include "pipeline/slot_decode.h"
 
 namespace stoker {
-
-namespace {
-
-// A ready batch's copy to the device, issued on the decoder thread that
-// finished it, unless a slot failed (those are refilled at delivery, then
-// copied: device_stage.h).
-void IssueCopy(BatchWork& work, DeviceStage& device) {
-  {
-    std::lock_guard lock(work.error_mu);
-    if (!work.failures.empty()) return;
-  }
-  work.copy = device.OnReady(*work.lease, &work.gpu);
-}
-
-}  // namespace
 
 EpochRun::EpochRun(const Dataset* data, ShardFiles* files, std::shared_ptr<BufferPool> pool,
                    std::shared_ptr<const EpochPlan> plan, uint64_t epoch, int64_t first_batch, PlanMaker next_epoch)
@@ -387,8 +372,7 @@ bool EpochRun::Begin(const Leg& leg, int64_t b, std::unique_ptr<BufferPool::Leas
   work->plan = &plan;
   // The exact partition gives a rank with fewer samples a short or empty
   // last batch (planner.h, ShareOfRank): an empty one has no reads.
-  work->size = static_cast<int>(std::clamp<int64_t>(total - b * bs, 0, bs));
-  work->gpu_from = data_->gpu ? work->size - std::min(work->size, data_->gpu->GpuSlots(work->size)) : work->size;
+  work->Begin(static_cast<int>(std::clamp<int64_t>(total - b * bs, 0, bs)), data_->gpu.get());
   // Without its buffer the batch also waits for that: one more to count down.
   work->pending = work->size + (lease ? 0 : 1);
   work->keys.resize(data_->options.include_keys ? work->size : 0);
@@ -620,40 +604,15 @@ void EpochRun::DecodeLoop(uint32_t thread) {
 }
 
 void EpochRun::DecodeOne(SampleDecoder& decoder, DecodeTask& task, uint32_t thread) {
-  const BatchLayout& layout = data_->layout;
   const SampleRef& ref = task.read.ref;
   BatchWork* batch = task.read.batch;
-  const int slot = task.read.slot;
-  const SampleView entry = task.entry ? task.entry->view() : task.index->samples[ref.sample];
-  uint8_t* base = batch->lease->data();
-  const uint64_t seed = MixSeed(data_->options.seed, batch->epoch, ref.global);
-  const uint64_t begin = NowNs();
-  if (rec_) rec_->decodes_in_flight++;
-  const GpuSlot gpu{data_->gpu.get(), slot >= batch->gpu_from, &batch->gpu};
-  Status st = decoder.Decode(data_->shards[ref.shard], entry, task.bytes, base, slot, seed, task.run->direct,
-                             data_->gpu ? &gpu : nullptr);
-  if (rec_) {
-    const uint64_t end = NowNs();
-    rec_->decodes_in_flight--;
-    rec_->decode.Add(task.bytes.size(), end - begin);
-    rec_->AddSpan({SpanKind::kDecode, thread, begin, end, batch->index, slot});
-    if (decoder.map_end_ns() != 0) {  // the user's map, a stage inside the decode span
-      rec_->map.Add(0, decoder.map_end_ns() - decoder.map_begin_ns());
-      rec_->AddSpan({SpanKind::kMap, thread, decoder.map_begin_ns(), decoder.map_end_ns(), batch->index, slot});
-    }
-  }
-  int64_t global = static_cast<int64_t>(ref.global);
-  const ArraySlot& index = layout.arrays[layout.index_array];
-  std::memcpy(index.At(base, slot), &global, sizeof(global));
-  if (!batch->keys.empty()) {
-    Result<std::string> key = UserKey(data_->options, data_->shards[ref.shard], entry, task.bytes);
-    if (key.ok()) {
-      batch->keys[slot] = std::move(key.value());
-    } else if (st.ok()) {
-      st = key.status();
-    }
-    batch->urls[slot] = data_->shards[ref.shard];
-  }
+  const SlotSample sample{data_->shards[ref.shard],
+                          task.entry ? task.entry->view() : task.index->samples[ref.sample],
+                          task.bytes,
+                          task.run->direct,
+                          MixSeed(data_->options.seed, batch->epoch, ref.global),
+                          static_cast<int64_t>(ref.global)};
+  Status st = DecodeIntoSlot(decoder, *data_, *batch, task.read.slot, sample, thread, batch->index);
   task.run.reset();  // the run's last sample returns its buffer
   Finish(task.read, std::move(st));
 }
@@ -693,9 +652,9 @@ void EpochRun::ReadTokens(const ReadTask& task, uint32_t thread) {
 }
 
 void EpochRun::Finish(const ReadTask& task, Status st) {
-  if (!st.ok()) task.batch->RecordError(task.slot, std::move(st));
-  if (task.batch->pending.fetch_sub(task.count) == task.count) {
-    if (data_->device && task.batch->lease) IssueCopy(*task.batch, *data_->device);  // the copy overlaps the wait for delivery
+  if (!st.ok()) task.batch->Fail({task.slot, std::move(st), -1, ""});
+  if (task.batch->CountDown(task.count)) {
+    task.batch->Ready(data_->device.get());  // its device copy, which overlaps the wait for delivery
     std::lock_guard lock(mu_);
     task.batch->done = true;
     if (rec_) {

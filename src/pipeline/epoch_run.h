@@ -74,72 +74,36 @@
 #include "core/bounded_queue.h"
 #include "core/ordered_queue.h"
 #include "core/buffer_pool.h"
-#include "core/cpu_share.h"
 #include "core/page_allocator.h"
 #include "core/rate_limiter.h"
 #include "io/cancel.h"
 #include "io/reader.h"
 #include "observe/recorder.h"
 #include "pipeline/autotune.h"
-#include "pipeline/batch_layout.h"
+#include "pipeline/batch_in_flight.h"
+#include "pipeline/dataset.h"
 #include "pipeline/direct_arrays.h"
-#include "pipeline/gpu_decode.h"
 #include "pipeline/planner.h"
 #include "pipeline/shard_files.h"
-#include "pipeline/shard_index_cache.h"
-#include "pipeline/token_source.h"
-#include "pipeline/upscale_count.h"
-#include "formats/parquet_file.h"
 #include "formats/sample_index.h"
 #include "stoker/loader.h"
 
 namespace stoker {
 
 struct DecodeTask;
-class DeviceCopy;
-class DeviceStage;
 
-// A batch being made: its buffer, how many samples are still missing, and the
-// first error among its samples (lowest slot wins, so the error is deterministic).
-struct BatchWork {
-  int64_t index = 0;      // within its epoch
+// A batch being made (batch_in_flight.h), with what the indexed run adds:
+// the plan and epoch its samples follow, and decode tasks read ahead of its
+// buffer.
+struct BatchWork : BatchInFlight {
   uint64_t epoch = 0;     // whose plan and seeds it follows
   const EpochPlan* plan = nullptr;  // that epoch's; owned by the run or the loader, outlives the batch's tasks
-  int size = 0;
-  std::unique_ptr<BufferPool::Lease> lease;
-  std::vector<std::string> keys;  // per slot, as users see them (pipeline/sample_keys.h)
-  std::vector<std::string> urls;  // per slot: the shard or file each came from
-  std::atomic<int> pending{0};
-  std::mutex error_mu;
-  int error_slot = -1;  // guarded by error_mu
-  Status error;         // guarded by error_mu
-  // Every failed slot with its error, in completion order (on_error=skip
-  // sorts them by slot before refilling). Guarded by error_mu.
-  std::vector<std::pair<int, Status>> failures;
-  bool done = false;    // guarded by EpochRun::mu_
   bool leased = false;  // guarded by EpochRun::mu_: has its buffer (lease set)
   // Read ahead of its buffer (remote shards): decode tasks whose bytes arrived
   // before the lease wait here; the scheduler queues them once it sets the
   // lease. lease is written once under park_mu; readers test it under park_mu.
   std::mutex park_mu;
   std::vector<DecodeTask> parked;  // guarded by park_mu
-  // GPU decode (pipeline/gpu_decode.h): slots [gpu_from, size) stage their
-  // JPEGs here for the device's decoder, decoded after the batch's copy.
-  int gpu_from = 0;
-  GpuJobs gpu;
-  // device runs: the copy to the device, issued when the batch became ready
-  // (pipeline/device_stage.h). Declared last: destroyed first, waiting for
-  // the copy, before the lease it reads goes back to the pool.
-  std::shared_ptr<DeviceCopy> copy;
-
-  void RecordError(int slot, Status st) {
-    std::lock_guard lock(error_mu);
-    failures.emplace_back(slot, st);
-    if (error_slot < 0 || slot < error_slot) {
-      error_slot = slot;
-      error = std::move(st);
-    }
-  }
 };
 
 struct ReadTask {
@@ -190,44 +154,6 @@ struct DecodeDue {
     if (x.index != y.index) return x.index < y.index;
     return a.read.slot < b.read.slot;
   }
-};
-
-// Everything one epoch's threads share with the loader; read-only for them.
-struct Dataset {
-  LoaderOptions options;
-  Recorder* recorder = nullptr;  // null when record_stats is off; owned by LoaderImpl
-  std::vector<std::string> shards;
-  // Each shard's summary (what the plan and the estimates need) and sample
-  // offsets, the latter loaded as reads reach the shard (shard_index_cache.h).
-  std::shared_ptr<ShardIndexCache> indexes;
-  std::string order;             // the order in words (planner.h's DescribeOrder), and why where auto
-  std::string index_from;        // where the shards' counts came from (ShardTables::from)
-  uint64_t remote_scanned = 0;   // remote shards read whole to count them
-  bool parquet = false;          // the shards are Parquet files
-  uint64_t row_group_bytes = 0;  // Parquet: the largest row group
-  BatchLayout layout;
-  // Set for a token loader: readers copy each sample's token window from the
-  // mmap'd .bin straight into its slot (read and assembly are one copy), so
-  // no decoder threads run and tasks cover several slots.
-  std::shared_ptr<const TokenSource> tokens;
-  // Set when batches go to a device: each batch's copy is issued as it becomes ready.
-  std::shared_ptr<DeviceStage> device;
-  // Set when image fields decode on that device too (its copies run the GPU work).
-  std::shared_ptr<GpuDecode> gpu;
-  std::string gpu_why_not;  // image fields that could decode there but do not: why (auto without a decoder)
-  // Set when a shard is a Parquet file: its rows' values, from decoded row
-  // groups it caches (formats/parquet_file.h; internally synchronized).
-  std::shared_ptr<ParquetRows> parquet_rows;
-  // The knobs in effect (io_depth, read_ahead_batches, decode_threads,
-  // prefetch) and the most the controller may set; a new run starts with
-  // `tuned`. Written by the loader on its consumer thread, read by the
-  // EpochRun constructor there; the run's threads read their own copies.
-  TuneSettings tuned, tune_max;
-  // The CPUs this loader counted when made (core/cpu_share.h): the defaults
-  // that scale with cores start from cpu.cores; Settings() says where it came from.
-  CpuShare cpu;
-  // Image fields' upscaled images, counted by the decoders (upscale_count.h).
-  std::shared_ptr<UpscaleCounter> upscales;
 };
 
 class SampleDecoder;

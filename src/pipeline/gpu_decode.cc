@@ -20,6 +20,27 @@ constexpr double kSmooth = 0.3;  // weight of the newest measurement
 
 }  // namespace
 
+void GpuJobs::Drop(int slot) {
+  std::lock_guard lock(mu);
+  std::erase_if(jobs, [&](const ImageJob& j) { return j.slot == slot; });
+}
+
+void GpuJobs::Repeat(int from, int to, const BatchLayout& layout) {
+  std::lock_guard lock(mu);
+  std::erase_if(jobs, [&](const ImageJob& j) { return j.slot == to; });
+  const size_t staged = jobs.size();
+  for (size_t i = 0; i < staged; ++i) {
+    if (jobs[i].slot != from) continue;
+    ImageJob j = jobs[i];
+    // An image field is one array: its slots are sample_bytes apart.
+    const ArraySlot& out = layout.arrays[layout.fields[static_cast<size_t>(j.spec)].arrays[0]];
+    j.out_offset = j.out_offset - out.sample_bytes * static_cast<size_t>(from) +
+                   out.sample_bytes * static_cast<size_t>(to);
+    j.slot = to;
+    jobs.push_back(j);
+  }
+}
+
 Result<std::shared_ptr<GpuDecode>> GpuDecode::Create(const LoaderOptions& o, const BatchLayout& layout,
                                                      std::string* why_not) {
   const bool late = o.device == "cpu-late";

@@ -43,6 +43,15 @@ struct GpuJobs {
   std::mutex mu;
   std::vector<ImageJob> jobs;                   // guarded by mu
   std::vector<std::unique_ptr<uint8_t[]>> large;  // guarded by mu; jobs point into them
+
+  // A failed sample's slot was filled on the CPU (the indexed mode's
+  // refill): the images it staged before failing must not land over it.
+  void Drop(int slot);
+  // Slot `to` repeats slot `from` (the stream's skip rule copies the slot's
+  // host bytes, which hold `from`'s staged JPEGs, not pixels): `from`'s
+  // images decode into `to` too, from the same bytes, and what `to` staged
+  // itself is dropped.
+  void Repeat(int from, int to, const BatchLayout& layout);
 };
 
 class GpuDecode {

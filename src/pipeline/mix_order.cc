@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "pipeline/index_shuffle.h"
+#include "pipeline/mix_seed.h"
 
 namespace stoker {
 

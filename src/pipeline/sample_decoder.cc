@@ -11,7 +11,7 @@
 #include "codecs/sample_geometry.h"
 #include "observe/clock.h"
 #include "pipeline/gpu_decode.h"
-#include "pipeline/planner.h"
+#include "pipeline/mix_seed.h"
 #include "pipeline/sample_map.h"
 
 namespace stoker {

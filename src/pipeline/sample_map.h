@@ -53,7 +53,7 @@ class SampleMap {
 
   // The sample in `slot` of `batch_buffer` (laid out as ctx.layout, with the
   // probe's arrays): runs the map and writes its outputs into the slot.
-  // `sample_seed` is the sample's own seed (pipeline/planner.h MixSeed of
+  // `sample_seed` is the sample's own seed (pipeline/mix_seed.h MixSeed of
   // seed, epoch, sample), the same on any thread count and after a resume.
   virtual Status Apply(const MapContext& ctx, uint8_t* batch_buffer, int slot, uint64_t sample_seed) = 0;
 

@@ -2,11 +2,9 @@
 #include "pipeline/skip_refill.h"
 
 #include <algorithm>
-#include <cinttypes>
-#include <cstdio>
 #include <cstring>
 
-#include "io/url.h"
+#include "pipeline/mix_seed.h"
 #include "pipeline/sample_keys.h"
 #include "pipeline/skip_ledger.h"
 
@@ -18,9 +16,9 @@ void SkipRefiller::StartEpoch(uint64_t epoch) {
   known_bad_.clear();
 }
 
-Status SkipRefiller::Resolve(BatchWork& work, const EpochPlan& plan) {
+Status SkipRefiller::Resolve(BatchInFlight& work, const EpochPlan& plan) {
   std::vector<SlotFailure> failures;
-  for (auto& [slot, cause] : work.failures) failures.push_back({slot, cause.ToString()});
+  for (const FailedSlot& f : work.failures) failures.push_back({f.slot, f.status.ToString()});
   work.failures.clear();
   STOKER_RETURN_IF_ERROR(Resolve({work.index, work.size, work.lease->data(), &work.keys, &work.urls},
                                  std::move(failures), plan));
@@ -149,25 +147,6 @@ Status SkipRefiller::FromJson(const nlohmann::json& j) {
     return InvalidArgument(std::string("loader state 'skip' is malformed: ") + e.what());
   }
   return Status::Ok();
-}
-
-std::string DatasetFingerprint(const Dataset& data) {
-  uint64_t h = 1469598103934665603ull;  // FNV-1a 64
-  auto mix = [&h](const void* p, size_t n) {
-    const auto* b = static_cast<const uint8_t*>(p);
-    for (size_t i = 0; i < n; ++i) h = (h ^ b[i]) * 1099511628211ull;
-  };
-  for (const ShardSummary& shard : data.indexes->summaries()) {
-    const std::string path = SplitQuery(shard.path).path;  // a signed URL's query changes; the shard does not
-    const size_t slash = path.find_last_of('/');
-    const std::string base = slash == std::string::npos ? path : path.substr(slash + 1);
-    mix(base.data(), base.size() + 1);
-    const uint64_t words[2] = {shard.bytes, shard.samples};
-    mix(words, sizeof words);
-  }
-  char buf[17];
-  std::snprintf(buf, sizeof buf, "%016" PRIx64, h);
-  return buf;
 }
 
 }  // namespace stoker

@@ -28,7 +28,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "pipeline/epoch_run.h"
+#include "pipeline/batch_in_flight.h"
+#include "pipeline/dataset.h"
 #include "pipeline/planner.h"
 #include "pipeline/sample_decoder.h"
 #include "pipeline/shard_files.h"
@@ -47,7 +48,7 @@ class SkipRefiller {
   // Resolves a batch whose first pass is complete: fails slots under the
   // budget, refills them, counts the batch's samples as seen. On error the
   // batch must not be delivered.
-  Status Resolve(BatchWork& work, const EpochPlan& plan);
+  Status Resolve(BatchInFlight& work, const EpochPlan& plan);
 
   // Where a refill writes: a batch buffer laid out as the dataset's layout,
   // and the batch's keys and urls (empty: not kept).
@@ -86,9 +87,5 @@ class SkipRefiller {
   std::set<uint64_t> known_bad_;  // this epoch's bad samples (dataset indexes)
   SkipLedger ledger_;
 };
-
-// The dataset's identity for a saved state: shard base names, sizes and sample
-// counts (a moved dataset still matches; a changed one does not).
-std::string DatasetFingerprint(const Dataset& data);
 
 }  // namespace stoker

@@ -9,71 +9,34 @@
 #include "core/buffer_pool.h"
 #include "core/cpu_share.h"
 #include "io/reader.h"
-#include "observe/clock.h"
-#include "observe/recorder.h"
+#include "pipeline/batch_view.h"
+#include "pipeline/dataset.h"
 #include "pipeline/device_stage.h"
-#include "pipeline/epoch_order.h"
+#include "pipeline/engine_stats.h"
 #include "pipeline/map_probe.h"
 #include "pipeline/memory_budget.h"
+#include "pipeline/mix_seed.h"
 #include "pipeline/sample_map.h"
 #include "pipeline/shuffle_buffer.h"
 #include "pipeline/stream_order.h"
 #include "pipeline/stream_run.h"
 #include "pipeline/stream_skips.h"
 #include "pipeline/tune_config.h"
-#include "pipeline/tune_window.h"
 
 namespace stoker {
 
 namespace {
 
-class StreamBatchView : public Batch {
- public:
-  StreamBatchView(std::unique_ptr<StreamBatch> work, int64_t index, const BatchLayout& layout)
-      : work_(std::move(work)), index_(index) {
-    const int size = layout.batch_size;
-    for (const ArraySlot& a : layout.arrays) {
-      ArrayView v;
-      v.name = a.name;
-      v.dtype = a.dtype;
-      v.shape.push_back(size);
-      v.shape.insert(v.shape.end(), a.sample_shape.begin(), a.sample_shape.end());
-      v.data = work_->lease->data() + a.offset;
-      v.nbytes = a.sample_bytes * static_cast<size_t>(size);
-      arrays_.push_back(std::move(v));
-    }
-  }
-  int64_t index() const override { return index_; }
-  int size() const override { return static_cast<int>(arrays_.empty() ? 0 : arrays_[0].shape[0]); }
-  const std::vector<ArrayView>& arrays() const override { return arrays_; }
-  const std::vector<std::string>& keys() const override { return work_->keys; }
-  const std::vector<std::string>& urls() const override { return work_->urls; }
-
- private:
-  std::unique_ptr<StreamBatch> work_;
-  int64_t index_;
-  std::vector<ArrayView> arrays_;
-};
-
 class StreamLoader : public Loader {
  public:
-  StreamLoader(StreamDataset data, std::shared_ptr<DeviceStage> device, std::unique_ptr<StreamHead> head, int cores,
-               std::string cores_from, TuneConfig tune)
+  StreamLoader(StreamDataset data, std::unique_ptr<StreamHead> head, TuneConfig tune)
       : data_(std::move(data)),
-        device_(std::move(device)),
         head_(std::move(head)),
-        cores_(cores),
-        cores_from_(std::move(cores_from)),
-        recorder_(data_.options.record_stats ? std::make_unique<Recorder>(data_.options.trace_spans) : nullptr),
-        skips_(&data_.options, &data_.layout),
-        tune_config_(tune) {
-    data_.recorder = recorder_.get();
+        stats_(data_.options, tune),
+        skips_(&data_.options, &data_.layout) {
+    data_.recorder = stats_.recorder();
     data_.tuned = tune.start;
     data_.tune_max = tune.max;
-    // Tuning reads the recorder's evidence: without recording, or with every
-    // knob fixed, the settings stay as they start (as the indexed loader's).
-    const bool movable = std::any_of(tune.fixed.begin(), tune.fixed.end(), [](bool f) { return !f; });
-    if (data_.options.autotune && recorder_ && movable) tuner_.emplace(std::move(tune));
     data_.upscales = std::make_shared<UpscaleCounter>(data_.layout.fields.size());
     const LoaderOptions& o = data_.options;
     batches_ = o.samples_per_epoch / (static_cast<int64_t>(o.world_size) * o.batch_size);
@@ -83,9 +46,7 @@ class StreamLoader : public Loader {
     info_.rank_samples = batches_ * o.batch_size;
     info_.dropped_samples = o.samples_per_epoch - info_.rank_samples * o.world_size;
     info_.num_shards = static_cast<int64_t>(data_.shards.size());
-    // The pool holds the largest prefetch the tuner may set; the run's gate keeps the setting in effect.
-    pool_ = BufferPool::Create(data_.layout.buffer_bytes, static_cast<size_t>(data_.tune_max[Knob::kPrefetch]) + 1,
-                               device_ ? device_->page_locker() : nullptr);
+    pool_ = MakeBatchPool(data_);
     Start();  // the first batch at once, as the indexed loader does
   }
   ~StreamLoader() override { run_.reset(); }
@@ -111,19 +72,12 @@ class StreamLoader : public Loader {
     *waiting = false;
     if (next_batch_ >= batches_) return std::shared_ptr<Batch>();
     if (!run_) Start(StartFor(Along()));
-    if (!waiting_since_) waiting_since_ = std::chrono::steady_clock::now();
-    const uint64_t begin = NowNs();
-    Result<std::unique_ptr<StreamBatch>> ready = run_->NextReady(wait_ms, *waiting_since_);
-    if (recorder_) {
-      const uint64_t end = NowNs();
-      recorder_->consumer_wait_ns.fetch_add(end - begin, std::memory_order_relaxed);
-      recorder_->AddSpan({SpanKind::kWait, kConsumerThread, begin, end, next_batch_, -1});
-    }
+    Result<std::unique_ptr<StreamBatch>> ready =
+        stats_.Wait(next_batch_, [&](auto since) { return run_->NextReady(wait_ms, since); });
     if (ready.ok() && !*ready) {
       *waiting = true;
       return std::shared_ptr<Batch>();
     }
-    waiting_since_.reset();
     if (!ready.ok()) {
       resume_ = StartFor(Along());
       run_.reset();  // the stream ended in an error: a later Next starts over from here
@@ -131,32 +85,21 @@ class StreamLoader : public Loader {
     }
     std::unique_ptr<StreamBatch> work = std::move(ready).value();
     const int64_t index = next_batch_++;
-    if (tuner_) Tune();
+    Tune();
     if (data_.options.on_error == OnError::kSkip) {
       STOKER_RETURN_IF_ERROR(skips_.Resolve(*work, epoch_, index));
-    } else if (std::lock_guard lock(work->failures_mu); !work->failures.empty()) {
-      return std::min_element(work->failures.begin(), work->failures.end(),
-                              [](const StreamSlotFailure& a, const StreamSlotFailure& b) { return a.slot < b.slot; })
-          ->status;
+    } else if (std::lock_guard lock(work->error_mu); work->error_slot >= 0) {
+      return work->error;  // the lowest failed slot's
     }
-    const BufferPool::Lease& lease = *work->lease;  // kept by the view, which the device batch keeps
-    auto host = std::make_shared<StreamBatchView>(std::move(work), index, data_.layout);
-    // Its copy is issued here, as the indexed loader's is for a batch it
-    // copies at delivery (device_stage.h); the consumer's stream waits for it.
-    if (device_ && device_->copies()) return device_->Deliver(std::move(host), nullptr, lease, nullptr);
-    return std::shared_ptr<Batch>(std::move(host));
+    // Its device copy was issued when it became ready, unless a slot was
+    // repaired since (then now, as the indexed loader copies a refilled batch).
+    return Deliver(std::move(work), index, data_.layout, data_.device.get());
   }
 
   void Stop() override { run_.reset(); }
   const PlanInfo& plan() const override { return info_; }
-  RecorderSnapshot Stats() const override {
-    RecorderSnapshot s = recorder_ ? recorder_->Snapshot() : RecorderSnapshot{};
-    if (device_) device_->Fill(&s);
-    return s;
-  }
-  std::string TraceJson() const override {
-    return recorder_ ? recorder_->TraceJson() : std::string("{\"traceEvents\":[]}");
-  }
+  RecorderSnapshot Stats() const override { return stats_.Snapshot(data_); }
+  std::string TraceJson() const override { return stats_.TraceJson(); }
   const LoaderOptions& options() const override { return data_.options; }
 
   std::string State() const override {
@@ -188,24 +131,15 @@ class StreamLoader : public Loader {
     if (!j.contains("mode") || j["mode"] != "stream") {
       return InvalidArgument("loader state was saved by an indexed loader; this one streams (stream=True)");
     }
-    const std::pair<const char*, int64_t> must_match[] = {
-        {"seed", static_cast<int64_t>(o.seed)},
-        {"rank", o.rank},
-        {"world_size", o.world_size},
-        {"batch_size", o.batch_size},
-        {"samples_per_epoch", o.samples_per_epoch},
-        {"shuffle_buffer", o.shuffle ? o.shuffle_buffer : 1},
-        {"shards", static_cast<int64_t>(data_.shards.size())}};
-    for (const auto& [key, mine] : must_match) {
-      if (!j.contains(key) || !j[key].is_number_integer()) {
-        return InvalidArgument(std::string("loader state lacks integer '") + key + "'");
-      }
-      const int64_t theirs = j[key].get<int64_t>();
-      if (theirs != mine) {
-        return InvalidArgument(std::string("loader state was saved with ") + key + "=" + std::to_string(theirs) +
-                               ", this loader has " + std::to_string(mine) + ": the stream would differ");
-      }
-    }
+    STOKER_RETURN_IF_ERROR(CheckSavedWith(j,
+                                          {{"seed", static_cast<int64_t>(o.seed)},
+                                           {"rank", o.rank},
+                                           {"world_size", o.world_size},
+                                           {"batch_size", o.batch_size},
+                                           {"samples_per_epoch", o.samples_per_epoch},
+                                           {"shuffle_buffer", o.shuffle ? o.shuffle_buffer : 1},
+                                           {"shards", static_cast<int64_t>(data_.shards.size())}},
+                                          "the stream would differ"));
     // A state saved before the buffer ramped has no "shuffle_initial": its
     // buffer let the first sample out once full. Up to 100 samples that is
     // this one's order too.
@@ -256,9 +190,7 @@ class StreamLoader : public Loader {
   LoaderSettings Settings() const override {
     const LoaderOptions& o = data_.options;
     // io_depth 1: one reading thread per rank, as webdataset (over HTTP/S3 it keeps 4 reads ahead).
-    LoaderSettings s = ToLoaderSettings(tune_config_, data_.tuned, o.autotune);
-    s.cores = cores_;
-    s.cores_from = cores_from_;
+    LoaderSettings s = stats_.Settings(data_);
     s.mode = "stream";
     s.stream_samples_per_epoch = o.samples_per_epoch;
     s.stream_shuffle_buffer = o.shuffle ? o.shuffle_buffer : 1;
@@ -273,25 +205,18 @@ class StreamLoader : public Loader {
               std::to_string(o.samples_per_epoch) +
               " samples (samples_per_epoch) cut from one stream (stream=True: no index, no manifest; nothing "
               "is counted before the first batch)";
-    FillUpscales(data_.layout, data_.upscales.get(), &s);
     return s;
   }
-  std::vector<TuneChange> TuneLog() const override { return changes_; }
-  std::vector<TuneChange> TakeTuneLog() override {
-    std::vector<TuneChange> out(changes_.begin() + static_cast<std::ptrdiff_t>(changes_taken_), changes_.end());
-    changes_taken_ = changes_.size();
-    return out;
-  }
+  std::vector<TuneChange> TuneLog() const override { return stats_.TuneLog(); }
+  std::vector<TuneChange> TakeTuneLog() override { return stats_.TakeTuneLog(); }
 
  private:
   // The controller's changes go to the running threads and to every later run.
   void Tune() {
-    std::vector<TuneChange> changes =
-        tuner_->Observe(*recorder_, run_generation_, [this] { return run_->ThreadCpuNs(); });
-    if (changes.empty()) return;
-    data_.tuned = tuner_->settings();
-    run_->Apply(data_.tuned);
-    changes_.insert(changes_.end(), changes.begin(), changes.end());
+    if (std::optional<TuneSettings> t = stats_.Tune([this] { return run_->ThreadCpuNs(); })) {
+      data_.tuned = *t;
+      run_->Apply(data_.tuned);
+    }
   }
   // The samples the stream's shuffle buffer holds before its first one out.
   int64_t ShuffleInitial() const {
@@ -310,35 +235,23 @@ class StreamLoader : public Loader {
     return resume_.position <= position ? resume_ : StreamStart{};
   }
   void Start(StreamStart from = {}) {
-    waiting_since_.reset();
+    stats_.RunStarted();
     // The head (the stream's first shard, probed) is the first run's only, from the stream's start.
     run_ = std::make_unique<StreamRun>(&data_, pool_, Along(), std::move(head_), from);
-    ++run_generation_;
   }
 
+  // Its device stage (null for host batches) is declared before the pool,
+  // which unpins through it.
   StreamDataset data_;
-  // Null for host batches; else each batch's copy to the device (and the pool's page-locking). Declared
-  // before the pool, which unpins through it.
-  std::shared_ptr<DeviceStage> device_;
   std::unique_ptr<StreamHead> head_;  // until the first run takes it
   StreamStart resume_;                 // the restored state's pass start (the stream's start if none)
-  int cores_;
-  std::string cores_from_;
-  std::unique_ptr<Recorder> recorder_;  // outlives run_, whose threads record into it
-  StreamSkips skips_;                   // on_error="skip"'s counts and log
+  EngineStats stats_;  // its recorder outlives run_, whose threads record into it
+  StreamSkips skips_;  // on_error="skip"'s counts and log
   int64_t batches_ = 0;  // per epoch
   PlanInfo info_;
   std::shared_ptr<BufferPool> pool_;
   uint64_t epoch_ = 0;
   int64_t next_batch_ = 0;
-  std::optional<std::chrono::steady_clock::time_point> waiting_since_;
-  // Tuning (consumer thread only), as the indexed loader's: the ranges, the
-  // controller with its window of evidence (tune_window.h), every change made.
-  TuneConfig tune_config_;
-  std::optional<TuneWindow> tuner_;
-  uint64_t run_generation_ = 0;  // counts the runs started
-  std::vector<TuneChange> changes_;
-  size_t changes_taken_ = 0;
   std::unique_ptr<StreamRun> run_;  // last member: torn down first
 };
 
@@ -356,12 +269,6 @@ Result<std::unique_ptr<Loader>> CreateStreamLoader(LoaderOptions options) {
   if (options.partition != PartitionPolicy::kDropRemainder || !options.drop_last) {
     return Refuse("every rank delivers samples_per_epoch // (world_size * batch_size) full batches: "
                   "partition must be 'drop' and drop_last True");
-  }
-  for (const FieldSpec& f : options.fields) {
-    if (f.kind == FieldKind::kImage && f.image.decode == ImageDecode::kGpu) {
-      return Refuse("field '" + f.field + "': a stream decodes its images on the CPU; decode=\"gpu\" needs an "
-                    "indexed loader (leave stream off)");
-    }
   }
   if (options.batch_stride != 1 || options.batch_offset != 0 || options.batch_share != 1) {
     return Refuse("Ray workers share an indexed loader's batches, not a stream's");
@@ -391,11 +298,11 @@ Result<std::unique_ptr<Loader>> CreateStreamLoader(LoaderOptions options) {
     }
   }
   const LoaderOptions user = options;  // as given: a knob passed stays fixed (tune_config.h)
-  const CpuShare cpu = CurrentCpuShare();
-  if (options.decode_threads <= 0) options.decode_threads = cpu.cores;
+  data.cpu = CurrentCpuShare();
+  if (options.decode_threads <= 0) options.decode_threads = data.cpu.cores;
   if (options.prefetch_batches < 1) options.prefetch_batches = kDefaultPrefetch;
   // device="cuda" without CUDA fails before any shard is opened, as the indexed loader does.
-  STOKER_ASSIGN_OR_RETURN(std::shared_ptr<DeviceStage> device, DeviceStage::Create(options));
+  STOKER_ASSIGN_OR_RETURN(data.device, DeviceStage::Create(options));
   if (options.shuffle && options.shuffle_buffer <= 0) options.shuffle_buffer = kDefaultStreamShuffleBuffer;
   // The first sample of the rank's first shard teaches the shapes of array
   // fields; the first run goes on reading that shard from there (StreamHead).
@@ -413,19 +320,23 @@ Result<std::unique_ptr<Loader>> CreateStreamLoader(LoaderOptions options) {
     STOKER_RETURN_IF_ERROR(ProbeSampleMap(*options.sample_map, options.fields, probe, head->first->data(),
                                           data.shards[first], MixSeed(options.seed, 0, 0), &data.layout));
   }
+  STOKER_RETURN_IF_ERROR(AddGpuDecode(options, &data));
   // Judged as the indexed mode judges it (memory_budget.h), with the first
   // sample's size for the largest, which no index gives.
   const uint64_t first_bytes = head->first->data().size();
   const uint64_t window_bytes = head->shard->window_bytes();
+  if (data.gpu && user.prefetch_batches < 0) {  // deeper with GPU decode, within the memory budget
+    options.prefetch_batches = GpuDecodePrefetch(options, data.layout, [&](const LoaderOptions& o) {
+      return EstimateStreamMemory(o, data.layout, first_bytes, window_bytes).total();
+    });
+  }
   STOKER_RETURN_IF_ERROR(CheckMemoryBudget(
       options, EstimateStreamMemory(options, data.layout, first_bytes, window_bytes),
       "samples estimated at the stream's first, " + std::to_string(first_bytes) + " bytes, and a shuffle buffer of " +
           std::to_string(options.shuffle_buffer)));
-  TuneConfig tune = MakeStreamTuneConfig(user, options, data.layout, first_bytes, window_bytes, cpu.cores);
+  TuneConfig tune = MakeStreamTuneConfig(user, options, data.layout, first_bytes, window_bytes, data.cpu.cores);
   data.options = std::move(options);
-  return std::unique_ptr<Loader>(
-      std::make_unique<StreamLoader>(std::move(data), std::move(device), std::move(head), cpu.cores, cpu.ToString(),
-                                     std::move(tune)));
+  return std::unique_ptr<Loader>(std::make_unique<StreamLoader>(std::move(data), std::move(head), std::move(tune)));
 }
 
 }  // namespace stoker

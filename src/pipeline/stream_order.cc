@@ -5,7 +5,7 @@
 #include <utility>
 
 #include "core/random.h"
-#include "pipeline/epoch_order.h"
+#include "pipeline/mix_seed.h"
 
 namespace stoker {
 

@@ -2,17 +2,17 @@
 #include "pipeline/stream_run.h"
 
 #include <algorithm>
-#include <cstring>
 #include <functional>
 #include <future>
 
 #include "observe/clock.h"
 #include "observe/cpu_time.h"
-#include "pipeline/epoch_order.h"
 #include "pipeline/memory_budget.h"
+#include "pipeline/mix_seed.h"
 #include "pipeline/sample_decoder.h"
 #include "pipeline/sample_keys.h"
 #include "pipeline/shuffle_buffer.h"
+#include "pipeline/slot_decode.h"
 #include "pipeline/stream_order.h"
 
 namespace stoker {
@@ -28,7 +28,9 @@ StreamRun::StreamRun(const StreamDataset* data, std::shared_ptr<BufferPool> pool
       next_deliver_(first_batch),
       // Enough queued samples to keep every decoder busy while the producer reads.
       decode_queue_(StreamDecodeQueueCapacity(data->options.batch_size,
-                                              std::max(1, data->tune_max[Knob::kDecodeThreads]))) {
+                                              std::max(1, data->tune_max[Knob::kDecodeThreads])),
+                    data->recorder ? &data->recorder->decode_queue.put_wait_ns : nullptr,
+                    data->recorder ? &data->recorder->decode_queue.get_wait_ns : nullptr) {
   // Thread ids and names as the indexed mode's (epoch_run.cc): its reader 0
   // is id 1, and the decoders follow the readers; the one producer reads.
   if (Recorder* rec = data_->recorder) {
@@ -49,6 +51,7 @@ void StreamRun::Apply(const TuneSettings& t) {
   }
   room_.notify_all();
   if (Recorder* rec = data_->recorder) rec->decode_threads = decoders;
+  if (data_->gpu) data_->gpu->SetDecodeThreads(decoders);
   SpawnDecodersUpTo(decoders);
 }
 
@@ -86,6 +89,12 @@ StreamRun::~StreamRun() {
   pool_->Cancel();
   producer_.join();
   for (std::thread& t : decoders_) t.join();
+  if (Recorder* rec = data_->recorder) {
+    // Every thread has stopped: nothing is in flight any more.
+    for (const auto& [index, work] : in_flight_) (work->done ? rec->batches_ready : rec->batches_in_progress)--;
+    rec->decodes_in_flight = 0;
+    rec->decode_queue_depth = 0;
+  }
   in_flight_.clear();  // their buffers back to the pool before it is reset
   pool_->Reset();
 }
@@ -222,7 +231,8 @@ bool StreamRun::Emit(StreamSample sample) {
   if (b < first_batch_) return true;  // replayed to get here: not decoded
   if (slot == 0) {
     auto batch = std::make_unique<StreamBatch>();
-    batch->number = b;
+    batch->index = b;
+    batch->Begin(bs, data_->gpu.get());
     batch->pending = bs;
     if (data_->options.include_keys) {
       batch->keys.resize(static_cast<size_t>(bs));
@@ -240,7 +250,9 @@ bool StreamRun::Emit(StreamSample sample) {
     filling_ = batch.get();
     std::lock_guard lock(mu_);
     in_flight_[b] = std::move(batch);
+    if (Recorder* rec = data_->recorder) rec->batches_in_progress++;
   }
+  if (Recorder* rec = data_->recorder) rec->decode_queue_depth++;
   return decode_queue_.Push(DecodeTask{filling_, slot, pos, std::move(sample)});
 }
 
@@ -254,57 +266,42 @@ void StreamRun::Fail(Status st) {
 
 void StreamRun::DecodeLoop(int i, uint32_t thread) {
   const LoaderOptions& o = data_->options;
-  const BatchLayout& layout = data_->layout;
-  SampleDecoder decoder(&layout, data_->upscales.get(), o.sample_map.get());
+  SampleDecoder decoder(&data_->layout, data_->upscales.get(), o.sample_map.get());
   while (AwaitTurn(i)) {
     std::optional<DecodeTask> task = decode_queue_.Pop();
     if (!task) break;
+    if (Recorder* rec = data_->recorder) rec->decode_queue_depth--;
     StreamSample& s = task->sample;
+    StreamBatch* batch = task->batch;
     const SampleEntry entry = s.Entry();
-    uint8_t* base = task->batch->lease->data();
     const std::string& shard = data_->shards[s.shard()];
-    // Augmentation seeds follow the sample's place in the rank's stream.
-    const uint64_t seed = MixSeed(o.seed, task->position, static_cast<uint64_t>(o.rank));
-    const uint64_t begin = NowNs();
-    Status st = decoder.Decode(shard, entry, s.data(), base, task->slot, seed);
-    if (Recorder* rec = data_->recorder) {
-      const uint64_t end = NowNs();
-      rec->decode.Add(s.data().size(), end - begin);
-      rec->AddSpan({SpanKind::kDecode, thread, begin, end, task->batch->number % data_->epoch_batches, task->slot});
-      if (decoder.map_end_ns() != 0) {  // the user's map, a stage inside the decode span
-        rec->map.Add(0, decoder.map_end_ns() - decoder.map_begin_ns());
-        rec->AddSpan({SpanKind::kMap, thread, decoder.map_begin_ns(), decoder.map_end_ns(),
-                      task->batch->number % data_->epoch_batches, task->slot});
-      }
-    }
-    // Unique across ranks: the stream position interleaved by rank.
-    const int64_t global = static_cast<int64_t>(task->position) * o.world_size + o.rank;
-    const ArraySlot& index = layout.arrays[layout.index_array];
-    std::memcpy(index.At(base, task->slot), &global, sizeof(global));
-    if (!task->batch->keys.empty()) {
-      Result<std::string> key = UserKey(o, shard, entry, s.data());
-      if (key.ok()) {
-        task->batch->keys[static_cast<size_t>(task->slot)] = std::move(key.value());
-      } else if (st.ok()) {
-        st = key.status();
-      }
-      task->batch->urls[static_cast<size_t>(task->slot)] = shard;
-    }
-    std::optional<StreamSlotFailure> failure;
-    if (!st.ok()) failure = StreamSlotFailure{task->slot, global, InternalKey(shard, entry), std::move(st)};
+    // Augmentation seeds follow the sample's place in the rank's stream;
+    // __index__ is unique across ranks: the stream position interleaved by rank.
+    const SlotSample sample{shard,
+                            entry,
+                            s.data(),
+                            {},
+                            MixSeed(o.seed, task->position, static_cast<uint64_t>(o.rank)),
+                            static_cast<int64_t>(task->position) * o.world_size + o.rank};
+    const int64_t in_epoch = batch->index % data_->epoch_batches;  // the batch spans name
+    Status st = DecodeIntoSlot(decoder, *data_, *batch, task->slot, sample, thread, in_epoch);
+    std::optional<FailedSlot> failure;
+    if (!st.ok()) failure = FailedSlot{task->slot, std::move(st), sample.global, InternalKey(shard, entry)};
     task->sample = {};
-    Finish(task->batch, std::move(failure));
+    Finish(batch, std::move(failure));
   }
 }
 
-void StreamRun::Finish(StreamBatch* batch, std::optional<StreamSlotFailure> failure) {
-  if (failure) {
-    std::lock_guard lock(batch->failures_mu);
-    batch->failures.push_back(std::move(*failure));
-  }
-  if (batch->pending.fetch_sub(1) == 1) {
+void StreamRun::Finish(StreamBatch* batch, std::optional<FailedSlot> failure) {
+  if (failure) batch->Fail(std::move(*failure));
+  if (batch->CountDown(1)) {
+    batch->Ready(data_->device.get());  // its device copy, which overlaps the wait for delivery
     std::lock_guard lock(mu_);
     batch->done = true;
+    if (Recorder* rec = data_->recorder) {
+      rec->batches_in_progress--;
+      rec->batches_ready++;
+    }
     ready_.notify_all();
   }
 }
@@ -328,7 +325,10 @@ Result<std::unique_ptr<StreamBatch>> StreamRun::NextReady(int wait_ms, std::chro
       ++next_deliver_;
       room_.notify_all();  // the producer's prefetch gate
       pool_->RevokeOverflow();
-      if (Recorder* rec = data_->recorder) rec->batches_delivered++;
+      if (Recorder* rec = data_->recorder) {
+        rec->batches_ready--;
+        rec->batches_delivered++;
+      }
       return work;
     }
     if (failed_at_ >= 0 && next_deliver_ >= failed_at_) return failure_;

@@ -7,6 +7,11 @@
 //   pass's end) ──▶ slot of a pooled
 //   batch ──DecodeTask──▶ decode_queue ──▶ decoders (decode_threads) ──▶ NextReady()
 //
+// From the slot on, the engine is the indexed mode's (batch_in_flight.h):
+// decoders stage a batch's last GpuSlots images for GPU decode where image
+// fields decode on the device (gpu_decode.h), and the decoder that writes a
+// batch's last slot issues its copy to the device (device_stage.h).
+//
 // One producer reads, parses and shuffles, so the order of the samples is
 // fixed by the seed alone; decoders only fill slots, and NextReady hands
 // batches out in stream order whatever order they finished in. Sample i of
@@ -22,8 +27,8 @@
 // Memory: the pool's batches, the shuffle buffer's samples, the decode
 // queue's samples, the read window and its read ahead, and the next shard's
 // first window: none grows with the dataset.
-// A sample that fails to decode leaves its slot failed (StreamBatch::
-// failures): the loader raises the lowest slot's error, or with
+// A sample that fails to decode leaves its slot failed (BatchInFlight::
+// failures, with the sample named): the loader raises the lowest slot's error, or with
 // on_error="skip" fills it (stream_skips.h). A shard that cannot be opened,
 // read or parsed ends the stream: the batch it would have filled returns the
 // error (the batches before it are delivered). With on_error="skip" the
@@ -52,33 +57,12 @@
 #include "io/cancel.h"
 #include "observe/recorder.h"
 #include "pipeline/autotune.h"
-#include "pipeline/batch_layout.h"
+#include "pipeline/batch_in_flight.h"
+#include "pipeline/dataset.h"
 #include "pipeline/shard_stream.h"
-#include "pipeline/upscale_count.h"
 #include "stoker/loader.h"
 
 namespace stoker {
-
-// What a stream run reads: fixed for the loader's life.
-struct StreamDataset {
-  LoaderOptions options;  // resolved: decode_threads, prefetch_batches, shuffle_buffer set
-  std::vector<std::string> shards;
-  BatchLayout layout;
-  Recorder* recorder = nullptr;  // null when record_stats is off; owned by the loader
-  int64_t epoch_batches = 1;      // the loader's batches per epoch: spans name a batch within its epoch
-  // The tuner's settings in effect (decode threads, prefetch; the loader's to
-  // change, then StreamRun::Apply) and their ceilings (tune_config.h).
-  TuneSettings tuned, tune_max;
-  std::shared_ptr<UpscaleCounter> upscales;  // image fields' upscaled images (upscale_count.h)
-};
-
-// A slot whose sample failed to decode.
-struct StreamSlotFailure {
-  int slot = 0;
-  int64_t sample = 0;  // its global index (__index__)
-  std::string key;     // "shard:key" (InternalKey)
-  Status status;       // names shard, member, offset and cause
-};
 
 // A shard the stream left early (on_error="skip"): it could not be opened,
 // or could not be read or parsed on from some offset (a truncated tar); the
@@ -88,16 +72,11 @@ struct StreamShardSkip {
   Status status;  // names the shard, and the member and offset where it broke
 };
 
-// A batch being filled: its slots count down as decoders finish them.
-struct StreamBatch {
-  int64_t number = 0;  // along the rank's stream
-  std::unique_ptr<BufferPool::Lease> lease;
-  std::vector<std::string> keys, urls;
-  std::atomic<int> pending{0};
-  std::mutex failures_mu;
-  std::vector<StreamSlotFailure> failures;  // guarded by failures_mu until done, in no order
-  bool done = false;                        // guarded by StreamRun::mu_
-  std::vector<StreamShardSkip> shards_left;  // set at delivery: the shards left while it filled
+// A batch being filled (batch_in_flight.h: its slots count down as
+// decoders finish them; `index` is its number along the rank's stream),
+// with the shards the stream left while it filled.
+struct StreamBatch : BatchInFlight {
+  std::vector<StreamShardSkip> shards_left;  // set at delivery
 };
 
 // A shard opened and its first sample read (none: the shard holds none).
@@ -164,7 +143,8 @@ class StreamRun {
   // Decoder i may go on (false: cancelled).
   bool AwaitTurn(int i);
   static constexpr uint32_t kProducerThread = 1;
-  void Finish(StreamBatch* batch, std::optional<StreamSlotFailure> failure);
+  // Counts a slot written (failed: its failure recorded); the last one readies the batch.
+  void Finish(StreamBatch* batch, std::optional<FailedSlot> failure);
 
   const StreamDataset* data_;
   std::shared_ptr<BufferPool> pool_;

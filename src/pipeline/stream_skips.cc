@@ -10,9 +10,9 @@
 namespace stoker {
 
 Status StreamSkips::Resolve(StreamBatch& work, uint64_t epoch, int64_t batch) {
-  std::vector<StreamSlotFailure> failures;
+  std::vector<FailedSlot> failures;
   {
-    std::lock_guard lock(work.failures_mu);
+    std::lock_guard lock(work.error_mu);
     failures.swap(work.failures);
   }
   const int size = layout_->batch_size;
@@ -22,10 +22,9 @@ Status StreamSkips::Resolve(StreamBatch& work, uint64_t epoch, int64_t batch) {
          left.status.ToString() + " (the rest of the shard is skipped)");
   }
   if (failures.empty()) return ledger_.CheckBudget(*options_);
-  std::sort(failures.begin(), failures.end(),
-            [](const StreamSlotFailure& a, const StreamSlotFailure& b) { return a.slot < b.slot; });
+  std::sort(failures.begin(), failures.end(), [](const FailedSlot& a, const FailedSlot& b) { return a.slot < b.slot; });
   std::vector<bool> bad(static_cast<size_t>(size), false);
-  for (StreamSlotFailure& f : failures) {
+  for (FailedSlot& f : failures) {
     bad[static_cast<size_t>(f.slot)] = true;
     Note(epoch, batch, f.slot, static_cast<uint64_t>(f.sample), std::move(f.key), f.status.ToString());
   }
@@ -35,13 +34,14 @@ Status StreamSkips::Resolve(StreamBatch& work, uint64_t epoch, int64_t batch) {
                     "repeat a good one; the last: " + ledger_.last_cause());
   }
   uint8_t* base = work.lease->data();
-  for (const StreamSlotFailure& f : failures) {
+  for (const FailedSlot& f : failures) {
     int good = (f.slot + 1) % size;
     while (bad[static_cast<size_t>(good)]) good = (good + 1) % size;
     for (const ArraySlot& a : layout_->arrays) {
       std::memcpy(a.At(base, f.slot), a.At(base, good), a.sample_bytes);
     }
     if (options_->sample_map) options_->sample_map->CopySlot(*layout_, base, good, f.slot);  // its own values too
+    work.gpu.Repeat(good, f.slot, *layout_);  // the good slot's images staged for the GPU decode into this one too
     if (!work.keys.empty()) {
       work.keys[static_cast<size_t>(f.slot)] = work.keys[static_cast<size_t>(good)];
       work.urls[static_cast<size_t>(f.slot)] = work.urls[static_cast<size_t>(good)];

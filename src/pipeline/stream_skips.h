@@ -11,7 +11,9 @@
 // so ranks keep equal batch counts, and what it holds depends only on the
 // data (which samples are bad), never on thread timing; a restore meets the
 // same bad samples in the same places again, so the loader's state carries
-// only the counts. Each bad sample met is counted and logged (a later pass
+// only the counts. A slot repeated from one whose images were staged for
+// GPU decode (gpu_decode.h) holds that slot's JPEG, not its pixels: its GPU
+// jobs are repeated too (GpuJobs::Repeat). Each bad sample met is counted and logged (a later pass
 // meets it, and counts it, again); `seen` counts the stream's samples tried,
 // batch_size a batch. A shard the stream left early (stream_run.h) is
 // logged with slot -1 and its path as the key, and counted as one skipped

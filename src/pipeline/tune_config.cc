@@ -23,7 +23,7 @@ uint64_t BatchBytes(const LoaderOptions& o, const std::vector<ShardSummary>& sha
 }  // namespace
 
 int GpuDecodePrefetch(const LoaderOptions& options, const BatchLayout& layout,
-                      const std::vector<ShardSummary>& shards, uint64_t row_group_bytes) {
+                      const std::function<uint64_t(const LoaderOptions&)>& need) {
   const int batch = std::max(1, options.batch_size);
   const int wanted = std::max(kGpuDecodePrefetch, (kGpuDecodePrefetchImages + batch - 1) / batch);
   const uint64_t fit = kMaxGpuDecodePrefetchBytes / std::max<uint64_t>(1, layout.buffer_bytes);
@@ -31,8 +31,7 @@ int GpuDecodePrefetch(const LoaderOptions& options, const BatchLayout& layout,
   o.prefetch_batches =
       std::clamp(static_cast<int>(std::min<uint64_t>(wanted, fit)), kDefaultPrefetch, kMaxGpuDecodePrefetch);
   // Fewer batches in flight rather than a refusal, as AutoIoDepth (memory_budget.h) lowers reads.
-  while (o.memory_budget > 0 && o.prefetch_batches > kDefaultPrefetch &&
-         EstimateMemory(o, layout, shards, row_group_bytes).total() > o.memory_budget) {
+  while (o.memory_budget > 0 && o.prefetch_batches > kDefaultPrefetch && need(o) > o.memory_budget) {
     --o.prefetch_batches;
   }
   return o.prefetch_batches;

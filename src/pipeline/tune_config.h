@@ -14,6 +14,7 @@
 // Thread-safety: pure functions on values.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -46,9 +47,10 @@ inline constexpr int kGpuDecodePrefetchImages = 128;
 inline constexpr int kMaxGpuDecodePrefetch = 16;
 inline constexpr uint64_t kMaxGpuDecodePrefetchBytes = 1ull << 30;
 // That auto prefetch for `options` (io_depth resolved), lowered (not below
-// kDefaultPrefetch) while the need exceeds options.memory_budget.
+// kDefaultPrefetch) while `need` (the mode's estimate, memory_budget.h, of
+// the options with that prefetch) exceeds options.memory_budget.
 int GpuDecodePrefetch(const LoaderOptions& options, const BatchLayout& layout,
-                      const std::vector<ShardSummary>& shards, uint64_t row_group_bytes);
+                      const std::function<uint64_t(const LoaderOptions&)>& need);
 
 // `user`: the options as given (auto knobs still -1 / 0); `resolved`: with
 // io_depth, shuffle_block and prefetch_batches resolved. `cores`: hardware

@@ -137,6 +137,8 @@ nb::dict StatsToPython(const RecorderSnapshot& s) {
   h2d["device_buffers_peak"] = s.device_buffers_peak;
   h2d["pinned_buffers"] = s.pinned_buffers;
   h2d["overwrites"] = s.h2d_overwrites;
+  h2d["early"] = s.h2d_early;  // issued as the batch became ready (before it was asked for)
+  h2d["at_delivery"] = s.h2d_at_delivery;
   d["h2d"] = h2d;
   if (!s.gpu_decoder.empty()) {  // image fields decoded on the device (decode="auto"/"gpu")
     nb::dict gpu;

@@ -5,7 +5,7 @@ it (nvJPEG: the hardware engine where present) and the rest to the CPU
 decoders; decode="cpu" decodes all on the CPU and copies pixels. For the same
 shards and seed both give the same samples in the same order, the same crop
 boxes and flips, and pixels within 1 level on average (two IDCTs and two
-upsamplers differ in rounding). What the GPU cannot decode (progressive on the
+upsamplers differ in rounding), in the indexed mode and in stream mode. What the GPU cannot decode (progressive on the
 hardware engine, CMYK, PNG) falls back and is counted; a corrupt file is
 handled by on_error as on the CPU.
 
@@ -155,6 +155,29 @@ def test_gpu_pixels_equal_cpu_path(pillow_jpegs, recipe):
     assert stats["gpu_images"] >= len(keys), stats
     assert stats["cpu_images"] == 0 and not any(stats["fallbacks"].values()), stats
     assert ginfo["settings"]["share"] == 1.0, ginfo["settings"]  # decode="gpu" fixes the split
+
+
+@needs_cuda
+def test_a_stream_decodes_on_the_gpu_as_the_indexed_mode(pillow_jpegs):
+    """Stream mode (stream=True) runs the indexed mode's engine after a sample's bytes: with
+    decode="gpu" its images go to nvJPEG, the same samples in the same slots as decode="cpu"'s
+    stream, pixels within the same tolerance, and every batch's copy issued as it completed."""
+    shards, keys = pillow_jpegs
+    recipe = RECIPES["rrc_flip"]
+    kw = dict(batch_size=8, shuffle=True, seed=11, stream=True, samples_per_epoch=len(keys))
+    gpu, ginfo = epoch(shards, "jpg", recipe, "gpu", **kw)
+    cpu, _ = epoch(shards, "jpg", recipe, "cpu", **kw)
+    assert sorted(k for ks, _, _ in gpu for k in ks) == sorted(keys)  # every sample, once
+    worst = assert_same_pixels(gpu, cpu)
+    stats = ginfo["gpu_decode"]
+    print(f"stream: worst per-image mean |gpu - cpu| {worst:.3f} levels; gpu_decode {stats}")
+    assert stats["gpu_images"] >= len(keys) and stats["cpu_images"] == 0, stats
+    loader = stoker.Loader(shards, {"jpg": stoker.image(224, decode="gpu")}, device="cuda", **kw)
+    n = sum(1 for _ in loader)
+    torch.cuda.synchronize()
+    h2d = loader.report()["h2d"]
+    loader.close()
+    assert n == len(keys) // 8 and h2d["early"] >= n and h2d["at_delivery"] == 0, h2d
 
 
 @needs_cuda

@@ -8,7 +8,11 @@
 // loader dropped with decodes in flight returns; device buffers stay within
 // prefetch + 1; a hardware decoder that stops returning costs one bounded
 // wait (device/hardware_batcher.h's watchdog), and every batch still arrives,
-// exactly once, in order. Runs under ThreadSanitizer (scripts/sanitize.sh).
+// exactly once, in order. The same in stream mode, whose engine after a
+// sample's bytes is the indexed mode's: decode=gpu and auto give the host
+// stream's batches, copies issued as batches complete, and a slot the skip
+// rule repeats from a GPU-staged neighbour gets that neighbour's pixels.
+// Runs under ThreadSanitizer (scripts/sanitize.sh).
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
@@ -280,6 +284,81 @@ TEST(GpuDecodeLoaderTest, AHardwareDecoderThatStopsReturningCostsOneBoundedWait)
   EXPECT_EQ(s.gpu_images, 16u);  // the two batches that returned
   EXPECT_GE(s.gpu_cpu_fallbacks, 8u);  // the hung batch's, and any staged before the watchdog fired
   EXPECT_GE(s.gpu_cpu_images, 48u);  // the rest of both epochs, on the decode threads
+  EXPECT_EQ(s.h2d_overwrites, 0u);
+}
+
+// The same loader in stream mode: one pass of the 48 samples an epoch, through a shuffle buffer.
+LoaderOptions Streamed(LoaderOptions o) {
+  o.stream = true;
+  o.samples_per_epoch = 48;
+  o.shuffle_buffer = 10;
+  return o;
+}
+
+TEST(GpuDecodeLoaderTest, AStreamDecodesOnTheGpuAsTheIndexedModeDoes) {
+  // k3 progressive, k20 CMYK: refused by the GPU decoder, decoded on the CPU.
+  const std::string shards = MakeShards({{3, 2}, {20, 3}});
+  for (ImageDecode decode : {ImageDecode::kGpu, ImageDecode::kAuto}) {
+    const LoaderOptions o = Streamed(Options(shards, "cpu-late", decode));
+    auto cpu = Loader::Create(CpuTwin(o));
+    auto gpu = Loader::Create(o);
+    ASSERT_TRUE(cpu.ok()) << cpu.status().ToString();
+    ASSERT_TRUE(gpu.ok()) << gpu.status().ToString();
+    for (uint64_t epoch = 0; epoch < 2; ++epoch) {  // the second epoch goes on along the stream
+      ASSERT_TRUE((*cpu)->SetEpoch(epoch).ok());
+      ASSERT_TRUE((*gpu)->SetEpoch(epoch).ok());
+      const std::vector<std::string> expected = Drain(**cpu);
+      ASSERT_EQ(expected.size(), 6u);
+      EXPECT_TRUE(Drain(**gpu) == expected) << "epoch " << epoch << ", decode " << static_cast<int>(decode);
+    }
+    const RecorderSnapshot s = (*gpu)->Stats();
+    EXPECT_EQ(s.gpu_decoder, "stand-in");
+    EXPECT_EQ((*gpu)->Settings().gpu_decoder, "stand-in");
+    EXPECT_EQ(s.h2d_overwrites, 0u);
+    EXPECT_LE(s.device_buffers_peak, 3);  // prefetch 2 + the batch in use
+    EXPECT_GE(s.h2d_early, 12u);          // every batch's copy issued as it completed
+    EXPECT_EQ(s.h2d_at_delivery, 0u);
+    if (decode == ImageDecode::kGpu) {
+      EXPECT_EQ(s.gpu_share, 1.0);
+      EXPECT_GE(s.gpu_images, 2u * 46);  // both epochs, but the refused
+      EXPECT_GE(Refused(s, "progressive"), 2u);
+      EXPECT_GE(Refused(s, "cmyk"), 2u);
+    } else {
+      EXPECT_GT(s.gpu_images + s.gpu_cpu_images, 2u * 46);
+      EXPECT_FALSE(s.gpu_share_why.empty());
+    }
+  }
+  {  // dropped with GPU decodes in flight: the destructor returns
+    LoaderOptions o = Streamed(Options(shards, "cpu-late", ImageDecode::kGpu));
+    o.gpu_standin_delay_us = 3000;
+    auto l = Loader::Create(o);
+    ASSERT_TRUE(l.ok());
+    auto b = (*l)->Next();
+    ASSERT_TRUE(b.ok() && *b);
+  }
+}
+
+TEST(GpuDecodeLoaderTest, AStreamSlotRepeatedByTheSkipRuleGetsItsNeighboursGpuPixels) {
+  // on_error=skip in a stream: a failed slot repeats the batch's next good
+  // slot. Every JPEG is staged for the GPU, so a slot's host bytes hold its
+  // JPEG, not pixels: k9 (corrupt: the CPU's error) and k12, k40 (JPEG
+  // staged, cls not a number) must get their neighbour's decoded image, not
+  // its compressed bytes, and not their own staged one. Those batches are
+  // copied at delivery, after the repeat.
+  const std::string shards = MakeShards({{9, 4}, {12, -1}, {40, -1}});
+  LoaderOptions o = Streamed(Options(shards, "cpu-late", ImageDecode::kGpu));
+  o.on_error = OnError::kSkip;
+  auto cpu = Loader::Create(CpuTwin(o));
+  auto gpu = Loader::Create(o);
+  ASSERT_TRUE(cpu.ok() && gpu.ok());
+  const std::vector<std::string> expected = Drain(**cpu);
+  ASSERT_EQ(expected.size(), 6u);
+  EXPECT_TRUE(Drain(**gpu) == expected);
+  EXPECT_EQ((*gpu)->Skips().skipped, 3);
+  EXPECT_EQ((*gpu)->Skips().refilled, 3);
+  const RecorderSnapshot s = (*gpu)->Stats();
+  EXPECT_GE(s.h2d_at_delivery, 1u);
+  EXPECT_GE(Refused(s, "truncated"), 1u);
   EXPECT_EQ(s.h2d_overwrites, 0u);
 }
 

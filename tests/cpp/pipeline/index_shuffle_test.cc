@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "pipeline/epoch_order.h"
+#include "pipeline/mix_seed.h"
 
 namespace stoker {
 namespace {

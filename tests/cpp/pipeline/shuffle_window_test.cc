@@ -15,6 +15,7 @@
 
 #include "core/random.h"
 #include "pipeline/elastic.h"
+#include "pipeline/mix_seed.h"
 #include "pipeline/planner.h"
 
 namespace stoker {

@@ -1,9 +1,12 @@
-// pipeline/loader.cc — the Loader: the dataset's shards and indexes, the
-// epoch plan, the batch-buffer pool, and one EpochRun at a time (see
-// epoch_run.h for the threads). SetEpoch, Restore, Stop and the destructor
-// replace or end the run; the position (epoch, next batch) lives here, so a
-// run can stop and a new one resume exactly where it left off.
+// pipeline/indexed_loader.cc — the indexed mode's Loader: the dataset's
+// shards and indexes, the epoch plan, the batch-buffer pool, and one
+// EpochRun at a time (see epoch_run.h for the threads). SetEpoch, Restore,
+// Stop and the destructor replace or end the run; the position (epoch, next
+// batch) lives here, so a run can stop and a new one resume exactly where
+// it left off.
 // Thread-safety: Loader methods from one consumer thread; see loader.h.
+#include "pipeline/indexed_loader.h"
+
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -21,39 +24,30 @@
 #include "observe/clock.h"
 #include "pipeline/batch_layout.h"
 #include "pipeline/batch_stride.h"
+#include "pipeline/batch_view.h"
+#include "pipeline/dataset.h"
+#include "pipeline/dataset_fingerprint.h"
 #include "pipeline/device_stage.h"
 #include "pipeline/elastic.h"
+#include "pipeline/engine_stats.h"
 #include "pipeline/epoch_run.h"
 #include "pipeline/image_folder.h"
 #include "pipeline/map_probe.h"
 #include "pipeline/memory_budget.h"
 #include "pipeline/mix_order.h"
+#include "pipeline/mix_seed.h"
 #include "pipeline/planner.h"
 #include "pipeline/read_runs.h"
 #include "pipeline/sample_map.h"
 #include "pipeline/shard_indexes.h"
 #include "pipeline/skip_refill.h"
-#include "pipeline/stream_loader.h"
 #include "pipeline/token_source.h"
 #include "pipeline/tune_config.h"
-#include "pipeline/tune_window.h"
 #include "stoker/loader.h"
 
 namespace stoker {
 
 namespace {
-
-// A slot refilled after a failure (on_error=skip) holds its replacement's
-// pixels, decoded on the CPU; a GPU job its failed sample staged there
-// (another of its fields failed) must not overwrite them.
-void DropRefilledJobs(BatchWork& work) {
-  std::lock_guard errors(work.error_mu);
-  if (work.failures.empty()) return;
-  std::lock_guard lock(work.gpu.mu);
-  std::erase_if(work.gpu.jobs, [&](const ImageJob& j) {
-    return std::any_of(work.failures.begin(), work.failures.end(), [&](const auto& f) { return f.first == j.slot; });
-  });
-}
 
 // Shard bytes the loader may keep mapped (pipeline/shard_files.h): mapped
 // pages count in the process's RSS, so under a memory budget only what the
@@ -83,14 +77,6 @@ const char* PartitionName(PartitionPolicy p) {
       break;
   }
   return "drop";
-}
-
-// Buffers for the most prefetch the controller may set and the batch in use
-// (made as first needed; a gate holds the prefetch in effect), page-locked
-// when the device stage pins.
-std::shared_ptr<BufferPool> BatchPool(const Dataset& d, int max_prefetch) {
-  return BufferPool::Create(d.layout.buffer_bytes, static_cast<size_t>(max_prefetch) + 1,
-                            d.device ? d.device->page_locker() : nullptr);
 }
 
 // An order that reads one part of the shards before the next (shard order, a
@@ -130,39 +116,10 @@ std::vector<std::string> ParquetColumns(const LoaderOptions& options) {
   return columns;
 }
 
-class BatchImpl : public Batch {
- public:
-  // `failures`: slots left unfilled for the rank's refills (Batch::failures).
-  BatchImpl(std::unique_ptr<BatchWork> work, const BatchLayout& layout, std::vector<SlotFailure> failures = {})
-      : work_(std::move(work)), failures_(std::move(failures)) {
-    for (const ArraySlot& a : layout.arrays) {
-      ArrayView v;
-      v.name = a.name;
-      v.dtype = a.dtype;
-      v.shape.push_back(work_->size);
-      v.shape.insert(v.shape.end(), a.sample_shape.begin(), a.sample_shape.end());
-      v.data = work_->lease->data() + a.offset;
-      v.nbytes = a.sample_bytes * static_cast<size_t>(work_->size);
-      arrays_.push_back(std::move(v));
-    }
-  }
-  int64_t index() const override { return work_->index; }
-  int size() const override { return work_->size; }
-  const std::vector<ArrayView>& arrays() const override { return arrays_; }
-  const std::vector<std::string>& keys() const override { return work_->keys; }
-  const std::vector<std::string>& urls() const override { return work_->urls; }
-  const std::vector<SlotFailure>& failures() const override { return failures_; }
-
- private:
-  std::unique_ptr<BatchWork> work_;
-  std::vector<ArrayView> arrays_;
-  std::vector<SlotFailure> failures_;
-};
-
 // The failed slots of a batch whose first pass is complete, lowest first.
-std::vector<SlotFailure> LeftSlots(BatchWork& work) {
+std::vector<SlotFailure> LeftSlots(BatchInFlight& work) {
   std::vector<SlotFailure> out;
-  for (auto& [slot, cause] : work.failures) out.push_back({slot, cause.ToString()});
+  for (const FailedSlot& f : work.failures) out.push_back({f.slot, f.status.ToString()});
   std::sort(out.begin(), out.end(), [](const SlotFailure& a, const SlotFailure& b) { return a.slot < b.slot; });
   return out;
 }
@@ -189,23 +146,18 @@ class LoaderImpl : public Loader {
         files_(&data_.shards, data_.options.max_open_files, MappableBytes(data_), *data_.options.storage),
         refill_(&data_, &files_),
         pool_(std::move(pool)),
-        recorder_(data_.options.record_stats ? std::make_unique<Recorder>(data_.options.trace_spans) : nullptr),
-        tune_config_(tune) {
-    data_.recorder = recorder_.get();
-    if (recorder_ && !data_.options.mix.shards.empty()) {  // a mixture's reads are also counted by source
+        stats_(data_.options, std::move(tune)) {
+    data_.recorder = stats_.recorder();
+    if (data_.recorder && !data_.options.mix.shards.empty()) {  // a mixture's reads are also counted by source
       std::vector<uint32_t> first_shards;
       uint32_t first = 0;
       for (uint32_t n : data_.options.mix.shards) {
         first_shards.push_back(first);
         first += n;
       }
-      recorder_->SetSources(std::move(first_shards));
+      data_.recorder->SetSources(std::move(first_shards));
     }
     data_.upscales = std::make_shared<UpscaleCounter>(data_.layout.fields.size());
-    // Tuning reads the recorder's evidence: without recording, or with every
-    // knob fixed, the settings stay as they start.
-    const bool movable = std::any_of(tune.fixed.begin(), tune.fixed.end(), [](bool f) { return !f; });
-    if (data_.options.autotune && recorder_ && movable) tuner_.emplace(std::move(tune));
   }
   ~LoaderImpl() override { run_.reset(); }
 
@@ -249,7 +201,7 @@ class LoaderImpl : public Loader {
       if (std::shared_ptr<const EpochPlan> next = run_->Continue(epoch)) {
         Adopt(epoch, std::move(next));
         next_batch_ = 0;
-        waiting_since_.reset();
+        stats_.ResetWait();
         return Status::Ok();
       }
     }
@@ -269,40 +221,28 @@ class LoaderImpl : public Loader {
     *waiting = false;
     if (next_batch_ >= plan_->info.batches) return std::shared_ptr<Batch>();
     if (!run_) Start();
-    const uint64_t begin = NowNs();
-    if (!waiting_since_) waiting_since_ = std::chrono::steady_clock::now();
-    Result<std::unique_ptr<BatchWork>> ready = run_->NextReady(wait_ms, *waiting_since_);
-    if (recorder_) {
-      const uint64_t end = NowNs();
-      recorder_->consumer_wait_ns.fetch_add(end - begin, std::memory_order_relaxed);
-      recorder_->AddSpan({SpanKind::kWait, kConsumerThread, begin, end, next_batch_, -1});
-    }
+    Result<std::unique_ptr<BatchWork>> ready =
+        stats_.Wait(next_batch_, [&](auto since) { return run_->NextReady(wait_ms, since); });
     std::unique_ptr<BatchWork> work = ready.ok() ? std::move(ready).value() : nullptr;
-    if (ready.ok() && !work) {  // not ready within wait_ms: keep waiting_since_ for timeout_ms
+    if (ready.ok() && !work) {  // not ready within wait_ms: the wait goes on across polls for timeout_ms
       *waiting = true;
       return std::shared_ptr<Batch>();
     }
-    waiting_since_.reset();
     if (!ready.ok()) return NameSource(ready.status());
     ++next_batch_;
-    if (tuner_) Tune();
+    Tune();
     std::vector<SlotFailure> left;
     if (data_.options.on_error == OnError::kSkip && data_.options.leave_failed_slots) {
       left = LeftSlots(*work);  // the rank's refills are made where its every batch is received
     } else if (data_.options.on_error == OnError::kSkip) {
-      DropRefilledJobs(*work);  // before Resolve takes the failures
+      for (const FailedSlot& f : work->failures) work->gpu.Drop(f.slot);  // before Resolve takes the failures
       STOKER_RETURN_IF_ERROR(refill_.Resolve(*work, *plan_));  // refills failed slots, keeps the budget
     } else if (work->error_slot >= 0) {
       return NameSource(work->error);
     }
-    if (data_.device && data_.device->copies()) {  // its copy, issued when it became ready (device_stage.h)
-      std::shared_ptr<DeviceCopy> copy = std::move(work->copy);
-      const BufferPool::Lease& lease = *work->lease;
-      GpuJobs* jobs = &work->gpu;
-      return data_.device->Deliver(std::make_shared<BatchImpl>(std::move(work), data_.layout, std::move(left)),
-                                   std::move(copy), lease, jobs);
-    }
-    return std::shared_ptr<Batch>(std::make_shared<BatchImpl>(std::move(work), data_.layout, std::move(left)));
+    // Its device copy was issued when it became ready, unless a slot was refilled since (then now).
+    const int64_t index = work->index;
+    return Deliver(std::move(work), index, data_.layout, data_.device.get(), std::move(left));
   }
 
   Result<std::shared_ptr<Batch>> Receive(ReceivedBatch in) override {
@@ -357,25 +297,13 @@ class LoaderImpl : public Loader {
     } else if (!in.failures.empty()) {
       return DataLoss(in.failures.front().cause);
     }
-    if (data_.device && data_.device->copies()) {  // copied now: the batch is complete only now
-      const BufferPool::Lease& lease = *work->lease;
-      GpuJobs* jobs = &work->gpu;
-      return data_.device->Deliver(std::make_shared<BatchImpl>(std::move(work), data_.layout), nullptr, lease, jobs);
-    }
-    return std::shared_ptr<Batch>(std::make_shared<BatchImpl>(std::move(work), data_.layout));
+    return Deliver(std::move(work), in.index, data_.layout, data_.device.get());  // copied now: complete only now
   }
 
   void Stop() override { run_.reset(); }
 
-  RecorderSnapshot Stats() const override {
-    RecorderSnapshot s = recorder_ ? recorder_->Snapshot() : RecorderSnapshot{};
-    if (data_.device) data_.device->Fill(&s);
-    if (data_.gpu) data_.gpu->Fill(&s);
-    return s;
-  }
-  std::string TraceJson() const override {
-    return recorder_ ? recorder_->TraceJson() : std::string("{\"traceEvents\":[]}");
-  }
+  RecorderSnapshot Stats() const override { return stats_.Snapshot(data_); }
+  std::string TraceJson() const override { return stats_.TraceJson(); }
 
   const PlanInfo& plan() const override { return plan_->info; }
   const LoaderOptions& options() const override { return data_.options; }
@@ -424,31 +352,18 @@ class LoaderImpl : public Loader {
   Status Restore(const std::string& state) override {
     nlohmann::json j = nlohmann::json::parse(state, nullptr, /*allow_exceptions=*/false);
     if (j.is_discarded() || !j.is_object()) return InvalidArgument("loader state is not a JSON object");
-    auto field = [&](const char* key) -> Result<int64_t> {
-      if (!j.contains(key) || !j[key].is_number_integer()) {
-        return InvalidArgument(std::string("loader state lacks integer '") + key + "'");
-      }
-      return j[key].get<int64_t>();
-    };
     // Saved by another number of ranks: elastic resume (pipeline/elastic.h).
     const bool elastic = j.contains("world_size") && j["world_size"].is_number_integer() &&
                          j["world_size"].get<int64_t>() != data_.options.world_size;
-    const std::pair<const char*, int64_t> must_match[] = {
-        {"seed", static_cast<int64_t>(data_.options.seed)},
-        {"rank", data_.options.rank},
-        {"world_size", data_.options.world_size},
-        {"batch_size", data_.options.batch_size},
-        {"dataset_samples", plan_->info.dataset_samples}};
-    for (const auto& [key, mine] : must_match) {
-      if (elastic && (std::string_view(key) == "rank" || std::string_view(key) == "world_size")) continue;
-      STOKER_ASSIGN_OR_RETURN(int64_t theirs, field(key));
-      if (theirs != mine) {
-        return InvalidArgument(std::string("loader state was saved with ") + key + "=" + std::to_string(theirs) +
-                               ", this loader has " + std::to_string(mine));
-      }
+    STOKER_RETURN_IF_ERROR(CheckSavedWith(j, {{"seed", static_cast<int64_t>(data_.options.seed)}}));
+    if (!elastic) {
+      STOKER_RETURN_IF_ERROR(
+          CheckSavedWith(j, {{"rank", data_.options.rank}, {"world_size", data_.options.world_size}}));
     }
+    STOKER_RETURN_IF_ERROR(CheckSavedWith(
+        j, {{"batch_size", data_.options.batch_size}, {"dataset_samples", plan_->info.dataset_samples}}));
     if (data_.tokens) {
-      STOKER_ASSIGN_OR_RETURN(int64_t consumed, field("consumed_samples"));
+      STOKER_ASSIGN_OR_RETURN(int64_t consumed, StateInteger(j, "consumed_samples"));
       return RestoreConsumed(consumed);
     }
     if (j.contains("dataset") && j["dataset"] != fingerprint_) {
@@ -495,8 +410,8 @@ class LoaderImpl : public Loader {
       return InvalidArgument("loader state was saved with partition=" + j["partition"].dump() +
                              ", this loader has \"" + partition + "\"");
     }
-    STOKER_ASSIGN_OR_RETURN(int64_t epoch, field("epoch"));
-    STOKER_ASSIGN_OR_RETURN(int64_t next, field("next_batch"));
+    STOKER_ASSIGN_OR_RETURN(int64_t epoch, StateInteger(j, "epoch"));
+    STOKER_ASSIGN_OR_RETURN(int64_t next, StateInteger(j, "next_batch"));
     run_.reset();
     if (!data_.options.mix.names.empty()) {
       STOKER_ASSIGN_OR_RETURN(bool planned, RestoreMix(j, static_cast<uint64_t>(epoch), next, elastic));
@@ -534,9 +449,7 @@ class LoaderImpl : public Loader {
   }
 
   LoaderSettings Settings() const override {
-    LoaderSettings s = ToLoaderSettings(tune_config_, data_.tuned, data_.options.autotune);
-    s.cores = data_.cpu.cores;
-    s.cores_from = data_.cpu.ToString();
+    LoaderSettings s = stats_.Settings(data_);
     s.order = data_.order;
     if (data_.indexes) {
       s.index_held_bytes = data_.indexes->held_bytes();
@@ -546,24 +459,10 @@ class LoaderImpl : public Loader {
       s.index_from = data_.index_from;
       s.index_remote_read = data_.remote_scanned;
     }
-    if (data_.gpu) {
-      RecorderSnapshot g;
-      data_.gpu->Fill(&g);
-      s.gpu_decoder = g.gpu_decoder;
-      s.gpu_share = g.gpu_share;
-      s.gpu_share_why = g.gpu_share_why;
-    } else {
-      s.gpu_share_why = data_.gpu_why_not;
-    }
-    FillUpscales(data_.layout, data_.upscales.get(), &s);
     return s;
   }
-  std::vector<TuneChange> TuneLog() const override { return changes_; }
-  std::vector<TuneChange> TakeTuneLog() override {
-    std::vector<TuneChange> out(changes_.begin() + static_cast<std::ptrdiff_t>(changes_taken_), changes_.end());
-    changes_taken_ = changes_.size();
-    return out;
-  }
+  std::vector<TuneChange> TuneLog() const override { return stats_.TuneLog(); }
+  std::vector<TuneChange> TakeTuneLog() override { return stats_.TakeTuneLog(); }
 
   SkipCounts Skips() const override { return refill_.counts(); }
   std::vector<SkipRecord> TakeSkipLog() override { return refill_.TakeLog(); }
@@ -834,7 +733,7 @@ class LoaderImpl : public Loader {
     refill_.StartEpoch(epoch);
   }
   void Start() {
-    waiting_since_.reset();
+    stats_.RunStarted();
     if (next_batch_ < plan_->info.batches) {
       // Shard loaders prepare the next epoch's first batches as this one ends
       // (the planner is pure and its inputs fixed, so the run may call it).
@@ -845,29 +744,24 @@ class LoaderImpl : public Loader {
       EpochRun::PlanMaker next;
       if (!data_.tokens) next = [this](uint64_t epoch) { return PlanOwnEpoch(epoch); };
       run_ = std::make_unique<EpochRun>(&data_, &files_, pool_, plan_, epoch_, next_batch_, std::move(next));
-      ++run_generation_;
     }
   }
 
   // The controller's changes go to the running threads and to every later run.
   void Tune() {
-    std::vector<TuneChange> changes = tuner_->Observe(
-        *recorder_, run_generation_, [this] { return run_->ThreadCpuNs(); },
-        data_.tokens ? data_.options.batch_size : 0);
-    if (changes.empty()) return;
-    data_.tuned = tuner_->settings();
-    run_->Apply(data_.tuned);
-    changes_.insert(changes_.end(), changes.begin(), changes.end());
+    const int token_batch = data_.tokens ? data_.options.batch_size : 0;
+    if (std::optional<TuneSettings> t = stats_.Tune([this] { return run_->ThreadCpuNs(); }, token_batch)) {
+      data_.tuned = *t;
+      run_->Apply(data_.tuned);
+    }
   }
 
   Dataset data_;
   ShardFiles files_;
   SkipRefiller refill_;  // after data_ and files_, which it uses
-  // When the consumer began waiting for the next batch, across NextWithin polls.
-  std::optional<std::chrono::steady_clock::time_point> waiting_since_;
   std::string fingerprint_;
   std::shared_ptr<BufferPool> pool_;
-  std::unique_ptr<Recorder> recorder_;  // outlives run_, whose threads record into it
+  EngineStats stats_;  // its recorder outlives run_, whose threads record into it
   std::vector<uint32_t> counts_;
   std::unordered_map<std::string, uint32_t> source_of_url_;  // a mixture: each shard's source
   // A mixture whose weights changed in this epoch's middle: the order it
@@ -883,13 +777,6 @@ class LoaderImpl : public Loader {
   int64_t next_batch_ = 0;
   int64_t token_consumed_ = 0;  // token runs: the plan starts at this global sample
   std::vector<ElasticStage> elastic_;  // non-empty: this epoch resumed across world sizes
-  // Tuning (consumer thread only): the ranges, the controller with its
-  // window of evidence (tune_window.h), and every change made.
-  TuneConfig tune_config_;
-  std::optional<TuneWindow> tuner_;
-  uint64_t run_generation_ = 0;  // counts the runs started
-  std::vector<TuneChange> changes_;
-  size_t changes_taken_ = 0;
   std::unique_ptr<EpochRun> run_;  // last member: torn down first
 };
 
@@ -898,9 +785,7 @@ class LoaderImpl : public Loader {
 Result<std::unique_ptr<Loader>> Finish(Dataset data, TuneConfig tune, std::optional<EpochPlan> epoch0 = std::nullopt) {
   data.tuned = tune.start;
   data.tune_max = tune.max;
-  auto pool = BatchPool(data, tune.max[Knob::kPrefetch]);
-  // Device buffers for as many batches as the pool may lend (device_stage.h).
-  if (data.device) data.device->KeepBuffers(static_cast<size_t>(tune.max[Knob::kPrefetch]) + 1);
+  auto pool = MakeBatchPool(data);
   auto loader = std::make_unique<LoaderImpl>(std::move(data), std::move(pool), std::move(tune));
   STOKER_RETURN_IF_ERROR(loader->Init(std::move(epoch0)));
   return std::unique_ptr<Loader>(std::move(loader));
@@ -908,20 +793,7 @@ Result<std::unique_ptr<Loader>> Finish(Dataset data, TuneConfig tune, std::optio
 
 }  // namespace
 
-Result<std::unique_ptr<Loader>> Loader::Create(LoaderOptions options) {
-  if (options.batch_size < 1) return InvalidArgument("batch_size must be at least 1");
-  if (options.prefetch_batches < 1 && options.prefetch_batches != -1) {
-    return InvalidArgument("prefetch_batches must be at least 1 (or -1: auto)");
-  }
-  if (options.stream && !options.mix.names.empty()) {
-    return InvalidArgument("a mixture of sources is read in indexed mode (tar shards with an index or a manifest, "
-                           "Parquet files, image folders); stream=True is not supported with stoker.mix yet");
-  }
-  if (options.stream) return CreateStreamLoader(std::move(options));
-  if (options.samples_per_epoch != 0) {
-    return InvalidArgument("samples_per_epoch is the length of a stream's epoch: it needs stream=True (an indexed "
-                           "loader's epoch is the dataset)");
-  }
+Result<std::unique_ptr<Loader>> CreateIndexedLoader(LoaderOptions options) {
   STOKER_RETURN_IF_ERROR(CheckBatchShare(options.batch_stride, options.batch_offset, options.batch_share));
   if (options.batch_stride > 1 && !options.tokens.paths.empty()) {
     return InvalidArgument("batch_stride > 1 is for shard loaders, not token loaders");
@@ -1064,11 +936,12 @@ Result<std::unique_ptr<Loader>> Loader::Create(LoaderOptions options) {
     STOKER_RETURN_IF_ERROR(ProbeSampleMap(*options.sample_map, options.fields, probe_entry, probe, first->shard_path,
                                           MixSeed(options.seed, 0, 0), &data.layout));
   }
-  STOKER_ASSIGN_OR_RETURN(data.gpu, GpuDecode::Create(options, data.layout, &data.gpu_why_not));
-  if (data.gpu && data.device) data.device->SetGpu(data.gpu);
+  STOKER_RETURN_IF_ERROR(AddGpuDecode(options, &data));
   options.io_depth = AutoIoDepth(options, data.layout, summaries, remote, data.row_group_bytes);
   if (data.gpu && user.prefetch_batches < 0) {  // deeper with GPU decode, within the memory budget
-    options.prefetch_batches = GpuDecodePrefetch(options, data.layout, summaries, data.row_group_bytes);
+    options.prefetch_batches = GpuDecodePrefetch(options, data.layout, [&](const LoaderOptions& o) {
+      return EstimateMemory(o, data.layout, summaries, data.row_group_bytes).total();
+    });
   }
   if (parquet) {
     // The auto mix holds its run's row groups decoded: under a memory budget
