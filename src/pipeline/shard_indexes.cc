@@ -185,7 +185,9 @@ Result<ShardTables> SummarizeMixture(LoaderOptions& options, const IoOptions& io
     one.mix = MixOptions{};
     STOKER_ASSIGN_OR_RETURN(one.key_rule, SourceKeyRule(options, s));
     const std::shared_ptr<const FieldAliases> aliases = SourceAliases(options, s);
-    for (const auto& [field, member] : aliases ? *aliases : FieldAliases{}) {
+    for (const auto& alias : aliases ? *aliases : FieldAliases{}) {
+      const std::string& field = alias.first;
+      const std::string& member = alias.second;
       const bool known = field == options.key_column ||
                          std::any_of(options.fields.begin(), options.fields.end(),
                                      [&field](const FieldSpec& f) { return f.field == field; });
