@@ -135,7 +135,9 @@ def test_chromium_renders_stage_utilisation_and_pixels(loader_run, tmp_path):
     assert len(points) == len(run["batches"]) == 12
 
     png = tmp_path / "shot.png"
-    res = chromium(f"--screenshot={png}", "--window-size=1000,1800", "--hide-scrollbars", out.as_uri())
+    # The whole page: the utilisation plot lies around y 1,500-1,650 of it, lower where the
+    # verdict's words run longer (a shuffled run, seed 8484, cut it off at 1,800).
+    res = chromium(f"--screenshot={png}", "--window-size=1000,4000", "--hide-scrollbars", out.as_uri())
     assert png.exists(), res.stderr[-2000:]
     pixels = np.asarray(Image.open(png).convert("RGB")).astype(int)
     def share(rgb):  # fraction of pixels close to a plot colour
