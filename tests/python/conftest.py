@@ -7,6 +7,7 @@ import io
 import os
 import shutil
 import subprocess
+import tarfile
 import time
 import weakref
 from pathlib import Path
@@ -138,6 +139,15 @@ def _restore_io_options(options: dict) -> None:
 def vision_dir(tmp_path_factory) -> tuple[Path, dict]:
     d = tmp_path_factory.mktemp("vision")
     return d, write_vision_shards(d, shards=3, per_shard=20)
+
+
+def write_tar(path: Path, members: list[tuple[str, bytes]]) -> None:
+    """A tar of (member name, bytes), in order, written by Python's tarfile."""
+    with tarfile.open(path, "w") as tar:
+        for name, data in members:
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
 
 
 def stoker_env() -> dict:

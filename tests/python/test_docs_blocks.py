@@ -36,19 +36,17 @@ the Long runs block as it was before issue 22 (undefined `step`), fails here.
 from __future__ import annotations
 
 import ast
-import io
 import json
 import os
 import re
 import subprocess
 import sys
-import tarfile
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from conftest import ROOT, jpeg_bytes, natural_image, npz_bytes, stoker_env
+from conftest import ROOT, jpeg_bytes, natural_image, npz_bytes, stoker_env, write_tar
 
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), *sorted((ROOT / "docs").glob("*/*.md"))]
 
@@ -101,14 +99,6 @@ def page_name(page: Path) -> str:
 
 
 BLOCKS = [(page_name(page), line, lang, code) for page in PAGES for line, lang, code in blocks(page.read_text())]
-
-
-def write_tar(path: Path, members: list[tuple[str, bytes]]) -> None:
-    with tarfile.open(path, "w") as tar:
-        for name, payload in members:
-            info = tarfile.TarInfo(name)
-            info.size = len(payload)
-            tar.addfile(info, io.BytesIO(payload))
 
 
 def make_data(root: Path) -> None:

@@ -7,25 +7,15 @@ key column or ``file:row``. Inside stoker a sample stays named by its shard
 and key together: skip records keep that."""
 from __future__ import annotations
 
-import io
 import logging
 import subprocess
-import tarfile
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 import stoker
-from conftest import stoker_bin
-
-
-def write_tar(path: Path, members: list[tuple[str, bytes]]) -> None:
-    with tarfile.open(path, "w") as tar:
-        for name, data in members:
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
+from conftest import stoker_bin, write_tar
 
 
 @pytest.fixture(scope="module")

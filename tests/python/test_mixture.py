@@ -6,7 +6,6 @@ ranks, the exact partition and resume against the sources' own sample sets.
 """
 from __future__ import annotations
 
-import io
 import math
 from collections import Counter
 from pathlib import Path
@@ -15,6 +14,7 @@ import numpy as np
 import pytest
 
 import stoker
+from conftest import write_tar
 from url_server import UrlServer
 
 FIELDS = {"bin": stoker.raw(64)}
@@ -178,14 +178,12 @@ def write_underscore_source(directory: Path, shards: int, per_shard: int, seed: 
     rng = np.random.default_rng(seed)
     directory.mkdir(parents=True, exist_ok=True)
     for s in range(shards):
-        with tarfile.open(directory / f"u-{s}.tar", "w") as tar:
-            for i in range(per_shard):
-                key = f"u{s}_{i:04d}"
-                blob = rng.integers(0, 256, int(rng.integers(8, 64)), np.uint8).tobytes()
-                for name, data in ((f"{key}.cls", str(i % 7).encode()), (f"{key}_blob.bin", blob)):
-                    info = tarfile.TarInfo(name)
-                    info.size = len(data)
-                    tar.addfile(info, io.BytesIO(data))
+        members = []
+        for i in range(per_shard):
+            key = f"u{s}_{i:04d}"
+            blob = rng.integers(0, 256, int(rng.integers(8, 64)), np.uint8).tobytes()
+            members += [(f"{key}.cls", str(i % 7).encode()), (f"{key}_blob.bin", blob)]
+        write_tar(directory / f"u-{s}.tar", members)
     ref = {}
     for s in range(shards):
         with tarfile.open(directory / f"u-{s}.tar") as tar:
