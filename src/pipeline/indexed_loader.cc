@@ -149,13 +149,7 @@ class LoaderImpl : public Loader {
         stats_(data_.options, std::move(tune)) {
     data_.recorder = stats_.recorder();
     if (data_.recorder && !data_.options.mix.shards.empty()) {  // a mixture's reads are also counted by source
-      std::vector<uint32_t> first_shards;
-      uint32_t first = 0;
-      for (uint32_t n : data_.options.mix.shards) {
-        first_shards.push_back(first);
-        first += n;
-      }
-      data_.recorder->SetSources(std::move(first_shards));
+      data_.recorder->SetSources(SourceFirstShards(data_.options.mix));
     }
     data_.upscales = std::make_shared<UpscaleCounter>(data_.layout.fields.size());
   }
@@ -843,10 +837,6 @@ Result<std::unique_ptr<Loader>> CreateIndexedLoader(LoaderOptions options) {
   data.remote_scanned = tables.remote_scanned;
   data.row_group_bytes = tables.row_group_bytes;
   // Each shard's key rule and field aliases: its source's (a mixture's), else the loader's.
-  std::vector<uint32_t> source_of_shard;
-  for (uint32_t s = 0; s < options.mix.shards.size(); ++s) {
-    source_of_shard.insert(source_of_shard.end(), options.mix.shards[s], s);
-  }
   std::vector<std::pair<KeyRule, std::shared_ptr<const FieldAliases>>> by_source(
       std::max<size_t>(1, options.mix.shards.size()));
   for (size_t s = 0; s < by_source.size(); ++s) {
@@ -858,9 +848,9 @@ Result<std::unique_ptr<Loader>> CreateIndexedLoader(LoaderOptions options) {
   // are put.
   data.indexes = std::make_shared<ShardIndexCache>(
       std::move(tables.summaries),
-      [source_of_shard = std::move(source_of_shard), by_source = std::move(by_source), io](
+      [first_shards = SourceFirstShards(options.mix), by_source = std::move(by_source), io](
           uint32_t shard, const ShardSummary& summary) -> Result<ShardIndex> {
-        const auto& [rule, aliases] = by_source[shard < source_of_shard.size() ? source_of_shard[shard] : 0];
+        const auto& [rule, aliases] = by_source[SourceOfShard(first_shards, shard)];
         STOKER_ASSIGN_OR_RETURN(ShardIndex index, LoadOrBuildShardIndex(summary.path, rule, io, summary.bytes));
         index.samples.SetAliases(aliases);
         return index;

@@ -383,13 +383,17 @@ std::string DescribeMix(const std::vector<uint32_t>& samples_per_shard, const Lo
   const std::vector<uint64_t>& n = (*mix)->source_samples();
   std::string out = "mixture of " + std::to_string(n.size()) + " sources, law " + MixLawName(options.mix.law) + ", " +
                     std::to_string((*mix)->size()) + " samples an epoch (";
+  // Law counts: every epoch holds exactly these draws of each source (one period of the allocation).
+  const Result<std::vector<uint64_t>> counts =
+      options.mix.law == MixLaw::kCounts ? EpochCounts(options.mix, n) : Result<std::vector<uint64_t>>(n);
+  if (!counts.ok()) return "a mixture: " + counts.status().ToString();
   for (size_t s = 0; s < n.size(); ++s) {
     char w[64];
     if (options.mix.law == MixLaw::kProportion) {
       std::snprintf(w, sizeof w, "%zu", static_cast<size_t>(n[s]));
     } else if (options.mix.law == MixLaw::kCounts) {
       const int64_t choose = options.mix.choose.empty() ? -1 : options.mix.choose[s];
-      const uint64_t drawn = (*mix)->CountIn(0, (*mix)->size())[s];
+      const uint64_t drawn = (*counts)[s];
       if (choose >= 0) {
         std::snprintf(w, sizeof w, "choose %zu", static_cast<size_t>(drawn));
       } else {

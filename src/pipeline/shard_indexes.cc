@@ -163,6 +163,21 @@ Result<KeyRule> SourceKeyRule(const LoaderOptions& options, size_t source) {
   return rule;
 }
 
+std::vector<uint32_t> SourceFirstShards(const MixOptions& mix) {
+  std::vector<uint32_t> first_shards;
+  uint32_t first = 0;
+  for (uint32_t n : mix.shards) {
+    first_shards.push_back(first);
+    first += n;
+  }
+  return first_shards;
+}
+
+uint32_t SourceOfShard(const std::vector<uint32_t>& first_shards, uint32_t shard) {
+  const auto after = std::upper_bound(first_shards.begin(), first_shards.end(), shard);
+  return after == first_shards.begin() ? 0 : static_cast<uint32_t>(after - first_shards.begin() - 1);
+}
+
 std::shared_ptr<const FieldAliases> SourceAliases(const LoaderOptions& options, size_t source) {
   const auto& members = options.mix.members;
   if (source >= members.size() || members[source].empty()) return nullptr;

@@ -70,6 +70,10 @@ Result<ShardTables> SummarizeShards(const LoaderOptions& options, const IoOption
 // A mixture's source's key rule, and the field aliases its tables carry
 // (MixOptions::members; null: none).
 Result<KeyRule> SourceKeyRule(const LoaderOptions& options, size_t source);
+// The first shard of each of a mixture's sources (MixOptions::shards, filled
+// by SummarizeMixture; empty: not a mixture), and the source of a shard (0 where none).
+std::vector<uint32_t> SourceFirstShards(const MixOptions& mix);
+uint32_t SourceOfShard(const std::vector<uint32_t>& first_shards, uint32_t shard);
 std::shared_ptr<const FieldAliases> SourceAliases(const LoaderOptions& options, size_t source);
 
 // A mixture's shards (options.mix names its sources): each source summarized
