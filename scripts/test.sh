@@ -11,6 +11,11 @@ mark setup
 
 jobs=$(nproc)
 export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$PWD}  # as setup.sh hashes the library's objects
+# The sanitizer trees compile with line tables (-g), for which ccache also hashes
+# the build folder unless told not to: a fresh clone elsewhere then missed
+# every object. Their debug info names the source files relative to the
+# checkout (CCACHE_BASEDIR), so a stack trace still reads file:line.
+export CCACHE_NOHASHDIR=${CCACHE_NOHASHDIR:-1}
 # The library's objects come from ccache, filled by setup.sh's wheel build
 # with the same compiler and flags; the command line is the wheel's own (pytest runs it).
 # The compiler is named through CXX, which only a new build directory takes:
@@ -60,7 +65,15 @@ mark docs
 # The tests import the installed package, not the source tree. -rs lists
 # every skip with its reason, and a reason outside conftest.py's ALLOWED_SKIPS
 # fails the run (STOKER_STRICT_SKIPS). -p no:randomly keeps file order here;
-# `bash scripts/test_shuffled.sh` runs the same suite in a shuffled order.
+# `bash scripts/test_shuffled.sh` runs the same suite in a shuffled order, in
+# one process. The files run on cores + 1 pytest-xdist workers (at most 8), a
+# file to a worker (--dist loadfile: a module's servers and fixtures stay in one
+# process): many tests wait on servers, back-offs and child processes, so on 2
+# cores 3 workers took 340 s where one took 700 s. STOKER_TEST_WORKERS=0 runs
+# them in this process.
+workers=${STOKER_TEST_WORKERS:-$(( jobs + 1 < 8 ? jobs + 1 : 8 ))}
+parallel=()
+[ "$workers" -gt 0 ] && parallel=(-n "$workers" --dist loadfile)
 STOKER_STRICT_SKIPS=1 STOKER_BIN="$(python3 -c 'import stoker._cli as c; print(c.binary())')" \
-  python3 -m pytest -q -rs -p no:cacheprovider -p no:randomly tests/python "$@"
+  python3 -m pytest -q -rs -p no:cacheprovider -p no:randomly -p no:benchmark "${parallel[@]}" tests/python "$@"
 mark pytest
