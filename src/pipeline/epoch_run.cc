@@ -34,6 +34,8 @@ EpochRun::EpochRun(const Dataset* data, ShardFiles* files, std::shared_ptr<Buffe
   const TuneSettings& t = data_->tuned;
   read_ahead_ = data_->tokens ? 0 : t[Knob::kReadAhead];
   reads_ahead_ = read_ahead_ > 0;
+  const LoaderOptions& o = data_->options;
+  scatter_reads_ = !data_->tokens && !data_->parquet && !o.mix.names.empty() && o.shuffle && !o.mix.one_source_per_batch;
   // A user's map is a decode stage of its own: it runs on the decoders.
   arrays_only_ = !data_->tokens && !data_->parquet_rows && !reads_ahead_ && !data_->options.sample_map &&
                  std::all_of(data_->layout.fields.begin(), data_->layout.fields.end(), [](const FieldLayout& f) {
@@ -391,7 +393,17 @@ bool EpochRun::Begin(const Leg& leg, int64_t b, std::unique_ptr<BufferPool::Leas
     in_flight_[leg.base + b] = std::move(work);
     if (rec_) rec_->batches_in_progress++;
   }
-  for (int slot = 0; slot < size;) {
+  if (scatter_reads_) {
+    std::vector<SampleRef> refs(static_cast<size_t>(size));
+    for (int slot = 0; slot < size; ++slot) refs[static_cast<size_t>(slot)] = plan.At(b * bs + slot);
+    auto limit_of = [this](uint32_t shard) { return CoalesceLimit(data_->options, data_->shards[shard]); };
+    for (std::vector<int>& slots : ScatteredRuns(refs, *data_->indexes, limit_of)) {
+      ReadTask task{raw, slots[0], refs[static_cast<size_t>(slots[0])], static_cast<int>(slots.size())};
+      if (slots.size() > 1) task.slots = std::move(slots);
+      if (!read_queue_.Push(std::move(task))) return false;
+    }
+  }
+  for (int slot = 0; slot < size && !scatter_reads_;) {
     const SampleRef head = plan.At(b * bs + slot);
     const int count = data_->tokens ? std::min(run, size - slot) : SampleRun(plan, b * bs + slot, size - slot);
     if (!read_queue_.Push(ReadTask{raw, slot, head, count})) return false;
@@ -421,7 +433,8 @@ void EpochRun::ReadLoop(uint32_t thread) {
       continue;
     }
     const EpochPlan& plan = *task->batch->plan;
-    const int64_t first = task->batch->index * data_->options.batch_size + task->slot;
+    const int64_t batch_first = task->batch->index * data_->options.batch_size;
+    auto ref_at = [&](int k) { return plan.At(batch_first + task->SlotAt(k)); };
     // The shard's offsets: loaded here the first time the reads reach it.
     // A remote shard's open (a HEAD) goes out beside that load (a sidecar's
     // GET): the first read of a shard waits for one round trip, not two.
@@ -437,8 +450,8 @@ void EpochRun::ReadLoop(uint32_t thread) {
     if (opened.valid()) opened.wait();
     if (!index.ok()) {
       for (int k = 0; k < task->count; ++k) {
-        const SampleRef ref = plan.At(first + k);
-        Finish(ReadTask{task->batch, task->slot + k, ref, 1},
+        const SampleRef ref = ref_at(k);
+        Finish(ReadTask{task->batch, task->SlotAt(k), ref, 1},
                index.status().WithContext("sample " + std::to_string(ref.sample) + " of the shard"));
       }
       continue;
@@ -448,11 +461,13 @@ void EpochRun::ReadLoop(uint32_t thread) {
     // were loaded holds all its consecutive samples of the shard, cut here.
     const uint64_t limit = CoalesceLimit(data_->options, data_->shards[task->ref.shard]);
     for (int done = 0; done < task->count;) {
-      const int n = RunLength(plan, *data_->indexes, first + done, task->count - done, limit);
-      if (!ReadRun(ReadTask{task->batch, task->slot + done, plan.At(first + done), n}, *index,
-                   inline_decoder.get(), thread)) {
-        return;
-      }
+      const int left = task->count - done;
+      const int n = task->slots.empty()
+                        ? RunLength(plan, *data_->indexes, batch_first + task->slot + done, left, limit)
+                        : RunLengthOf([&](int k) { return ref_at(done + k); }, *data_->indexes, left, limit);
+      ReadTask run{task->batch, task->SlotAt(done), ref_at(done), n};
+      if (!task->slots.empty() && n > 1) run.slots.assign(task->slots.begin() + done, task->slots.begin() + done + n);
+      if (!ReadRun(run, *index, inline_decoder.get(), thread)) return;
       done += n;
     }
   }
@@ -464,10 +479,11 @@ bool EpochRun::ReadRun(const ReadTask& run, const std::shared_ptr<const ShardInd
   // their whole byte range (pipeline/read_runs.h).
   const BatchLayout& layout = data_->layout;
   const EpochPlan& plan = *run.batch->plan;
-  const int64_t first = run.batch->index * data_->options.batch_size + run.slot;
+  const int64_t batch_first = run.batch->index * data_->options.batch_size;
+  auto ref_at = [&](int k) { return k == 0 ? run.ref : plan.At(batch_first + run.SlotAt(k)); };
   const SampleTable& samples = index->samples;
   const uint64_t run_begin = samples[run.ref.sample].begin;
-  const uint64_t run_end = samples[plan.At(first + run.count - 1).sample].end;
+  const uint64_t run_end = samples[ref_at(run.count - 1).sample].end;
   Bytes buf = TakeBuffer();
   // Cleared first: growing a buffer that still holds its last run would
   // copy that run into the new block, touching the pages a detoured range
@@ -502,8 +518,8 @@ bool EpochRun::ReadRun(const ReadTask& run, const std::shared_ptr<const ShardInd
   if (!st.ok()) {
     // Every sample of the run fails with the read's error, each named.
     for (int k = 0; k < run.count; ++k) {
-      const SampleRef ref = plan.At(first + k);
-      Finish(ReadTask{run.batch, run.slot + k, ref, 1},
+      const SampleRef ref = ref_at(k);
+      Finish(ReadTask{run.batch, run.SlotAt(k), ref, 1},
              st.WithContext("sample '" + std::string(samples[ref.sample].key) + "'"));
     }
     GiveBuffer(std::move(buf));
@@ -513,10 +529,10 @@ bool EpochRun::ReadRun(const ReadTask& run, const std::shared_ptr<const ShardInd
   std::vector<DecodeTask> decodes;
   decodes.reserve(static_cast<size_t>(run.count));
   for (int k = 0; k < run.count; ++k) {
-    const SampleRef ref = plan.At(first + k);
+    const SampleRef ref = ref_at(k);
     const SampleView entry = samples[ref.sample];
     std::span<uint8_t> part(bytes->bytes.data() + (entry.begin - run_begin), entry.end - entry.begin);
-    decodes.push_back(DecodeTask{ReadTask{run.batch, run.slot + k, ref, 1}, bytes, part, nullptr, index});
+    decodes.push_back(DecodeTask{ReadTask{run.batch, run.SlotAt(k), ref, 1}, bytes, part, nullptr, index});
   }
   bytes.reset();
   return Dispatch(run.batch, decodes, inline_decoder, thread);

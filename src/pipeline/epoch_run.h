@@ -114,6 +114,11 @@ struct ReadTask {
   // windows copied by one task; sample runs: one read of their byte range
   // (pipeline/read_runs.h), then one decode task per sample.
   int count = 1;
+  // Set where the samples' slots are not consecutive (a mixture's batch,
+  // read_runs.h ScatteredRuns): the slot of each, slots[0] == slot, their
+  // samples in file order.
+  std::vector<int> slots;
+  int SlotAt(int k) const { return slots.empty() ? slot + k : slots[static_cast<size_t>(k)]; }
 };
 
 // A sample's staging buffer, with the array ranges the reader placed straight
@@ -279,6 +284,8 @@ class EpochRun {
   // when reads_ahead_, never from 0 when not).
   std::atomic<int64_t> read_ahead_{0};
   bool reads_ahead_ = false;  // set before the threads start
+  // A mixture's batches are read by shard and sample, not by slot (read_runs.h ScatteredRuns).
+  bool scatter_reads_ = false;  // set before the threads start
   // Counts in effect (Apply); threads at or past them park.
   std::atomic<int> active_readers_{0}, active_decoders_{0};
   std::atomic<int> prefetch_{0};

@@ -38,8 +38,9 @@
 //  3. Mixed within batches: with shuffle, positions are permuted within
 //     consecutive blocks of batch_size positions (an IndexShuffle keyed by
 //     seed, epoch and block), so a batch's draws of a source are a run of
-//     consecutive draws of its stream (its block reads stay coalesced) in
-//     random slots. A batch's share of a source is thus stratified: within
+//     consecutive draws of its stream in random slots; the batch is read by
+//     shard and sample, not by slot (read_runs.h ScatteredRuns), so a remote
+//     source's blocks still cost a GET each, not one per sample. A batch's share of a source is thus stratified: within
 //     about depth + 1 samples of w_s * batch_size, never a binomial spread.
 //     With one source per batch (MixOptions::one_source_per_batch) the
 //     allocation hands out units of batch_size consecutive positions

@@ -2,6 +2,8 @@
 #include "pipeline/read_runs.h"
 
 #include <algorithm>
+#include <numeric>
+#include <utility>
 
 #include "io/reader.h"
 
@@ -34,8 +36,13 @@ int RemoteIoDepth(const LoaderOptions& options) {
 }
 
 int RunLength(const EpochPlan& plan, ShardIndexCache& indexes, int64_t first, int n, uint64_t limit) {
-  if (n <= 1 || limit == 0 || plan.strided) return 1;
-  const SampleRef head = plan.At(first);
+  if (plan.strided) return 1;
+  return RunLengthOf([&](int k) { return plan.At(first + k); }, indexes, n, limit);
+}
+
+int RunLengthOf(const std::function<SampleRef(int)>& ref_at, ShardIndexCache& indexes, int n, uint64_t limit) {
+  if (n <= 1 || limit == 0) return 1;
+  const SampleRef head = ref_at(0);
   Result<std::shared_ptr<const ShardIndex>> index = indexes.Get(head.shard);
   if (!index.ok()) return 1;
   const SampleTable& samples = (*index)->samples;
@@ -43,7 +50,7 @@ int RunLength(const EpochPlan& plan, ShardIndexCache& indexes, int64_t first, in
   uint64_t end = samples[head.sample].end;
   int count = 1;
   while (count < n) {
-    const SampleRef next = plan.At(first + count);
+    const SampleRef next = ref_at(count);
     if (next.shard != head.shard) break;
     const SampleView e = samples[next.sample];
     if (e.begin < end || e.begin - end > kMaxCoalesceGap || e.end - begin > limit) break;
@@ -51,6 +58,33 @@ int RunLength(const EpochPlan& plan, ShardIndexCache& indexes, int64_t first, in
     ++count;
   }
   return count;
+}
+
+std::vector<std::vector<int>> ScatteredRuns(std::span<const SampleRef> refs, ShardIndexCache& indexes,
+                                            const std::function<uint64_t(uint32_t shard)>& limit_of) {
+  std::vector<int> order(refs.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
+    return std::pair(refs[a].shard, refs[a].sample) < std::pair(refs[b].shard, refs[b].sample);
+  });
+  std::vector<std::vector<int>> groups;
+  for (size_t i = 0; i < order.size();) {
+    const uint32_t shard = refs[order[i]].shard;
+    size_t end = i;
+    while (end < order.size() && refs[order[end]].shard == shard) ++end;
+    const uint64_t limit = limit_of(shard);
+    const bool held = indexes.Held(shard);
+    for (size_t at = i; at < end;) {
+      const int left = static_cast<int>(end - at);
+      const int n = limit == 0 ? 1
+                    : !held    ? left
+                               : RunLengthOf([&](int k) { return refs[order[at + k]]; }, indexes, left, limit);
+      groups.emplace_back(order.begin() + at, order.begin() + at + n);
+      at += n;
+    }
+    i = end;
+  }
+  return groups;
 }
 
 }  // namespace stoker

@@ -12,6 +12,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -70,5 +72,21 @@ int RemoteIoDepth(const LoaderOptions& options);
 // `limit` > 0 it reads the shard's index (1 when that fails: the read meets
 // the same failure and reports it).
 int RunLength(const EpochPlan& plan, ShardIndexCache& indexes, int64_t first, int n, uint64_t limit);
+// The same rule over any of one shard's samples in turn: ref_at(k) for k < n.
+int RunLengthOf(const std::function<SampleRef(int)>& ref_at, ShardIndexCache& indexes, int n, uint64_t limit);
+
+// A batch whose slots do not follow its reads: a mixture's batch holds each
+// source's draws in random slots (mix_order.h, step 3), draws that are
+// consecutive in the source's pass (a block of 16 samples) but scattered
+// over the batch, so runs of consecutive plan positions are single samples:
+// a GET per sample over HTTP. Sorted by shard and sample they lie one after
+// another again. `refs` are the batch's samples by slot; each returned group
+// is one read task's slots, one shard's samples in file order: cut into runs
+// here when the shard's offsets are held (RunLength's rule), one group per
+// shard when they are not (the reader cuts it once it has loaded them, as
+// EpochRun::SampleRun leaves it), one slot each where `limit_of` the shard
+// is 0 (not coalesced).
+std::vector<std::vector<int>> ScatteredRuns(std::span<const SampleRef> refs, ShardIndexCache& indexes,
+                                            const std::function<uint64_t(uint32_t shard)>& limit_of);
 
 }  // namespace stoker

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "io/reader.h"
 #include "pipeline/memory_budget.h"
 #include "pipeline/read_runs.h"
 
@@ -52,7 +53,14 @@ TuneConfig MakeTuneConfig(const LoaderOptions& user, const LoaderOptions& o, con
   c.cores = std::max(1, cores);
   c.has_decoders = !tokens;
   c.reads_per_batch = tokens ? 1 : ReadsPerBatch(o);
-  const std::string shard = shards.empty() ? std::string() : shards.front().path;
+  // Reads go ahead of their buffers where a round trip is paid (read_runs.h):
+  // a remote shard's rule, so a mixture whose first source is local still
+  // reads its remote sources ahead (with the first shard's, it read none).
+  const auto remote_shard =
+      std::find_if(shards.begin(), shards.end(), [](const ShardSummary& s) { return IsRemoteUrl(s.path); });
+  const std::string shard = remote_shard != shards.end() ? remote_shard->path
+                            : shards.empty()             ? std::string()
+                                                         : shards.front().path;
   const uint64_t batch_bytes = tokens ? 0 : BatchBytes(o, shards);
   TuneSettings& s = c.start;
   s[Knob::kIoDepth] = std::max(1, o.io_depth);

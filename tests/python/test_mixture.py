@@ -620,3 +620,36 @@ def test_report_names_each_sources_counts(sources):
     assert mix["names"] == ["a", "b"] and mix["law"] == "sample"
     assert mix["delivered"] == [sum(1 for s, _, _ in got if s == n) for n in ("a", "b")]
     assert mix["samples"] == [120, 70] and mix["pass"] == [0, 0]
+
+
+def test_a_remote_source_reads_its_draws_in_runs_and_ahead(sources):
+    """A mixture's batch holds each source's draws in random slots, draws that
+    are runs of the source's pass (blocks of 16 over remote shards). Read by
+    shard and sample, a remote source costs a GET per run, not one per sample
+    (the proxy counts them), and its reads go ahead of the batches' buffers
+    though the first source is local. Bytes as webdataset reads them."""
+    from fault_proxy import FaultProxy
+
+    root, srcs = sources
+    with UrlServer(root / "b") as server:
+        proxy = FaultProxy(server.port)
+        try:
+            web = f"{proxy.url}/b-{{00..01}}.tar"
+            mixture = stoker.mix({"local": (srcs["a"][0], 0.5), "web": (web, 0.5)}, samples_per_epoch=140)
+            loader = stoker.Loader(mixture, FIELDS, batch_size=32, shuffle=True, seed=5, output="numpy",
+                                   observe=False)
+            ahead = loader.settings["read_ahead_batches"]
+            indexed = sum(proxy.gets.values())  # the shards' offsets, read while the loader was made
+            got = []
+            for batch in loader:
+                got.extend((("b" if s == "web" else "a"), k, d) for s, k, d in rows(batch))
+            gets = sum(proxy.gets.values()) - indexed
+            loader.close()
+        finally:
+            proxy.close()
+    assert len(got) == 140
+    check_bytes(got, srcs)
+    draws = sum(1 for s, _, _ in got if s == "b")
+    assert draws >= 50, draws
+    assert ahead > 0, ahead
+    assert 0 < gets <= draws // 3, (gets, draws)  # a GET per sample before: gets == draws

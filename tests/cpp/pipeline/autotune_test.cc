@@ -230,6 +230,26 @@ TEST(TuneConfig, UserKnobsAreFixedAndAutotuneOffFixesAll) {
   for (bool f : c.fixed) EXPECT_TRUE(f);
 }
 
+TEST(TuneConfig, AMixtureWhoseFirstSourceIsLocalReadsItsRemoteOnesAhead) {
+  // The read ahead follows a remote shard wherever it sits among the shards
+  // (a stoker.mix of a local source, then one over HTTP), not the first's.
+  LoaderOptions user;
+  user.batch_size = 8;
+  LoaderOptions resolved = user;
+  resolved.prefetch_batches = kDefaultPrefetch;
+  resolved.io_depth = 40;
+  BatchLayout layout;
+  layout.buffer_bytes = 1 << 20;
+  std::vector<ShardIndex> ix(2);
+  ix[0].shard_path = "/local/a.tar";
+  ix[1].shard_path = "http://host/b.tar";
+  for (ShardIndex& t : ix) t.samples.push_back({"k", {}, 0, 100});
+  TuneConfig c = MakeTuneConfig(user, resolved, layout, SummariesOf(ix), /*remote=*/true, /*tokens=*/false, 2);
+  EXPECT_EQ(c.start[Knob::kReadAhead], ReadAheadBatches(resolved, "http://host/b.tar", 8 * 100));
+  EXPECT_GT(c.start[Knob::kReadAhead], 0);
+  EXPECT_FALSE(c.fixed[static_cast<int>(Knob::kReadAhead)]);
+}
+
 TEST(TuneConfig, CeilingsFitTheMemoryBudgetTogether) {
   LoaderOptions user;
   user.batch_size = 8;

@@ -49,6 +49,42 @@ TEST(ReadRuns, TheBatchTheLimitAndTheOrderBoundARun) {
   EXPECT_EQ(RunLength(back, *ix, 0, 2, 1 << 20), 1);  // backwards: two reads
 }
 
+TEST(ReadRuns, ScatteredSlotsReadByShardAndSample) {
+  // A mixture's batch: shard 0's neighbours in slots 3, 0, 5 (out of slot
+  // order), shard 1's in slots 1 and 4, shard 0's far sample in slot 2.
+  auto ix = ShardIndexCache::Holding(Indexes());
+  std::vector<SampleRef> refs = {{0, 1, 0}, {1, 1, 0}, {0, 3, 0}, {0, 0, 0}, {1, 0, 0}, {0, 2, 0}};
+  auto remote = [&](uint32_t) { return uint64_t{1} << 20; };
+  EXPECT_EQ(ScatteredRuns(refs, *ix, remote), (std::vector<std::vector<int>>{{3, 0, 5}, {2}, {4, 1}}));
+  // The limit cuts as RunLength does; limit 0: a read per slot, in file order.
+  auto small = [&](uint32_t) { return uint64_t{200}; };
+  EXPECT_EQ(ScatteredRuns(refs, *ix, small), (std::vector<std::vector<int>>{{3, 0}, {5}, {2}, {4, 1}}));
+  auto off = [&](uint32_t) { return uint64_t{0}; };
+  EXPECT_EQ(ScatteredRuns(refs, *ix, off), (std::vector<std::vector<int>>{{3}, {0}, {5}, {2}, {4}, {1}}));
+  // The same sample twice (a source smaller than the batch wraps into its
+  // next pass): two reads, never one range read backwards.
+  std::vector<SampleRef> twice = {{1, 0, 0}, {1, 0, 0}};
+  EXPECT_EQ(ScatteredRuns(twice, *ix, remote), (std::vector<std::vector<int>>{{0}, {1}}));
+}
+
+TEST(ReadRuns, ScatteredSlotsOfAShardNotYetIndexedGoAsOneGroup) {
+  // Its offsets are unknown until the reader loads them: one group per
+  // shard, in sample order, for the reader to cut with RunLengthOf.
+  std::vector<ShardIndex> tables = Indexes();
+  std::vector<ShardSummary> summaries;
+  for (const ShardIndex& t : tables) summaries.push_back(SummaryOf(t));
+  ShardIndexCache ix(summaries, [&](uint32_t shard, const ShardSummary&) -> Result<ShardIndex> { return tables[shard]; },
+                     0);
+  std::vector<SampleRef> refs = {{0, 2, 0}, {0, 0, 0}, {0, 1, 0}};
+  auto limit = [](uint32_t) { return uint64_t{1} << 20; };
+  ASSERT_FALSE(ix.Held(0));
+  const auto runs = ScatteredRuns(refs, ix, limit);
+  EXPECT_EQ(runs, (std::vector<std::vector<int>>{{1, 2, 0}}));
+  EXPECT_EQ(ix.loads(), 0u);  // the scheduler waits on no load
+  EXPECT_EQ(RunLengthOf([&](int k) { return refs[runs[0][k]]; }, ix, 3, 1 << 20), 3);
+  EXPECT_TRUE(ix.Held(0));
+}
+
 TEST(ReadRuns, AutoCoalescesRemoteShardsOnly) {
   LoaderOptions o;
   EXPECT_EQ(CoalesceLimit(o, "http://host/a.tar"), kRemoteCoalesceBytes);
