@@ -35,7 +35,8 @@ EpochRun::EpochRun(const Dataset* data, ShardFiles* files, std::shared_ptr<Buffe
   read_ahead_ = data_->tokens ? 0 : t[Knob::kReadAhead];
   reads_ahead_ = read_ahead_ > 0;
   const LoaderOptions& o = data_->options;
-  scatter_reads_ = !data_->tokens && !data_->parquet && !o.mix.names.empty() && o.shuffle && !o.mix.one_source_per_batch;
+  scatter_reads_ =
+      !data_->tokens && !data_->parquet && !o.mix.names.empty() && o.shuffle && !o.mix.one_source_per_batch;
   // A user's map is a decode stage of its own: it runs on the decoders.
   arrays_only_ = !data_->tokens && !data_->parquet_rows && !reads_ahead_ && !data_->options.sample_map &&
                  std::all_of(data_->layout.fields.begin(), data_->layout.fields.end(), [](const FieldLayout& f) {
@@ -402,12 +403,13 @@ bool EpochRun::Begin(const Leg& leg, int64_t b, std::unique_ptr<BufferPool::Leas
       if (slots.size() > 1) task.slots = std::move(slots);
       if (!read_queue_.Push(std::move(task))) return false;
     }
-  }
-  for (int slot = 0; slot < size && !scatter_reads_;) {
-    const SampleRef head = plan.At(b * bs + slot);
-    const int count = data_->tokens ? std::min(run, size - slot) : SampleRun(plan, b * bs + slot, size - slot);
-    if (!read_queue_.Push(ReadTask{raw, slot, head, count})) return false;
-    slot += count;
+  } else {
+    for (int slot = 0; slot < size;) {
+      const SampleRef head = plan.At(b * bs + slot);
+      const int count = data_->tokens ? std::min(run, size - slot) : SampleRun(plan, b * bs + slot, size - slot);
+      if (!read_queue_.Push(ReadTask{raw, slot, head, count})) return false;
+      slot += count;
+    }
   }
   // An empty batch with its buffer waits for nothing: no read will count it
   // down, so it is ready now (without a buffer, the lease's arrival is its

@@ -40,8 +40,9 @@
 //     seed, epoch and block), so a batch's draws of a source are a run of
 //     consecutive draws of its stream in random slots; the batch is read by
 //     shard and sample, not by slot (read_runs.h ScatteredRuns), so a remote
-//     source's blocks still cost a GET each, not one per sample. A batch's share of a source is thus stratified: within
-//     about depth + 1 samples of w_s * batch_size, never a binomial spread.
+//     source's blocks still cost a GET each, not one per sample. A batch's
+//     share of a source is thus stratified: within about depth + 1 samples
+//     of w_s * batch_size, never a binomial spread.
 //     With one source per batch (MixOptions::one_source_per_batch) the
 //     allocation hands out units of batch_size consecutive positions
 //     instead of single ones: a batch is a run of one source's draws, as

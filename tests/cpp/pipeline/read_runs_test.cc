@@ -73,8 +73,8 @@ TEST(ReadRuns, ScatteredSlotsOfAShardNotYetIndexedGoAsOneGroup) {
   std::vector<ShardIndex> tables = Indexes();
   std::vector<ShardSummary> summaries;
   for (const ShardIndex& t : tables) summaries.push_back(SummaryOf(t));
-  ShardIndexCache ix(summaries, [&](uint32_t shard, const ShardSummary&) -> Result<ShardIndex> { return tables[shard]; },
-                     0);
+  auto load = [&](uint32_t shard, const ShardSummary&) -> Result<ShardIndex> { return tables[shard]; };
+  ShardIndexCache ix(summaries, load, 0);
   std::vector<SampleRef> refs = {{0, 2, 0}, {0, 0, 0}, {0, 1, 0}};
   auto limit = [](uint32_t) { return uint64_t{1} << 20; };
   ASSERT_FALSE(ix.Held(0));
