@@ -7,6 +7,7 @@
 
 #include "pipeline/index_shuffle.h"
 #include "pipeline/mix_seed.h"
+#include "pipeline/shard_indexes.h"
 
 namespace stoker {
 
@@ -330,8 +331,7 @@ uint64_t MixOrder::CountAt(size_t source, uint64_t g) const {
 }
 
 uint32_t MixOrder::SourceOfShard(uint32_t shard) const {
-  return static_cast<uint32_t>(std::upper_bound(shard_first_.begin(), shard_first_.end(), shard) -
-                               shard_first_.begin() - 1);
+  return stoker::SourceOfShard(shard_first_, shard);  // shard_first_'s last entry (all shards) is never found
 }
 
 SampleRef MixOrder::At(uint64_t p) const {
