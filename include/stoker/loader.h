@@ -133,6 +133,13 @@ struct MixOptions {
   // Filled by Loader::Create: how many shards each source expanded to (the
   // shards are the sources' shards one source after another).
   std::vector<uint32_t> shards;
+  // Filled by Loader::Create: each source's order unit, its shuffle_block and
+  // shuffle_mix as a loader of that source alone resolves them (auto: a
+  // Parquet source's row groups mixed, a remote source's blocks, a local
+  // one's single samples), so sources of different kinds mix in one loader.
+  // Empty: the loader's shuffle_block and shuffle_mix for every source.
+  std::vector<int> shuffle_blocks;
+  std::vector<int> shuffle_mixes;
   // Law kSample after a restore with other weights (the loader sets them;
   // pipeline/mix_order.h): the weights hold from epoch base_epoch on, each
   // source's stream going on from base_draws (its draws before that epoch;

@@ -190,7 +190,8 @@ def mix(sources: Mapping[str, Any], *, samples_per_epoch: int | None = None, law
     Each value is ``(source, weight)``, or the source alone for every one
     (then each is drawn by its size, law ``"proportion"``): a source string as ``stoker.Loader``
     takes one (tar shards with their indexes or a manifest, Parquet files,
-    an image folder; all Parquet or none). The law makes the epoch:
+    an image folder; Parquet beside tar too, each source's passes in its own
+    order as a loader of it alone picks it). The law makes the epoch:
 
     * ``"sample"`` (the default): an epoch is ``samples_per_epoch`` draws
       (default: the sources' total), each source's share its weight over the

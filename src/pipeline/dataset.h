@@ -65,13 +65,13 @@ struct Dataset : EngineData {
   std::string order;             // the order in words (planner.h's DescribeOrder), and why where auto
   std::string index_from;        // where the shards' counts came from (ShardTables::from)
   uint64_t remote_scanned = 0;   // remote shards read whole to count them
-  bool parquet = false;          // the shards are Parquet files
+  bool parquet = false;          // some shards are Parquet files (all, but in a mixture)
   uint64_t row_group_bytes = 0;  // Parquet: the largest row group
   // Set for a token loader: readers copy each sample's token window from the
   // mmap'd .bin straight into its slot (read and assembly are one copy), so
   // no decoder threads run and tasks cover several slots.
   std::shared_ptr<const TokenSource> tokens;
-  // Set when a shard is a Parquet file: its rows' values, from decoded row
+  // Set when any shard is a Parquet file: its rows' values, from decoded row
   // groups it caches (formats/parquet_file.h; internally synchronized).
   std::shared_ptr<ParquetRows> parquet_rows;
 };

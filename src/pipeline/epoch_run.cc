@@ -35,8 +35,7 @@ EpochRun::EpochRun(const Dataset* data, ShardFiles* files, std::shared_ptr<Buffe
   read_ahead_ = data_->tokens ? 0 : t[Knob::kReadAhead];
   reads_ahead_ = read_ahead_ > 0;
   const LoaderOptions& o = data_->options;
-  scatter_reads_ =
-      !data_->tokens && !data_->parquet && !o.mix.names.empty() && o.shuffle && !o.mix.one_source_per_batch;
+  scatter_reads_ = !data_->tokens && !o.mix.names.empty() && o.shuffle && !o.mix.one_source_per_batch;
   // A user's map is a decode stage of its own: it runs on the decoders.
   arrays_only_ = !data_->tokens && !data_->parquet_rows && !reads_ahead_ && !data_->options.sample_map &&
                  std::all_of(data_->layout.fields.begin(), data_->layout.fields.end(), [](const FieldLayout& f) {
@@ -430,10 +429,6 @@ void EpochRun::ReadLoop(uint32_t thread) {
       ReadTokens(*task, thread);
       continue;
     }
-    if (data_->parquet) {
-      if (!ReadParquetRows(*task, thread)) return;
-      continue;
-    }
     const EpochPlan& plan = *task->batch->plan;
     const int64_t batch_first = task->batch->index * data_->options.batch_size;
     auto ref_at = [&](int k) { return plan.At(batch_first + task->SlotAt(k)); };
@@ -456,6 +451,10 @@ void EpochRun::ReadLoop(uint32_t thread) {
         Finish(ReadTask{task->batch, task->SlotAt(k), ref, 1},
                index.status().WithContext("sample " + std::to_string(ref.sample) + " of the shard"));
       }
+      continue;
+    }
+    if ((*index)->parquet) {  // each shard read as its kind is: a mixture may put Parquet files beside tar
+      if (!ReadParquetRows(*task, **index, thread)) return;
       continue;
     }
     // The task's samples in runs, each one read (pipeline/read_runs.h). A
@@ -561,16 +560,12 @@ bool EpochRun::Dispatch(BatchWork* batch, std::vector<DecodeTask>& decodes, Samp
   return true;
 }
 
-bool EpochRun::ReadParquetRows(const ReadTask& task, uint32_t thread) {
+bool EpochRun::ReadParquetRows(const ReadTask& task, const ShardIndex& index, uint32_t thread) {
+  // The task's rows, one file's, each read through the decoded row groups
+  // (formats/parquet_file.h); a mixture's rows sit in scattered slots.
   const EpochPlan& plan = *task.batch->plan;
-  const int64_t first = task.batch->index * data_->options.batch_size + task.slot;
-  // A Parquet file's index (its row groups) is held from the start.
-  Result<std::shared_ptr<const ShardIndex>> held = data_->indexes->Get(task.ref.shard);
-  if (!held.ok()) {
-    for (int k = 0; k < task.count; ++k) Finish(ReadTask{task.batch, task.slot + k, plan.At(first + k), 1}, held.status());
-    return true;
-  }
-  const ShardIndex& index = **held;
+  const int64_t batch_first = task.batch->index * data_->options.batch_size;
+  auto ref_at = [&](int k) { return k == 0 ? task.ref : plan.At(batch_first + task.SlotAt(k)); };
   Bytes buf = TakeBuffer();
   buf->bytes.clear();
   buf->direct.clear();
@@ -581,12 +576,13 @@ bool EpochRun::ReadParquetRows(const ReadTask& task, uint32_t thread) {
   if (rec_) rec_->reads_in_flight++;
   Result<std::shared_ptr<const RandomAccessReader>> file = files_->Get(task.ref.shard);  // a lease: survives eviction
   for (int k = 0; k < task.count; ++k) {
-    const SampleRef ref = plan.At(first + k);
+    const SampleRef ref = ref_at(k);
     Status st = file.ok() ? data_->parquet_rows->Read(index, **file, ref.sample, &buf->bytes, &buf->entries[k])
                           : file.status();
     if (!st.ok()) {
       failed[k] = true;
-      Finish(ReadTask{task.batch, task.slot + k, ref, 1}, st.WithContext("sample '" + std::string(index.samples[ref.sample].key) + "'"));
+      Finish(ReadTask{task.batch, task.SlotAt(k), ref, 1},
+             st.WithContext("sample '" + std::string(index.samples[ref.sample].key) + "'"));
     }
   }
   if (rec_) {
@@ -604,7 +600,7 @@ bool EpochRun::ReadParquetRows(const ReadTask& task, uint32_t thread) {
     if (failed[k]) continue;
     const SampleEntry& entry = run->entries[k];
     std::span<uint8_t> part(run->bytes.data() + entry.begin, entry.end - entry.begin);
-    decodes.push_back(DecodeTask{ReadTask{task.batch, task.slot + k, plan.At(first + k), 1}, run, part, &entry, nullptr});
+    decodes.push_back(DecodeTask{ReadTask{task.batch, task.SlotAt(k), ref_at(k), 1}, run, part, &entry, nullptr});
   }
   run.reset();
   return Dispatch(task.batch, decodes, nullptr, thread);

@@ -250,9 +250,10 @@ class EpochRun {
   void DecodeOne(SampleDecoder& decoder, DecodeTask& task, uint32_t thread);
   void DecodeLoop(uint32_t thread);
   void ReadTokens(const ReadTask& task, uint32_t thread);
-  // A run of rows of one Parquet file: their values into one buffer, then
-  // their decode tasks, as ReadLoop does for a byte range. False once cancelled.
-  bool ReadParquetRows(const ReadTask& task, uint32_t thread);
+  // A run of rows of one Parquet file (`index`, held from the start): their
+  // values into one buffer, then their decode tasks, as ReadLoop does for a
+  // byte range. False once cancelled.
+  bool ReadParquetRows(const ReadTask& task, const ShardIndex& index, uint32_t thread);
   // Reads one run (read_runs.h) and hands its samples to the decoders; false once cancelled.
   bool ReadRun(const ReadTask& run, const std::shared_ptr<const ShardIndex>& index, SampleDecoder* inline_decoder,
                uint32_t thread);

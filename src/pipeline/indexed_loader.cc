@@ -116,6 +116,28 @@ std::vector<std::string> ParquetColumns(const LoaderOptions& options) {
   return columns;
 }
 
+// settings["order"]: the order in words, a Parquet layout's limit on the
+// mix, and for a mixture its law and each source's own order.
+std::string OrderInWords(const LoaderOptions& options, const std::vector<ShardSummary>& summaries,
+                         const std::vector<int>& source_parquet_blocks, bool parquet) {
+  std::vector<uint32_t> counts;
+  for (const ShardSummary& s : summaries) counts.push_back(s.samples);
+  if (options.mix.names.empty()) {
+    return DescribeOrder(options) + (parquet ? DescribeParquetMix(options, counts) : "");
+  }
+  const MixOptions& mix = options.mix;
+  std::vector<std::string> within;
+  for (size_t s = 0, first = 0; s < mix.names.size(); first += mix.shards[s++]) {
+    LoaderOptions pass = options;
+    pass.shuffle_block = mix.shuffle_blocks[s];
+    pass.shuffle_mix = mix.shuffle_mixes[s];
+    const std::vector<uint32_t> rows(counts.begin() + static_cast<std::ptrdiff_t>(first),
+                                     counts.begin() + static_cast<std::ptrdiff_t>(first + mix.shards[s]));
+    within.push_back(DescribeOrder(pass) + (source_parquet_blocks[s] > 0 ? DescribeParquetMix(pass, rows) : ""));
+  }
+  return DescribeMix(counts, options, within);
+}
+
 // The failed slots of a batch whose first pass is complete, lowest first.
 std::vector<SlotFailure> LeftSlots(BatchInFlight& work) {
   std::vector<SlotFailure> out;
@@ -512,6 +534,10 @@ class LoaderImpl : public Loader {
     if (mix.law == MixLaw::kCounts) j["choose"] = mix.choose;
     j["base_epoch"] = mix.base_epoch;
     j["base_draws"] = mix.base_draws;
+    if (data_.options.shuffle && data_.options.shuffle_buffer == 0) {
+      j["shuffle_blocks"] = mix.shuffle_blocks;
+      j["shuffle_mixes"] = mix.shuffle_mixes;
+    }
     if (!segment_.is_null()) j["segment"] = segment_;
     // This epoch's order as planned (after a weight change in it, the order it began with).
     LoaderOptions planned = data_.options;
@@ -572,6 +598,18 @@ class LoaderImpl : public Loader {
                              nlohmann::json(mix.weights).dump() + " and choose " + nlohmann::json(mix.choose).dump() +
                              ": under law counts restore with the saved ones (new weights carry on from a state "
                              "only under law sample)");
+    }
+    // Each source's order unit (auto picks it by where its shards are and, for Parquet, its row groups).
+    const std::pair<const char*, const std::vector<int>*> units[] = {{"shuffle_blocks", &mix.shuffle_blocks},
+                                                                     {"shuffle_mixes", &mix.shuffle_mixes}};
+    for (const auto& [unit, mine] : units) {
+      if (m.contains(unit) && data_.options.shuffle && data_.options.shuffle_buffer == 0 &&
+          m[unit] != nlohmann::json(*mine)) {
+        return InvalidArgument("loader state was saved with the sources' " + std::string(unit) + " " +
+                               m[unit].dump() + ", this loader's are " + nlohmann::json(*mine).dump() +
+                               " (auto picks each source's by where its shards are): restore it over the sources "
+                               "where they were saved");
+      }
     }
     return Status::Ok();
   }
@@ -871,10 +909,20 @@ Result<std::unique_ptr<Loader>> CreateIndexedLoader(LoaderOptions options) {
   // groups): a global permutation of single rows would decode a row group for
   // nearly every row. The auto mix then permutes the rows of runs of such
   // blocks, held decoded together, so a file of one row group is shuffled too.
+  // A mixture's sources each keep the unit a loader of it alone picks
+  // (SetSourceOrders: Parquet's row groups beside tar's single samples); the
+  // loader-wide unit above then sizes reads and memory.
+  const LoaderOptions user_order = options;
+  std::vector<bool> remote_sources;
+  for (size_t s = 0, first = 0; s < options.mix.shards.size(); first += options.mix.shards[s++]) {
+    const auto begin = data.shards.begin() + static_cast<std::ptrdiff_t>(first);
+    remote_sources.push_back(std::any_of(begin, begin + options.mix.shards[s], IsRemoteUrl));
+  }
   if (parquet && options.shuffle_block == -1) options.shuffle_block = tables.parquet_block;
   options.shuffle_block = AutoShuffleBlock(options, remote);
   const bool auto_mix = options.shuffle_mix == -1;
   options.shuffle_mix = AutoShuffleMix(options, parquet);
+  SetSourceOrders(user_order, tables.source_parquet_blocks, remote_sources, options.shuffle_mix, &options.mix);
   // Where the shards' tables do not fit, the auto order is windows of shards
   // (planner.h), so the tables in use fit; with a window given, or none
   // wanted, it is what the user set.
@@ -882,10 +930,10 @@ Result<std::unique_ptr<Loader>> CreateIndexedLoader(LoaderOptions options) {
   options.shuffle_window =
       tables.all_held ? std::max(0, options.shuffle_window)
                       : AutoShuffleWindow(options, tables.bytes, index_bytes, summaries.size());
-  data.order = DescribeOrder(options);
+  std::string order_notes;  // after the order's words (OrderInWords)
   if (auto_window && options.shuffle_window > 0) {
-    data.order += " (auto: the shards' index tables, " + std::to_string(tables.bytes >> 20) + " MiB, exceed " +
-                  "index_cache_bytes " + std::to_string(index_bytes >> 20) + " MiB)";
+    order_notes += " (auto: the shards' index tables, " + std::to_string(tables.bytes >> 20) + " MiB, exceed " +
+                   "index_cache_bytes " + std::to_string(index_bytes >> 20) + " MiB)";
   }
   // Every table stays where the order comes back to them all the time (a
   // permutation of the whole dataset), where they fit, or where they cannot
@@ -893,7 +941,7 @@ Result<std::unique_ptr<Loader>> CreateIndexedLoader(LoaderOptions options) {
   if (tables.all_held || tables.bytes <= index_bytes || !HasLocality(options)) {
     data.indexes->SetMaxBytes(0);
   } else {
-    data.order += "; index tables loaded as the reads reach their shards";
+    order_notes += "; index tables loaded as the reads reach their shards";
   }
   // The first sample teaches the shapes of array fields.
   STOKER_ASSIGN_OR_RETURN(Probe probed, ProbeSample(summaries, options));
@@ -905,14 +953,14 @@ Result<std::unique_ptr<Loader>> CreateIndexedLoader(LoaderOptions options) {
   Result<std::unique_ptr<RandomAccessReader>> opened = opening.get();
   if (!first_index.ok()) return first_index.status();
   const ShardIndex* first = first_index->get();
-  SampleEntry probe_entry = first->samples[parquet ? 0 : probe_ref.sample].ToEntry();
+  SampleEntry probe_entry = first->samples[first->parquet ? 0 : probe_ref.sample].ToEntry();
   STOKER_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessReader> file, std::move(opened));
   std::vector<uint8_t> probe;
-  if (parquet) {
-    // Through the loader's own row cache, so the row group decoded for the
-    // probe is not decoded again for the first batch (the bound is set once
-    // io_depth is resolved, below).
-    data.parquet_rows = std::make_shared<ParquetRows>(ParquetColumns(options), ParquetGroupsKept(1), io);
+  // Parquet rows go through the loader's own row cache, so the row group
+  // decoded for the probe is not decoded again for the first batch (the
+  // bound is set once io_depth is resolved, below).
+  if (parquet) data.parquet_rows = std::make_shared<ParquetRows>(ParquetColumns(options), ParquetGroupsKept(1), io);
+  if (first->parquet) {
     RowBytes row;
     STOKER_RETURN_IF_ERROR(data.parquet_rows->Read(*first, *file, 0, &row, &probe_entry));
     probe.assign(row.begin(), row.end());
@@ -943,21 +991,17 @@ Result<std::unique_ptr<Loader>> CreateIndexedLoader(LoaderOptions options) {
            EstimateMemory(options, data.layout, summaries, data.row_group_bytes).total() > options.memory_budget) {
       options.shuffle_mix /= 2;
     }
-    if (options.shuffle_mix != mix) probed.epoch0.reset();  // planned with the mix before: the loader plans again
-    std::vector<uint32_t> rows;
-    for (const ShardSummary& s : summaries) rows.push_back(s.samples);
-    data.order = DescribeOrder(options) + DescribeParquetMix(options, rows);
+    if (options.shuffle_mix != mix) {
+      SetSourceOrders(user_order, tables.source_parquet_blocks, remote_sources, options.shuffle_mix, &options.mix);
+      probed.epoch0.reset();  // planned with the mix before: the loader plans again
+    }
     // Decoded row groups kept: one per read in flight and two more, so the
     // row groups of the blocks being read stay decoded while their rows are,
     // and the mix's run (counted by EstimateMemory); the bound follows the
     // tuned reads in flight (EpochRun::Apply).
     data.parquet_rows->SetMaxGroups(ParquetGroupsKept(options.io_depth, options.shuffle_mix));
   }
-  if (!options.mix.names.empty()) {
-    std::vector<uint32_t> counts;
-    for (const ShardSummary& s : summaries) counts.push_back(s.samples);
-    data.order = DescribeMix(counts, options, data.order);
-  }
+  data.order = OrderInWords(options, summaries, tables.source_parquet_blocks, parquet) + order_notes;
   STOKER_RETURN_IF_ERROR(
       CheckMemoryBudget(options, EstimateMemory(options, data.layout, summaries, data.row_group_bytes)));
   TuneConfig tune =

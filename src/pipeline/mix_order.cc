@@ -260,12 +260,20 @@ Result<std::shared_ptr<const MixOrder>> MixOrder::Make(const std::vector<uint32_
     o.counts_[s].assign(samples_per_shard.begin() + o.shard_first_[s],
                         samples_per_shard.begin() + o.shard_first_[s + 1]);
   }
-  o.pass_options_ = options;
-  o.pass_options_.mix = MixOptions{};
+  if ((!mix.shuffle_blocks.empty() && mix.shuffle_blocks.size() != n) ||
+      (!mix.shuffle_mixes.empty() && mix.shuffle_mixes.size() != n)) {
+    return InvalidArgument("a mixture of " + std::to_string(n) + " sources has order units for " +
+                           std::to_string(std::max(mix.shuffle_blocks.size(), mix.shuffle_mixes.size())));
+  }
+  o.pass_options_.assign(n, options);
   o.passes_.resize(n);
   // The first pass of each source is made now: a bad option fails here, not in a reader thread.
   for (size_t s = 0; s < n; ++s) {
-    STOKER_RETURN_IF_ERROR(EpochOrder::Make(o.counts_[s], o.pass_options_, 0).status());
+    LoaderOptions& pass = o.pass_options_[s];
+    if (!mix.shuffle_blocks.empty()) pass.shuffle_block = mix.shuffle_blocks[s];
+    if (!mix.shuffle_mixes.empty()) pass.shuffle_mix = mix.shuffle_mixes[s];
+    pass.mix = MixOptions{};
+    STOKER_RETURN_IF_ERROR(EpochOrder::Make(o.counts_[s], pass, 0).status().WithContext("source '" + mix.names[s] + "'"));
   }
   return std::shared_ptr<const MixOrder>(std::move(order));
 }
@@ -356,7 +364,7 @@ std::shared_ptr<const EpochOrder> MixOrder::PassOrder(uint32_t source, uint64_t 
   }
   // A pass is the order a loader of this source alone makes at epoch `pass`
   // with a seed of its own; Make checked the options, so it cannot fail.
-  LoaderOptions o = pass_options_;
+  LoaderOptions o = pass_options_[source];
   o.seed = MixSeed(seed_ ^ kPassKey, source);
   std::shared_ptr<const EpochOrder> order = EpochOrder::Make(counts_[source], o, pass).value();
   std::lock_guard<std::mutex> lock(mu_);
@@ -377,7 +385,7 @@ Result<std::shared_ptr<const EpochOrder>> MakeEpochOrder(const std::vector<uint3
 }
 
 std::string DescribeMix(const std::vector<uint32_t>& samples_per_shard, const LoaderOptions& options,
-                        const std::string& within) {
+                        const std::vector<std::string>& within) {
   Result<std::shared_ptr<const MixOrder>> mix = MixOrder::Make(samples_per_shard, options, 0);
   if (!mix.ok()) return "a mixture: " + mix.status().ToString();
   const std::vector<uint64_t>& n = (*mix)->source_samples();
@@ -408,7 +416,13 @@ std::string DescribeMix(const std::vector<uint32_t>& samples_per_shard, const Lo
          (options.mix.one_source_per_batch ? "one source per batch, "
           : options.shuffle                ? "each batch's draws in random slots, "
                                            : "") +
-         "each source's passes: " + within;
+         "each source's passes: ";
+  if (std::all_of(within.begin(), within.end(), [&](const std::string& w) { return w == within[0]; })) {
+    return out + (within.empty() ? "" : within[0]);
+  }
+  for (size_t s = 0; s < within.size() && s < options.mix.names.size(); ++s) {
+    out += (s ? "; " : "") + options.mix.names[s] + ": " + within[s];
+  }
   return out;
 }
 

@@ -53,7 +53,9 @@
 //     pass is the order a loader of that source alone would make (planner.h:
 //     single samples, blocks, windows, Parquet's mix, as the options say)
 //     with seed MixSeed(seed, s) at epoch = pass: every pass a fresh
-//     bijective shuffle, each sample exactly once per pass.
+//     bijective shuffle, each sample exactly once per pass. Each source
+//     keeps its own unit (MixOptions::shuffle_blocks): a Parquet source's
+//     row groups beside a tar source's single samples.
 // Memory: the tree (2 S nodes) and, per source, the orders of the last
 // kPassesKept passes asked (O(shards) each for single samples, O(blocks)
 // for the block order), built on demand.
@@ -145,7 +147,7 @@ class MixOrder : public OrderFunction {
   MixAllocation::Draw LocateAt(uint64_t g) const;
   uint64_t CountAt(size_t source, uint64_t g) const;
 
-  LoaderOptions pass_options_;  // the options a pass order is made with (mix cleared)
+  std::vector<LoaderOptions> pass_options_;  // per source: the options its pass orders are made with (mix cleared)
   MixLaw law_ = MixLaw::kSample;
   uint64_t epoch_ = 0, length_ = 0, block_ = 1, seed_ = 0;
   uint64_t g0_ = 0;              // the stream position of the epoch's position 0
@@ -182,9 +184,9 @@ Result<std::shared_ptr<const EpochOrder>> MakeEpochOrder(const std::vector<uint3
 const char* MixLawName(MixLaw law);
 
 // The mixture in words for settings["order"]: its law, epoch length and
-// each source's weight and size; `within` is how each source's passes are
-// ordered (DescribeOrder).
+// each source's weight and size; within[s] is how source s's passes are
+// ordered (DescribeOrder), said once where all are alike.
 std::string DescribeMix(const std::vector<uint32_t>& samples_per_shard, const LoaderOptions& options,
-                        const std::string& within);
+                        const std::vector<std::string>& within);
 
 }  // namespace stoker

@@ -25,6 +25,24 @@ int AutoShuffleMix(const LoaderOptions& options, bool parquet) {
                                                                                                  : 0;
 }
 
+void SetSourceOrders(const LoaderOptions& user, const std::vector<int>& parquet_blocks, const std::vector<bool>& remote,
+                     int parquet_mix, MixOptions* mix) {
+  mix->shuffle_blocks.clear();
+  mix->shuffle_mixes.clear();
+  LoaderOptions one;
+  one.shuffle = user.shuffle;
+  one.shuffle_buffer = user.shuffle_buffer;
+  for (size_t s = 0; s < parquet_blocks.size(); ++s) {
+    const bool parquet = parquet_blocks[s] > 0;
+    one.shuffle_block = user.shuffle_block == -1 && parquet ? parquet_blocks[s] : user.shuffle_block;
+    one.shuffle_block = AutoShuffleBlock(one, remote[s]);
+    one.shuffle_mix = user.shuffle_mix;
+    const int auto_mix = AutoShuffleMix(one, parquet);
+    mix->shuffle_blocks.push_back(one.shuffle_block);
+    mix->shuffle_mixes.push_back(user.shuffle_mix == -1 && parquet ? std::min(auto_mix, parquet_mix) : auto_mix);
+  }
+}
+
 std::string DescribeOrder(const LoaderOptions& o) {
   if (!o.shuffle) return "shard order";
   if (o.shuffle_buffer > 0) {

@@ -186,6 +186,15 @@ inline constexpr int kParquetMixBlocks = 8;
 // files shuffled in blocks (shuffle_block > 1, shuffle_buffer 0), else 0.
 int AutoShuffleMix(const LoaderOptions& options, bool parquet);
 
+// A mixture's sources' order units (MixOptions::shuffle_blocks and
+// shuffle_mixes), each as a loader of that source alone resolves them from
+// `user`'s shuffle_block and shuffle_mix (-1: auto): a Parquet source
+// (parquet_blocks[s] > 0, its ParquetShuffleBlock) its row groups, mixed by
+// at most `parquet_mix` blocks (the loader's, lowered to fit memory_budget);
+// a remote one (remote[s]) kRemoteShuffleBlock; a local one single samples.
+void SetSourceOrders(const LoaderOptions& user, const std::vector<int>& parquet_blocks, const std::vector<bool>& remote,
+                     int parquet_mix, MixOptions* mix);
+
 // Over Parquet files of `rows` rows each, what the order leaves to the
 // files' layout, in words appended to settings["order"] (the one place a
 // user is told): where a batch does not draw from a permutation of the

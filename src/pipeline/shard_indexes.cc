@@ -219,11 +219,6 @@ Result<ShardTables> SummarizeMixture(LoaderOptions& options, const IoOptions& io
     Result<ShardTables> r = SummarizeShards(one, io, kept, &part);
     if (!r.ok()) return r.status().WithContext("source '" + mix.names[s] + "' of the mixture");
     ShardTables& p = r.value();
-    if (s > 0 && p.parquet != t.parquet) {
-      return InvalidArgument("source '" + mix.names[s] + "' is " + (p.parquet ? "Parquet" : "not Parquet") +
-                             " and source '" + mix.names[0] + "' is " + (t.parquet ? "Parquet" : "not Parquet") +
-                             ": a mixture's sources must be all Parquet files or all tar shards and image folders");
-    }
     const uint32_t base = static_cast<uint32_t>(shards->size());
     for (auto& [i, index] : p.held) {
       index.samples.SetAliases(aliases);
@@ -232,9 +227,10 @@ Result<ShardTables> SummarizeMixture(LoaderOptions& options, const IoOptions& io
     t.summaries.insert(t.summaries.end(), p.summaries.begin(), p.summaries.end());
     t.bytes += p.bytes;
     t.all_held = t.all_held || p.all_held;
-    t.parquet = p.parquet;
     t.row_group_bytes = std::max(t.row_group_bytes, p.row_group_bytes);
-    t.parquet_block = s == 0 ? p.parquet_block : std::min(t.parquet_block, p.parquet_block);
+    if (p.parquet) t.parquet_block = t.parquet ? std::min(t.parquet_block, p.parquet_block) : p.parquet_block;
+    t.parquet = t.parquet || p.parquet;
+    t.source_parquet_blocks.push_back(p.parquet ? p.parquet_block : 0);
     t.remote_scanned += p.remote_scanned;
     froms.push_back(mix.names[s] + ": " + p.from);
     mix.shards.push_back(static_cast<uint32_t>(part.size()));

@@ -47,9 +47,10 @@ struct ShardTables {
   std::vector<std::pair<uint32_t, ShardIndex>> held;
   uint64_t bytes = 0;         // every table's bytes: measured, or from a manifest estimated
   bool all_held = false;      // tables that cannot be loaded again by path (image folder, Parquet)
-  bool parquet = false;
+  bool parquet = false;          // some shards are Parquet files (all of them, but in a mixture)
   uint64_t row_group_bytes = 0;  // Parquet: the largest row group
-  int parquet_block = 0;         // Parquet: ParquetShuffleBlock
+  int parquet_block = 0;         // Parquet: ParquetShuffleBlock (a mixture: its Parquet sources' least)
+  std::vector<int> source_parquet_blocks;  // a mixture: each source's ParquetShuffleBlock, 0 where not Parquet
   // Where the counts came from, for settings: "the manifest <path>", "20
   // sidecars", "the tar headers of 20 remote shards, read whole", ...
   std::string from;
@@ -81,7 +82,8 @@ std::shared_ptr<const FieldAliases> SourceAliases(const LoaderOptions& options, 
 // files or tar shards; with its key rule and its fields' member names), one
 // after another, its errors prefixed with the source's name, its held
 // tables carrying its aliases; options.mix.shards gets how many shards each
-// gave. The sources must be of one kind as to Parquet (the engine reads one kind).
+// gave. Sources of different kinds (Parquet beside tar) mix: each shard is
+// read as its kind is (ShardIndex::parquet).
 Result<ShardTables> SummarizeMixture(LoaderOptions& options, const IoOptions& io, uint64_t keep_bytes,
                                      std::vector<std::string>* shards);
 

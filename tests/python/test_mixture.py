@@ -246,6 +246,59 @@ def test_parquet_sources_with_their_own_column_names(tmp_path):
         assert data == ref[source][key], (source, key)
 
 
+def test_parquet_beside_tar_in_one_mixture(sources, tmp_path):
+    """A Parquet source and tar sources in one loader: each read as its kind
+    is, bytes as pyarrow and webdataset's reader give them; each source's
+    passes in its own unit (the Parquet files' row groups mixed, the local
+    tar's single samples); a mid-epoch resume gives the exact rest; and law
+    proportion over 2 ranks with partition exact gives every sample once."""
+    _, srcs = sources
+    p = write_parquet_source(tmp_path / "p", files=2, rows=40, seed=6)  # row groups of 16
+    both = {"a": srcs["a"], "c": srcs["c"], "p": (str(tmp_path / "p" / "*.parquet"), p)}
+    weights = {"a": 0.5, "c": 0.2, "p": 0.3}
+
+    def loader(**kw):
+        kw.setdefault("shuffle", True)
+        kw.setdefault("seed", 5)
+        law = kw.pop("law", None)
+        spe = kw.pop("samples_per_epoch", None)
+        w = weights if law is None else {name: None for name in weights}
+        spec = {name: both[name][0] if w[name] is None else (both[name][0], w[name]) for name in both}
+        return stoker.Loader(stoker.mix(spec, samples_per_epoch=spe, law=law), FIELDS, key_column="key",
+                             output="numpy", observe=False, **kw)
+
+    first = loader(batch_size=20, samples_per_epoch=1000)
+    order = first.settings["order"]
+    assert "a: samples permuted over the whole dataset" in order, order
+    assert "p: blocks of 16 samples (the samples of every 8 consecutive blocks mixed)" in order, order
+    it = iter(first)
+    head = [r for _ in range(13) for r in rows(next(it))]
+    state = first.state_dict()
+    whole = drain(loader(batch_size=20, samples_per_epoch=1000))
+    assert len(whole) == 1000
+    check_bytes(whole, both)
+    check_passes(whole, both, 20)
+    counts = Counter(s for s, _, _ in whole)
+    for name, w in weights.items():
+        assert abs(counts[name] - 1000 * w) <= 4 * math.sqrt(1000 * w * (1 - w)), (name, counts[name])
+    # The Parquet rows of a batch come from several row groups, not one run of a file.
+    groups = [{(k.split("_")[0], int(k.split("_")[1]) // 16) for s, k, _ in whole[i:i + 20] if s == "p"}
+              for i in range(0, 1000, 20)]
+    assert sum(len(g) for g in groups) / len(groups) > 2, groups
+    resumed = loader(batch_size=20, samples_per_epoch=1000)
+    resumed.load_state_dict(state)
+    assert head + drain(resumed) == whole
+    # The same loader-wide unit (the Parquet source's 16), other units per source: refused, not another order.
+    with pytest.raises(Exception, match=r"sources' shuffle_blocks \[1,1,16\], this loader's are \[16,16,16\]"):
+        loader(batch_size=20, samples_per_epoch=1000, shuffle_block=16).load_state_dict(state)
+    # Law proportion, 2 ranks, partition exact: every sample of every source once.
+    got = []
+    for rank in range(2):
+        got.extend(drain(loader(batch_size=8, law="proportion", rank=rank, world_size=2, partition="exact")))
+    check_bytes(got, both)
+    assert sorted((s, k) for s, k, _ in got) == sorted((name, k) for name in both for k in both[name][1])
+
+
 def test_resume_mid_epoch_equals_uninterrupted(sources):
     _, srcs = sources
     kw = dict(batch_size=10, shuffle=True, seed=11, samples_per_epoch=600)
