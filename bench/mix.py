@@ -2,13 +2,16 @@
 (workload V's shards: ~500x375 JPEG -> 224 center crop, batch 64), in one
 process, alternated per round (round 0 a discarded warm-up, median of --reps):
 
-    stoker one source     stoker.Loader over every shard, shuffle=True (the same data unmixed)
-    stoker mix local      stoker.mix of the shards cut into three local sources
+    stoker one source     stoker.Loader over every tar shard, shuffle=True (the same data unmixed)
+    stoker mix local      stoker.mix of the three sources, local: two of tar shards and the
+                          third as Parquet, written from its shards the way the Hub writes
+                          (`datasets`: an image struct {bytes, path} and a label; its columns
+                          named onto the loader's fields by stoker.Source(members=))
     stoker mix +http      the same, the second source over HTTP (nginx + a 20 ms/request proxy),
                           its shards with their sidecar indexes (`stoker index`) beside them
-    wds RandomMix         webdataset.RandomMix of three WebDatasets (the second over pipe:curl
-                          +20 ms), shard shuffle + a 1000-sample buffer each, Pillow decode, in a
-                          torch DataLoader, num_workers 2 (the issue's baseline)
+    wds RandomMix         webdataset.RandomMix of three WebDatasets of the tar shards (the second
+                          over pipe:curl +20 ms), shard shuffle + a 1000-sample buffer each,
+                          Pillow decode, in a torch DataLoader, num_workers 2 (the issue's baseline)
     Mosaic streams        Mosaic Streaming: the three sources as MDS shards (MDSWriter), one
                           StreamingDataset(streams=[Stream(..., proportion=w)], epoch_size=N,
                           shuffle=True), the second Stream's remote= over the same +20 ms HTTP
@@ -21,11 +24,15 @@ process, alternated per round (round 0 a discarded warm-up, median of --reps):
 Mosaic and litdata each run at their best setting: after a warm-up epoch, one epoch per
 point of their grid (num_workers x prefetch_factor, the peers section's grid) and the
 fastest kept, then measured in the rounds beside the others. Each row: the steady rate
-(samples/s, first batch to last), the time to the first batch, and the peak RSS of the
-process tree (DataLoader workers included). Ratios are medians of per-round ratios. The
-issue's Parquet source is not in the mix: a mixture's sources are all tar (and image
-folders) or all Parquet (the engine reads one kind). A peer that is not installed
-(requirements-bench.txt) or fails is a row with its reason. Writes
+(samples/s, first batch to last) and the time to the first batch, from the rounds, and the
+peak RSS of the process tree (DataLoader workers included) from one more epoch of the row
+alone in a fresh process (as bench/suite.py measures memory). The rounds sample no memory:
+a sampler reading /proc every 50 ms in the bench's process cost stoker 35-40% of its rate
+once Mosaic and litdata had run in that process (1,308-1,489 samples/s against 2,267-2,474
+without it, the same epochs alternated; before any peer ran, 2,266-2,313 against
+2,368-2,446). Ratios are medians of per-round ratios. The peers read the third source in
+their own formats, made from its tar shards (webdataset: the tar shards themselves). A peer
+that is not installed (requirements-bench.txt) or fails is a row with its reason. Writes
 bench/results/<UTC>-mix.{json,md}.
 
     bash bench/run.sh --mix [--quick] [--reps N] [--note "how quiet the machine was"]
@@ -84,11 +91,13 @@ def stoker_one(shards):
     return make
 
 
-def stoker_mix(sources: list[str], total: int):
+def stoker_mix(sources: list[tuple[str, dict | None]], total: int):
+    """sources: (source string, the members its fields are read from) per source, by WEIGHTS."""
     import stoker
 
     def make():
-        mixture = stoker.mix({f"s{i}": (src, w) for i, (src, w) in enumerate(zip(sources, WEIGHTS))},
+        mixture = stoker.mix({f"s{i}": stoker.Source(src, w, members=members)
+                              for i, ((src, members), w) in enumerate(zip(sources, WEIGHTS))},
                              samples_per_epoch=total)
         return stoker.Loader(mixture, fields={"jpg": stoker.image(224, resize="center_crop"), "cls": stoker.scalar()},
                              batch_size=64, shuffle=True, seed=0, observe=False)
@@ -108,6 +117,64 @@ def wds_mix(urls: list[list[str]], workers: int = 2):
         return torch.utils.data.DataLoader(mixed, batch_size=64, num_workers=workers,
                                            persistent_workers=False)
     return make
+
+
+HUB_COLUMNS = {"jpg": "image", "cls": "label"}  # the loader's fields from the Hub layout's columns
+
+
+def stoker_and_wds_rows(shards: list[Path], parts: list[list[Path]], parquet: Path, base: str, count: int) -> dict:
+    """The rows that need no peer format: {title: make}."""
+    hub = (f"{parquet}/*.parquet", HUB_COLUMNS)
+    local = [(brace(parts[0]), None), (brace(parts[1]), None), hub]
+    http = [local[0], (brace(parts[1], base), None), hub]
+    wds_urls = [[str(p) for p in parts[0]], [f"pipe:curl -s {base}/{p.name}" for p in parts[1]],
+                [str(p) for p in parts[2]]]
+    return {"stoker one source": stoker_one(shards), "stoker mix local": stoker_mix(local, count),
+            STOKER_HTTP: stoker_mix(http, count), WDS: wds_mix(wds_urls)}
+
+
+def prepare(quick: bool) -> tuple[int, list[Path], list[list[Path]], Path, Path]:
+    """count, the V shards, their three sources, the data folder and the third source as Parquet."""
+    w = vision.WORKLOADS["V"]
+    count = w["quick_count"] if quick else w["count"]
+    shards, data = vision.prepare_data(HERE / "data", "V", count, 0, "auto")
+    parts = split(shards)
+    data_dir = Path(data["dir"])
+    parquet = data_dir / "mix-peers" / "parquet"
+    mixtures.write_hub_parquet(parts[2], parquet)
+    return count, shards, parts, data_dir, parquet
+
+
+def memory_child(row: str, setting, base: str, quick: bool) -> dict:
+    """One epoch of a row alone in a fresh process: the peak RSS of its process tree."""
+    import os
+    import subprocess
+
+    import stoker
+
+    here = str(Path(stoker.__file__).resolve().parents[1])  # the child imports this stoker (installed or in-tree)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (here, os.environ.get("PYTHONPATH")) if p)}
+    spec = json.dumps({"row": row, "setting": setting, "base": base, "quick": quick})
+    r = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--child", spec], capture_output=True,
+                       text=True, timeout=600, env=env)
+    if r.returncode != 0:
+        return {"error": r.stderr.strip()[-400:]}
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def child_main(spec: str) -> int:
+    s = json.loads(spec)
+    count, shards, parts, data_dir, parquet = prepare(s["quick"])
+    if s["row"] in (MOSAIC, LITDATA):
+        makers, unavailable, _ = peer_makers(parts, data_dir, s["base"], count)
+        if s["row"] in unavailable:
+            raise SystemExit(unavailable[s["row"]])
+        make = makers[s["row"]][tuple(s["setting"])]
+    else:
+        make = stoker_and_wds_rows(shards, parts, parquet, s["base"], count)[s["row"]]
+    res = vision.run_epoch(make, "jpg", interval=0.02)
+    print(json.dumps({k: res[k] for k in ("peak_rss", "base_rss", "max_procs", "mem_samples", "samples")}))
+    return 0
 
 
 def peer_makers(parts: list[list[Path]], data_dir: Path, base: str, count: int) -> tuple[dict, dict, dict]:
@@ -150,12 +217,12 @@ def main(argv=None) -> int:
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--reps", type=int, default=None)
     ap.add_argument("--note", default="", help="how quiet the machine was, written into the results")
+    ap.add_argument("--child", help=argparse.SUPPRESS)  # memory_child's fresh process
     args = ap.parse_args(argv)
-    w = vision.WORKLOADS["V"]
-    count = w["quick_count"] if args.quick else w["count"]
+    if args.child:
+        return child_main(args.child)
     reps = args.reps or (2 if args.quick else 3)
-    shards, data = vision.prepare_data(HERE / "data", "V", count, 0, "auto")
-    parts = split(shards)
+    count, shards, parts, data_dir, parquet = prepare(args.quick)
     # stoker at its best over HTTP: the shards' sidecar indexes beside them (`stoker index`,
     # as docs/guides/stream.md advises), so no shard is read whole to count its samples first.
     import subprocess
@@ -163,32 +230,26 @@ def main(argv=None) -> int:
     import stoker._cli
 
     subprocess.run([stoker._cli.binary(), "index", "--quiet", "--no-manifest", *map(str, shards)], check=True)
-    servers = Servers(Path(data["dir"]), [LATENCY])
-    best, grid, unavailable, made = {}, {}, {}, {}
+    servers = Servers(data_dir, [LATENCY])
+    best, grid, unavailable, made, memory, chosen = {}, {}, {}, {}, {}, {}
+    made["stoker's Parquet source"] = (parquet / "DONE").read_text().strip()
     try:
         base = servers.url[LATENCY]
-        local_sources = [brace(p) for p in parts]
-        http_sources = [local_sources[0], brace(parts[1], base), local_sources[2]]
-        wds_urls = [[str(p) for p in parts[0]], [f"pipe:curl -s {base}/{p.name}" for p in parts[1]],
-                    [str(p) for p in parts[2]]]
-        rows = {
-            "stoker one source": stoker_one(shards),
-            "stoker mix local": stoker_mix(local_sources, count),
-            STOKER_HTTP: stoker_mix(http_sources, count),
-            WDS: wds_mix(wds_urls),
-        }
-        makers, unavailable, made = peer_makers(parts, Path(data["dir"]), base, count)
+        rows = stoker_and_wds_rows(shards, parts, parquet, base, count)
+        makers, unavailable, made_peers = peer_makers(parts, data_dir, base, count)
+        made.update(made_peers)
         for title, by_setting in makers.items():
             try:
-                vision.run_epoch(by_setting[PEER_GRID[0]], 0)  # warm-up (page cache, imports), discarded
+                vision.run_epoch(by_setting[PEER_GRID[0]], 0, memory=False)  # warm-up (page cache, imports)
                 rates = {}
                 for s, make in by_setting.items():
-                    res = vision.run_epoch(make, 0)
+                    res = vision.run_epoch(make, 0, memory=False)
                     rates[s] = res["steady_rate"]
                     print(f"  tune {title} {setting_text(s)}: {res['steady_rate']:.0f} samples/s "
                           f"({res['samples']} samples, first batch {res['ttfb_s']:.2f} s)", flush=True)
                 s = max(rates, key=rates.get)
                 best[title], grid[title] = setting_text(s), {setting_text(k): v for k, v in rates.items()}
+                chosen[title] = list(s)
                 rows[title] = by_setting[s]
             except Exception as e:  # noqa: BLE001
                 unavailable[title] = f"failed: {type(e).__name__}: {str(e)[:300]}"
@@ -200,7 +261,7 @@ def main(argv=None) -> int:
                 if name in unavailable:
                     continue
                 try:
-                    res = vision.run_epoch(make, "jpg")
+                    res = vision.run_epoch(make, "jpg", memory=False)
                 except Exception as e:  # noqa: BLE001
                     unavailable[name] = f"failed in round {r}: {type(e).__name__}: {str(e)[:300]}"
                     print(f"  {name}: not run: {unavailable[name]}", flush=True)
@@ -209,8 +270,11 @@ def main(argv=None) -> int:
                 if r > 0:
                     results[name].append(res)
                 print(f"  round {r} {name}: {res['steady_rate']:.0f} samples/s, first batch {res['ttfb_s']:.2f} s, "
-                      f"peak RSS {res.get('peak_rss', float('nan')) / 2**20:.0f} MB, {res['samples']} samples, "
-                      f"others' CPU {res['other_cpu_cores']:.2f} cores", flush=True)
+                      f"{res['samples']} samples, others' CPU {res['other_cpu_cores']:.2f} cores", flush=True)
+        for name in rows:
+            if name not in unavailable:
+                memory[name] = memory_child(name, chosen.get(name), base, args.quick)
+                print(f"  memory {name}: {memory[name]}", flush=True)
     finally:
         servers.close()
     results = {k: v for k, v in results.items() if k not in unavailable and v}
@@ -235,13 +299,16 @@ def main(argv=None) -> int:
     lines += [f"{reps} measured rounds (round 0 a discarded warm-up), rows alternated (the order reversed every "
               f"other round); figures are medians; a ratio's rounds are the min-max of its per-round ratios, its "
               f"quiet rounds those where neither row had more than {QUIET} cores of other processes beside it.", "",
-              "| loader | setting | samples/s | first batch s | peak RSS MB | samples/epoch | others' CPU cores |",
+              "| loader | setting | samples/s | first batch s | peak RSS MB (alone) | samples/epoch | others' CPU cores |",
               "| --- | --- | ---: | ---: | ---: | ---: | ---: |"]
+    def rss(name) -> str:
+        m = memory.get(name, {})
+        return f"{m['peak_rss'] / 2**20:.0f}" if "peak_rss" in m else "?"
+
     for name in results:
         setting = best.get(name, "num_workers=2" if name == WDS else "defaults")
         lines.append(f"| {name} | {setting} | {med(name, 'steady_rate'):.0f} | {med(name, 'ttfb_s'):.2f} | "
-                     f"{med(name, 'peak_rss') / 2**20:.0f} | {med(name, 'samples'):.0f} | "
-                     f"{med(name, 'other_cpu_cores'):.2f} |")
+                     f"{rss(name)} | {med(name, 'samples'):.0f} | {med(name, 'other_cpu_cores'):.2f} |")
     for name, why in unavailable.items():
         lines.append(f"| {name} | not run: {why} | | | | | |")
     lines.append("")
@@ -256,8 +323,7 @@ def main(argv=None) -> int:
             lines.append(f"- {STOKER_HTTP} / {peer}: {x:.2f}x (rounds {min(xs):.2f}-{max(xs):.2f}; {quiet}; "
                          f"target >= {TARGET_X:g}x: {'PASS' if x >= TARGET_X else 'MISS'}); "
                          f"first batch {med(STOKER_HTTP, 'ttfb_s'):.2f} s "
-                         f"against {med(peer, 'ttfb_s'):.2f} s, peak RSS {med(STOKER_HTTP, 'peak_rss') / 2**20:.0f} "
-                         f"against {med(peer, 'peak_rss') / 2**20:.0f} MB")
+                         f"against {med(peer, 'ttfb_s'):.2f} s, peak RSS {rss(STOKER_HTTP)} against {rss(peer)} MB")
         elif peer in unavailable:
             lines.append(f"- {STOKER_HTTP} / {peer}: not measured ({unavailable[peer]})")
     if grid:
@@ -272,7 +338,8 @@ def main(argv=None) -> int:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.with_suffix(".md").write_text(text + "\n")
     payload = {"count": count, "weights": WEIGHTS, "latency_s": LATENCY, "reps": reps, "note": args.note,
-               "best": best, "grid": grid, "unavailable": unavailable, "made": made, "runs": results}
+               "best": best, "grid": grid, "unavailable": unavailable, "made": made, "runs": results,
+               "memory": memory}
     out.with_suffix(".json").write_text(json.dumps(vision.to_jsonable(payload), indent=1))
     return 0
 

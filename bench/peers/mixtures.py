@@ -1,6 +1,7 @@
 """Mixtures on the peers' own formats (bench/mix.py, issue 42): the three V sources of
 bench/mix.py written once each as Mosaic Streaming MDS shards (MDSWriter) and as litdata
-chunks (litdata.optimize), then mixed by weight the way each project documents it:
+chunks (litdata.optimize), then mixed by weight the way each project documents it (and
+stoker's Parquet source written as the Hub writes Parquet, write_hub_parquet):
 
     Mosaic Streaming  StreamingDataset(streams=[Stream(local= | remote=, proportion=w), ...],
                       epoch_size=N, shuffle=True) in a torch DataLoader
@@ -34,6 +35,30 @@ def _get(url: str, local: str, timeout: float = 60) -> None:
     with urllib.request.urlopen(url, timeout=timeout) as r, open(tmp, "wb") as f:
         shutil.copyfileobj(r, f, 1 << 20)
     os.replace(tmp, local)
+
+
+# -- Parquet, as the Hub serves it ------------------------------------------------------------
+
+def write_hub_parquet(shards: list[Path], root: Path) -> str:
+    """A source's tar shards as Parquet the way Hugging Face `datasets` writes a Hub dataset
+    (Dataset.from_dict + cast_column("image", Image()) + to_parquet: an `image` struct {bytes,
+    path} with the JPEG bytes embedded, and an int `label`), one file per shard, under root (once)."""
+    def write(d: Path) -> str:
+        os.environ.setdefault("HF_DATASETS_CACHE", str(d / "hf-cache"))
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        import datasets
+
+        datasets.disable_progress_bars()
+        for i, shard in enumerate(shards):
+            items = list(iter_tar_samples([shard]))
+            ds = datasets.Dataset.from_dict({"image": [{"bytes": m["jpg"], "path": f"{k}.jpg"} for k, m in items],
+                                             "label": [int(m["cls"]) for _, m in items]})
+            ds.cast_column("image", datasets.Image()).to_parquet(str(d / f"train-{i:05d}-of-{len(shards):05d}.parquet"))
+        shutil.rmtree(d / "hf-cache", ignore_errors=True)
+        return (f"datasets {datasets.__version__}: Dataset.from_dict(image {{bytes, path}}, label)"
+                f".cast_column('image', Image()).to_parquet(), one file per tar shard")
+
+    return build_once(root, write)
 
 
 # -- Mosaic Streaming -----------------------------------------------------------------------
