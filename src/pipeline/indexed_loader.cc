@@ -49,18 +49,34 @@ namespace stoker {
 
 namespace {
 
-// Shard bytes the loader may keep mapped (pipeline/shard_files.h): mapped
-// pages count in the process's RSS, so under a memory budget only what the
-// budget leaves beyond the engine's own need; without one, no bound.
-// Single samples permuted (over the dataset or a window) are read with pread:
-// each sample a jump, a fault in a mapping brings in the kernel's whole
-// readahead folio, up to megabytes, and keeps it mapped. Rank 0 of 8 over
-// 200k tiny samples grew by 245 MB by its first batch, 226 of them mapped
-// pages, against 27 MB read with pread (bench/scale_memory.py, read_ahead_kb
-// 8192, kernel 6.18), at the same V speed shuffled (1,036-1,070 samples/s
-// against 996-1,097 mapped).
+// The shards read with pread, never mapped (pipeline/shard_files.h): those
+// whose order is single samples permuted (over the dataset or a window).
+// Each sample is a jump, and a fault in a mapping brings in the kernel's
+// whole readahead folio, up to megabytes, and keeps it mapped. Rank 0 of 8
+// over 200k tiny samples grew by 245 MB by its first batch, 226 of them
+// mapped pages, against 27 MB read with pread (bench/scale_memory.py,
+// read_ahead_kb 8192, kernel 6.18), at the same V speed shuffled
+// (1,036-1,070 samples/s against 996-1,097 mapped). A mixture's shards go
+// by their own source's unit, not the loader-wide one. Parquet files too:
+// a row group's column chunks are read whole into Arrow's buffers, so their
+// mapped pages would only double them in RSS.
+std::vector<bool> PreadOnlyShards(const Dataset& d) {
+  const LoaderOptions& o = d.options;
+  const bool permuted = !d.tokens && o.shuffle && o.shuffle_buffer == 0;
+  const std::vector<uint32_t> first_shards = SourceFirstShards(o.mix);
+  std::vector<bool> pread(d.shards.size());
+  for (uint32_t i = 0; i < pread.size(); ++i) {
+    const int block =
+        o.mix.shuffle_blocks.empty() ? o.shuffle_block : o.mix.shuffle_blocks[SourceOfShard(first_shards, i)];
+    pread[i] = IsParquetPath(d.shards[i]) || (permuted && block <= 1);
+  }
+  return pread;
+}
+
+// Shard bytes the loader may keep mapped at once (the shards not read with
+// pread): mapped pages count in the process's RSS, so under a memory budget
+// only what the budget leaves beyond the engine's own need; without one, no bound.
 uint64_t MappableBytes(const Dataset& d) {
-  if (!d.tokens && d.options.shuffle && d.options.shuffle_buffer == 0 && d.options.shuffle_block <= 1) return 0;
   if (d.options.memory_budget == 0 || d.tokens) return ShardFiles::kMapUnbounded;
   const uint64_t need =
       EstimateMemory(WithSettings(d.options, d.tune_max), d.layout, d.indexes->summaries(), d.row_group_bytes).total();
@@ -165,7 +181,8 @@ class LoaderImpl : public Loader {
  public:
   LoaderImpl(Dataset data, std::shared_ptr<BufferPool> pool, TuneConfig tune)
       : data_(std::move(data)),
-        files_(&data_.shards, data_.options.max_open_files, MappableBytes(data_), *data_.options.storage),
+        files_(&data_.shards, data_.options.max_open_files, MappableBytes(data_), *data_.options.storage,
+               PreadOnlyShards(data_)),
         refill_(&data_, &files_),
         pool_(std::move(pool)),
         stats_(data_.options, std::move(tune)) {

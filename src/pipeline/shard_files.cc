@@ -7,11 +7,13 @@
 
 namespace stoker {
 
-ShardFiles::ShardFiles(const std::vector<std::string>* paths, size_t max_open, uint64_t map_bytes, IoOptions io)
+ShardFiles::ShardFiles(const std::vector<std::string>* paths, size_t max_open, uint64_t map_bytes, IoOptions io,
+                       std::vector<bool> pread_only)
     : paths_(paths),
       max_open_(max_open > 0 ? max_open : DefaultMaxOpenFiles()),
       map_bytes_(map_bytes),
       io_(std::move(io)),
+      pread_only_(std::move(pread_only)),
       entries_(paths->size()) {}
 
 size_t ShardFiles::DefaultMaxOpenFiles() {
@@ -49,7 +51,8 @@ Result<std::shared_ptr<const RandomAccessReader>> ShardFiles::Get(uint32_t shard
   ++opens_;
   std::unique_ptr<RandomAccessReader> reader = std::move(f).value();
   const uint64_t size = reader->Size();
-  if (map_bytes_ > 0 && size <= map_bytes_ - mapped_) {  // mmap is a syscall: cheap under the lock
+  const bool pread_only = shard < pread_only_.size() && pread_only_[shard];
+  if (map_bytes_ > 0 && !pread_only && size <= map_bytes_ - mapped_) {  // mmap is a syscall: cheap under the lock
     bool mapped = false;
     reader = MapIfLocal(std::move(reader), map_bytes_ == kMapUnbounded, &mapped);
     e.mapped = mapped ? size : 0;

@@ -44,8 +44,10 @@ class ShardFiles {
   // max_open 0: DefaultMaxOpenFiles(). map_bytes: the shard bytes mapped at
   // once (0: none); kMapUnbounded: as many as max_open, kept across readers.
   // io: how remote shards are reached (the loader's storage options).
+  // pread_only[i] (empty: none): shard i is never mapped, whatever map_bytes.
   explicit ShardFiles(const std::vector<std::string>* paths, size_t max_open = 0,
-                      uint64_t map_bytes = kMapUnbounded, IoOptions io = DefaultIoOptions());
+                      uint64_t map_bytes = kMapUnbounded, IoOptions io = DefaultIoOptions(),
+                      std::vector<bool> pread_only = {});
 
   Result<std::shared_ptr<const RandomAccessReader>> Get(uint32_t shard);
 
@@ -73,6 +75,7 @@ class ShardFiles {
   const size_t max_open_;
   const uint64_t map_bytes_;
   const IoOptions io_;
+  const std::vector<bool> pread_only_;
   mutable std::mutex mu_;
   std::condition_variable opened_;  // an open finished (with mu_)
   std::vector<Entry> entries_;  // guarded by mu_; one per shard

@@ -86,6 +86,20 @@ TEST(ShardFilesTest, MapsLocalShardsOnlyWithinItsMapBound) {
   EXPECT_EQ(none.mapped_bytes(), 0u);
 }
 
+TEST(ShardFilesTest, APreadOnlyShardIsNeverMapped) {
+  // A mixture's local tar source ordered by single samples beside a source
+  // read in blocks: its shards are read with pread, the others' mapped.
+  std::vector<std::string> paths = MakeFiles(4);
+  ShardFiles files(&paths, 4, ShardFiles::kMapUnbounded, DefaultIoOptions(), {true, false, true, false});
+  for (uint32_t i = 0; i < 4; ++i) {
+    auto f = files.Get(i);
+    ASSERT_TRUE(f.ok());
+    EXPECT_EQ(ReadAll(**f), "shard " + std::to_string(i));
+    EXPECT_EQ(dynamic_cast<const MappedReader*>(f->get()) != nullptr, i % 2 == 1) << i;
+  }
+  EXPECT_EQ(files.mapped_bytes(), 14u);
+}
+
 TEST(ShardFilesTest, ConcurrentReadersNeverSeeAClosedDescriptor) {
   std::vector<std::string> paths = MakeFiles(16);
   ShardFiles files(&paths, 2);
