@@ -27,10 +27,11 @@ fastest kept, then measured in the rounds beside the others. Each row: the stead
 (samples/s, first batch to last) and the time to the first batch, from the rounds, and the
 peak RSS of the process tree (DataLoader workers included) from one more epoch of the row
 alone in a fresh process (as bench/suite.py measures memory). The rounds sample no memory:
-a sampler reading /proc every 50 ms in the bench's process cost stoker 35-40% of its rate
-once Mosaic and litdata had run in that process (1,308-1,489 samples/s against 2,267-2,474
-without it, the same epochs alternated; before any peer ran, 2,266-2,313 against
-2,368-2,446). Ratios are medians of per-round ratios. The peers read the third source in
+a sampler reading /proc every 50 ms in the bench's process cost stoker's local mixture 18% of
+its rate before any peer ran and 40% once Mosaic and litdata had run in that process (2,036
+and 1,446-1,479 samples/s against 2,431-2,491 without it, the same epochs alternated;
+bench/sampler_cost.py, bench/results/2026-12-07T0246Z-sampler-cost.md). Ratios are medians
+of per-round ratios. The peers read the third source in
 their own formats, made from its tar shards (webdataset: the tar shards themselves). A peer
 that is not installed (requirements-bench.txt) or fails is a row with its reason. Writes
 bench/results/<UTC>-mix.{json,md}.
