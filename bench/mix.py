@@ -9,6 +9,9 @@ process, alternated per round (round 0 a discarded warm-up, median of --reps):
                           named onto the loader's fields by stoker.Source(members=))
     stoker mix +http      the same, the second source over HTTP (nginx + a 20 ms/request proxy),
                           its shards with their sidecar indexes (`stoker index`) beside them
+    stoker mix stream     stream=True: the three sources' tar shards (the second over the same
+                          HTTP) read front to back as webdataset does, no index read, each
+                          source an endless stream of its own (compared with RandomMix)
     wds RandomMix         webdataset.RandomMix of three WebDatasets of the tar shards (the second
                           over pipe:curl +20 ms), shard shuffle + a 1000-sample buffer each,
                           Pillow decode, in a torch DataLoader, num_workers 2 (the issue's baseline)
@@ -63,6 +66,7 @@ PEER_GRID = [(3, 2), (2, 2), (3, 4)]  # (num_workers, prefetch_factor): bench/pe
 TARGET_X = 2.0
 QUIET = 0.35  # cores of other processes beside a row at most, for a "quiet" round (as bench/remote.py)
 STOKER_HTTP = "stoker mix +http"
+STOKER_STREAM = "stoker mix stream +http (tar x3)"
 WDS = "wds RandomMix +http (DataLoader, 2 workers)"
 MOSAIC = "Mosaic streams +http (DataLoader)"
 LITDATA = "litdata Combined +http (StreamingDataLoader)"
@@ -92,8 +96,9 @@ def stoker_one(shards):
     return make
 
 
-def stoker_mix(sources: list[tuple[str, dict | None]], total: int):
-    """sources: (source string, the members its fields are read from) per source, by WEIGHTS."""
+def stoker_mix(sources: list[tuple[str, dict | None]], total: int, stream: bool = False):
+    """sources: (source string, the members its fields are read from) per source, by WEIGHTS;
+    stream: stream=True (no index read: each source an endless stream of its own)."""
     import stoker
 
     def make():
@@ -101,7 +106,7 @@ def stoker_mix(sources: list[tuple[str, dict | None]], total: int):
                               for i, ((src, members), w) in enumerate(zip(sources, WEIGHTS))},
                              samples_per_epoch=total)
         return stoker.Loader(mixture, fields={"jpg": stoker.image(224, resize="center_crop"), "cls": stoker.scalar()},
-                             batch_size=64, shuffle=True, seed=0, observe=False)
+                             batch_size=64, shuffle=True, seed=0, observe=False, stream=stream)
     return make
 
 
@@ -130,8 +135,10 @@ def stoker_and_wds_rows(shards: list[Path], parts: list[list[Path]], parquet: Pa
     http = [local[0], (brace(parts[1], base), None), hub]
     wds_urls = [[str(p) for p in parts[0]], [f"pipe:curl -s {base}/{p.name}" for p in parts[1]],
                 [str(p) for p in parts[2]]]
+    tar_http = [local[0], http[1], (brace(parts[2]), None)]  # a stream reads tar: the third source's shards
     return {"stoker one source": stoker_one(shards), "stoker mix local": stoker_mix(local, count),
-            STOKER_HTTP: stoker_mix(http, count), WDS: wds_mix(wds_urls)}
+            STOKER_HTTP: stoker_mix(http, count), STOKER_STREAM: stoker_mix(tar_http, count, stream=True),
+            WDS: wds_mix(wds_urls)}
 
 
 def prepare(quick: bool) -> tuple[int, list[Path], list[list[Path]], Path, Path]:
@@ -316,6 +323,13 @@ def main(argv=None) -> int:
     if "stoker mix local" in results and "stoker one source" in results:
         lines.append(f"- mixture / one source (local): {ratio('stoker mix local', 'stoker one source'):.2f}x "
                      "(target >= 0.95x)")
+    if STOKER_STREAM in results and WDS in results:  # both streams of the three sources' tar shards
+        xs = ratios(STOKER_STREAM, WDS)
+        x = statistics.median(xs)
+        lines.append(f"- {STOKER_STREAM} / {WDS}: {x:.2f}x (rounds {min(xs):.2f}-{max(xs):.2f}; target >= "
+                     f"{TARGET_X:g}x: {'PASS' if x >= TARGET_X else 'MISS'}); first batch "
+                     f"{med(STOKER_STREAM, 'ttfb_s'):.2f} s against {med(WDS, 'ttfb_s'):.2f} s, peak RSS "
+                     f"{rss(STOKER_STREAM)} against {rss(WDS)} MB")
     for peer in (WDS, MOSAIC, LITDATA):
         if STOKER_HTTP in results and peer in results:
             xs, qs = ratios(STOKER_HTTP, peer), ratios(STOKER_HTTP, peer, quiet=True)

@@ -79,6 +79,10 @@ struct Dataset : EngineData {
 // The stream mode's (stream_run.h): tar shards read front to back, no index.
 struct StreamDataset : EngineData {
   int64_t epoch_batches = 1;  // the loader's batches per epoch: spans name a batch within its epoch
+  // A mixture's (options.mix): each source's first shard (SourceFirstShards)
+  // and the members its fields are read from (null: their own names).
+  std::vector<uint32_t> first_shards;
+  std::vector<std::shared_ptr<const FieldAliases>> aliases;
 };
 
 // Sets data->gpu for the image fields of `options` that decode on the

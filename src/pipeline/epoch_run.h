@@ -117,7 +117,7 @@ struct ReadTask {
   // Set where the samples' slots are not consecutive (a mixture's batch,
   // read_runs.h ScatteredRuns): the slot of each, slots[0] == slot, their
   // samples in file order.
-  std::vector<int> slots;
+  std::vector<int> slots = {};  // an initializer: ReadTask{batch, slot, ref, count} leaves it empty, unwarned
   int SlotAt(int k) const { return slots.empty() ? slot + k : slots[static_cast<size_t>(k)]; }
 };
 

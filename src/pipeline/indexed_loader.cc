@@ -40,6 +40,7 @@
 #include "pipeline/read_runs.h"
 #include "pipeline/sample_map.h"
 #include "pipeline/shard_indexes.h"
+#include "pipeline/source_names.h"
 #include "pipeline/skip_refill.h"
 #include "pipeline/token_source.h"
 #include "pipeline/tune_config.h"
@@ -201,10 +202,7 @@ class LoaderImpl : public Loader {
       for (const ShardSummary& shard : data_.indexes->summaries()) counts_.push_back(shard.samples);
       fingerprint_ = DatasetFingerprint(data_);
     }
-    const MixOptions& mix = data_.options.mix;
-    for (size_t s = 0, shard = 0; s < mix.shards.size(); ++s) {
-      for (uint32_t i = 0; i < mix.shards[s]; ++i, ++shard) source_of_url_.emplace(data_.shards[shard], s);
-    }
+    source_names_ = MixSourceNames(data_.shards, data_.options.mix);
     if (epoch0 && !data_.tokens) {
       STOKER_ASSIGN_OR_RETURN(EpochPlan own, OwnBatches(std::move(*epoch0)));
       Adopt(0, std::make_shared<const EpochPlan>(std::move(own)));
@@ -261,7 +259,7 @@ class LoaderImpl : public Loader {
       *waiting = true;
       return std::shared_ptr<Batch>();
     }
-    if (!ready.ok()) return NameSource(ready.status());
+    if (!ready.ok()) return source_names_.Name(ready.status());
     ++next_batch_;
     Tune();
     std::vector<SlotFailure> left;
@@ -271,7 +269,7 @@ class LoaderImpl : public Loader {
       for (const FailedSlot& f : work->failures) work->gpu.Drop(f.slot);  // before Resolve takes the failures
       STOKER_RETURN_IF_ERROR(refill_.Resolve(*work, *plan_));  // refills failed slots, keeps the budget
     } else if (work->error_slot >= 0) {
-      return NameSource(work->error);
+      return source_names_.Name(work->error);
     }
     // Its device copy was issued when it became ready, unless a slot was refilled since (then now).
     const int64_t index = work->index;
@@ -502,14 +500,7 @@ class LoaderImpl : public Loader {
   size_t OpenShardFiles() const override { return files_.open_count(); }
 
   std::vector<std::string> SourcesOf(const std::vector<std::string>& urls) const override {
-    std::vector<std::string> out;
-    if (source_of_url_.empty()) return out;
-    out.reserve(urls.size());
-    for (const std::string& u : urls) {
-      const auto it = source_of_url_.find(u);
-      out.push_back(it == source_of_url_.end() ? std::string() : data_.options.mix.names[it->second]);
-    }
-    return out;
+    return source_names_.Of(urls);
   }
 
  private:
@@ -525,19 +516,6 @@ class LoaderImpl : public Loader {
     next_batch_ = 0;
     Start();
     return Status::Ok();
-  }
-
-  // A mixture's error names the source of the shard it names (a message
-  // names its shard as given, after expansion), so a bad member or a failed
-  // read is told with its source.
-  Status NameSource(const Status& st) const {
-    if (st.ok() || source_of_url_.empty()) return st;
-    for (const auto& [url, s] : source_of_url_) {
-      if (st.message().find(url) != std::string::npos) {
-        return st.WithContext("source '" + data_.options.mix.names[s] + "' of the mixture");
-      }
-    }
-    return st;
   }
 
   // A mixture's part of the state: its law and sources with their weights,
@@ -812,7 +790,7 @@ class LoaderImpl : public Loader {
   std::shared_ptr<BufferPool> pool_;
   EngineStats stats_;  // its recorder outlives run_, whose threads record into it
   std::vector<uint32_t> counts_;
-  std::unordered_map<std::string, uint32_t> source_of_url_;  // a mixture: each shard's source
+  MixSourceNames source_names_;  // a mixture's sources by shard
   // A mixture whose weights changed in this epoch's middle: the order it
   // began with and the stages consumed of it (the state's "segment"); null otherwise.
   nlohmann::json segment_;

@@ -12,10 +12,6 @@ Result<std::unique_ptr<Loader>> Loader::Create(LoaderOptions options) {
   if (options.prefetch_batches < 1 && options.prefetch_batches != -1) {
     return InvalidArgument("prefetch_batches must be at least 1 (or -1: auto)");
   }
-  if (options.stream && !options.mix.names.empty()) {
-    return InvalidArgument("a mixture of sources is read in indexed mode (tar shards with an index or a manifest, "
-                           "Parquet files, image folders); stream=True is not supported with stoker.mix yet");
-  }
   if (options.stream) return CreateStreamLoader(std::move(options));
   if (options.samples_per_epoch != 0) {
     return InvalidArgument("samples_per_epoch is the length of a stream's epoch: it needs stream=True (an indexed "

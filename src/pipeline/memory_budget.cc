@@ -78,10 +78,13 @@ MemoryNeed EstimateMemory(const LoaderOptions& o, const BatchLayout& layout, con
 MemoryNeed EstimateStreamMemory(const LoaderOptions& o, const BatchLayout& layout, uint64_t sample_bytes,
                                 uint64_t window_bytes) {
   const uint64_t decoders = static_cast<uint64_t>(std::max(1, o.decode_threads));
-  const uint64_t held = static_cast<uint64_t>(std::max(0, o.shuffle_buffer)) + StreamDecodeQueueCapacity(o.batch_size, o.decode_threads) + decoders;
+  // A mixture's sources each hold a shuffle buffer and read a shard with the next one opening (stream_source.h).
+  const uint64_t sources = std::max<uint64_t>(1, o.mix.names.size());
+  const uint64_t held = sources * static_cast<uint64_t>(std::max(0, o.shuffle_buffer)) +
+                        StreamDecodeQueueCapacity(o.batch_size, o.decode_threads) + decoders;
   MemoryNeed need;
   need.batch_buffers = (static_cast<uint64_t>(std::max(1, o.prefetch_batches)) + 1) * layout.buffer_bytes;
-  need.read_buffers = held * sample_bytes + 3 * window_bytes;
+  need.read_buffers = held * sample_bytes + 3 * sources * window_bytes;
   need.decode_scratch = DecodeScratch(o, decoders, sample_bytes);
   need.overhead = kOverhead;
   return need;

@@ -49,7 +49,8 @@ MemoryNeed EstimateMemory(const LoaderOptions& options, const BatchLayout& layou
 // the decode queue's and one per decoder, each `sample_bytes` (the stream's
 // first sample: an estimate, which the message says), and three read
 // windows of `window_bytes` (the window, its read ahead, the next shard's
-// first); decode scratch and overhead as above.
+// first); a mixture's sources a shuffle buffer and three windows each;
+// decode scratch and overhead as above.
 MemoryNeed EstimateStreamMemory(const LoaderOptions& options, const BatchLayout& layout, uint64_t sample_bytes,
                                 uint64_t window_bytes);
 

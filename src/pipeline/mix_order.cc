@@ -43,35 +43,78 @@ constexpr uint64_t kPassKey = 0x4D49585041535345ULL;   // "MIXPASSE"
 
 // Weights as integers, so the tree's counts are exact: a source's sample
 // count (proportion), its draws an epoch (counts: over an epoch of their sum
-// the tree hands each source exactly its count), or its share of 2^40 (at
-// least 1 where it is > 0).
+// the tree hands each source exactly its count), or its share of 2^40
+// (SampleLawWeights).
 Result<std::vector<uint64_t>> IntegerWeights(const LoaderOptions& o, const std::vector<uint64_t>& samples) {
-  const size_t n = samples.size();
   if (o.mix.law == MixLaw::kProportion) return samples;
   if (o.mix.law == MixLaw::kCounts) return EpochCounts(o.mix, samples);
-  if (o.mix.weights.size() != n) {
-    return InvalidArgument("a mixture of " + std::to_string(n) + " sources has " +
+  if (o.mix.weights.size() != samples.size()) {
+    return InvalidArgument("a mixture of " + std::to_string(samples.size()) + " sources has " +
                            std::to_string(o.mix.weights.size()) + " weights");
   }
+  return SampleLawWeights(o.mix);
+}
+
+}  // namespace
+
+Result<std::vector<uint64_t>> SampleLawWeights(const MixOptions& mix) {
+  const size_t n = mix.weights.size();
   double sum = 0;
   for (size_t s = 0; s < n; ++s) {
-    const double w = o.mix.weights[s];
+    const double w = mix.weights[s];
     if (!std::isfinite(w) || w < 0) {
-      return InvalidArgument("source '" + o.mix.names[s] + "' has weight " + std::to_string(w) +
-                             "; a weight is a number >= 0");
+      return InvalidArgument("source '" + (s < mix.names.size() ? mix.names[s] : std::to_string(s)) +
+                             "' has weight " + std::to_string(w) + "; a weight is a number >= 0");
     }
     sum += w;
   }
   if (sum <= 0) return InvalidArgument("every source of the mixture has weight 0");
   std::vector<uint64_t> out(n);
   for (size_t s = 0; s < n; ++s) {
-    const double w = o.mix.weights[s];
+    const double w = mix.weights[s];
     out[s] = w <= 0 ? 0 : std::max<uint64_t>(1, static_cast<uint64_t>(std::llround(w / sum * 0x1.0p40)));
   }
   return out;
 }
 
-}  // namespace
+Result<StreamMixOrder> StreamMixOrder::Make(const LoaderOptions& options) {
+  StreamMixOrder o;
+  const MixOptions& mix = options.mix;
+  if (mix.names.empty()) return o;
+  if (mix.law != MixLaw::kSample) {
+    return InvalidArgument(std::string("stream=True mixes by weight (law \"sample\"), an endless stream of each "
+                                       "source; law \"") + MixLawName(mix.law) + "\" needs the sources' sizes, "
+                           "which a stream does not count: index the shards, or give weights");
+  }
+  if (mix.weights.size() != mix.names.size()) {
+    return InvalidArgument("a mixture of " + std::to_string(mix.names.size()) + " sources has " +
+                           std::to_string(mix.weights.size()) + " weights");
+  }
+  STOKER_ASSIGN_OR_RETURN(std::vector<uint64_t> weights, SampleLawWeights(mix));
+  const uint64_t rank = static_cast<uint64_t>(options.rank);
+  o.sources_ = static_cast<uint32_t>(mix.names.size());
+  o.alloc_ = MixAllocation(weights, MixSeed(options.seed ^ kPhaseKey, rank));
+  o.block_ = static_cast<uint64_t>(std::max(1, options.batch_size));
+  o.unit_ = mix.one_source_per_batch ? o.block_ : 1;
+  o.shuffle_ = options.shuffle && !mix.one_source_per_batch;
+  o.block_key_ = MixSeed(options.seed ^ kBlockKey, rank, kPassKey);
+  return o;
+}
+
+uint32_t StreamMixOrder::SourceAt(uint64_t p) const {
+  if (sources_ <= 1) return 0;
+  if (shuffle_) {  // a batch's draws of a source in random slots, as MixOrder's step 3
+    const uint64_t b = p / block_, begin = b * block_;
+    p = begin + IndexShuffle(block_, MixSeed(block_key_, b))(p - begin);
+  }
+  return alloc_.Locate(p / unit_).source;
+}
+
+uint64_t StreamMixOrder::DrawsBefore(uint32_t source, uint64_t p) const {
+  if (sources_ <= 1) return p;
+  const uint64_t whole = p / unit_;  // p falls on a block's edge: a block's permutation moves no draw out of it
+  return alloc_.Count(source, whole) * unit_;
+}
 
 const char* MixLawName(MixLaw law) {
   switch (law) {

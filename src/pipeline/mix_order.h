@@ -63,6 +63,7 @@
 // guards; At is safe from any thread.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <memory>
@@ -169,6 +170,35 @@ class MixOrder : public OrderFunction {
   mutable std::vector<std::array<CachedPass, kPassesKept>> passes_;  // guarded by mu_
   mutable uint64_t tick_ = 0;                                        // guarded by mu_
 };
+
+// A stream mixture's order (stream mode, stream_source.h): position p of a
+// rank's endless stream draws the next sample of source SourceAt(p), by the
+// weights (law sample only: a stream counts no source), allocated as
+// MixOrder's step 1 over the rank's positions, and with shuffle the
+// positions of each batch_size block permuted among themselves (step 3); or
+// one source a batch (MixOptions::one_source_per_batch). Each source's
+// draws are its own stream's samples in order, so a source's share of a
+// batch is within a few samples of its weight x batch_size, as indexed.
+// One dataset (no mixture): source 0 everywhere. O(log sources) a position,
+// no per-sample state. Thread-safety: immutable after Make.
+class StreamMixOrder {
+ public:
+  static Result<StreamMixOrder> Make(const LoaderOptions& options);
+  uint32_t SourceAt(uint64_t p) const;
+  // Draws of `source` among positions [0, p), p a multiple of batch_size.
+  uint64_t DrawsBefore(uint32_t source, uint64_t p) const;
+  uint32_t num_sources() const { return std::max<uint32_t>(1, sources_); }
+
+ private:
+  uint32_t sources_ = 0;
+  MixAllocation alloc_;
+  uint64_t block_ = 1, unit_ = 1, block_key_ = 0;
+  bool shuffle_ = false;
+};
+
+// Law sample's weights as integers: each source's share of 2^40, at least 1
+// where its weight is > 0; an error for a negative or non-finite weight, or all 0.
+Result<std::vector<uint64_t>> SampleLawWeights(const MixOptions& mix);
 
 // Law counts: each source's draws an epoch (choose, or repeat x its samples).
 Result<std::vector<uint64_t>> EpochCounts(const MixOptions& mix, const std::vector<uint64_t>& samples);

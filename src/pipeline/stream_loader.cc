@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
 
 #include "core/buffer_pool.h"
@@ -17,9 +18,12 @@
 #include "pipeline/memory_budget.h"
 #include "pipeline/mix_seed.h"
 #include "pipeline/sample_map.h"
+#include "pipeline/shard_indexes.h"
+#include "pipeline/source_names.h"
 #include "pipeline/shuffle_buffer.h"
 #include "pipeline/stream_order.h"
 #include "pipeline/stream_run.h"
+#include "pipeline/stream_source.h"
 #include "pipeline/stream_skips.h"
 #include "pipeline/tune_config.h"
 
@@ -31,10 +35,13 @@ class StreamLoader : public Loader {
  public:
   StreamLoader(StreamDataset data, std::unique_ptr<StreamHead> head, TuneConfig tune)
       : data_(std::move(data)),
+        order_(StreamMixOrder::Make(data_.options).value()),  // CreateStreamLoader made it once
         head_(std::move(head)),
         stats_(data_.options, tune),
-        skips_(&data_.options, &data_.layout) {
+        skips_(&data_.options, &data_.layout),
+        source_names_(data_.shards, data_.options.mix) {
     data_.recorder = stats_.recorder();
+    if (data_.recorder && !data_.first_shards.empty()) data_.recorder->SetSources(data_.first_shards);
     data_.tuned = tune.start;
     data_.tune_max = tune.max;
     data_.upscales = std::make_shared<UpscaleCounter>(data_.layout.fields.size());
@@ -57,9 +64,9 @@ class StreamLoader : public Loader {
     // The run already goes on into this epoch's first batch (the one after
     // the epoch just delivered): keep it, and what it made ahead.
     if (run_ && run_->next_batch() == Along()) return Status::Ok();
-    const StreamStart from = StartFor(Along());
+    std::vector<StreamStart> from = StartFor(Along());
     run_.reset();
-    Start(from);
+    Start(std::move(from));
     return Status::Ok();
   }
 
@@ -81,15 +88,15 @@ class StreamLoader : public Loader {
     if (!ready.ok()) {
       resume_ = StartFor(Along());
       run_.reset();  // the stream ended in an error: a later Next starts over from here
-      return ready.status();
+      return source_names_.Name(ready.status());
     }
     std::unique_ptr<StreamBatch> work = std::move(ready).value();
     const int64_t index = next_batch_++;
     Tune();
     if (data_.options.on_error == OnError::kSkip) {
-      STOKER_RETURN_IF_ERROR(skips_.Resolve(*work, epoch_, index));
+      if (Status st = skips_.Resolve(*work, epoch_, index); !st.ok()) return source_names_.Name(st);
     } else if (std::lock_guard lock(work->error_mu); work->error_slot >= 0) {
-      return work->error;  // the lowest failed slot's
+      return source_names_.Name(work->error);  // the lowest failed slot's
     }
     // Its device copy was issued when it became ready, unless a slot was
     // repaired since (then now, as the indexed loader copies a refilled batch).
@@ -104,14 +111,13 @@ class StreamLoader : public Loader {
 
   std::string State() const override {
     const LoaderOptions& o = data_.options;
-    // The pass the next batch's samples lie in, and its first sample: a
-    // restore replays from there, not from the stream's start.
-    const StreamStart from = StartFor(Along());
-    return nlohmann::json({{"mode", "stream"},
+    // The pass the next batch's samples lie in, and its first sample (a
+    // mixture's: each source's): a restore replays from there, not from the
+    // stream's start.
+    const std::vector<StreamStart> from = StartFor(Along());
+    nlohmann::json j = {{"mode", "stream"},
                            {"epoch", epoch_},
                            {"next_batch", next_batch_},
-                           {"pass", from.pass},
-                           {"pass_start", from.position},
                            {"seed", o.seed},
                            {"rank", o.rank},
                            {"world_size", o.world_size},
@@ -120,8 +126,20 @@ class StreamLoader : public Loader {
                            {"shuffle_buffer", o.shuffle ? o.shuffle_buffer : 1},
                            {"shuffle_initial", ShuffleInitial()},
                            {"shards", data_.shards.size()},
-                           {"skip", skips_.ToJson()}})
-        .dump();
+                           {"skip", skips_.ToJson()}};
+    if (o.mix.names.empty()) {
+      j["pass"] = from.empty() ? 0 : from[0].pass;
+      j["pass_start"] = from.empty() ? 0 : from[0].position;
+    } else {
+      j["mix"] = {{"names", o.mix.names}, {"weights", o.mix.weights},
+                  {"one_source_per_batch", o.mix.one_source_per_batch}};
+      nlohmann::json passes = nlohmann::json::array();
+      for (uint32_t s = 0; s < order_.num_sources(); ++s) {
+        passes.push_back(from.empty() ? nlohmann::json::array({0, 0}) : nlohmann::json::array({from[s].pass, from[s].position}));
+      }
+      j["source_passes"] = std::move(passes);
+    }
+    return j.dump();
   }
 
   Status Restore(const std::string& state) override {
@@ -158,17 +176,16 @@ class StreamLoader : public Loader {
     }
     const int64_t next = j["next_batch"].get<int64_t>();
     if (next > batches_) return InvalidArgument("loader state next_batch is out of range");
-    StreamStart from;  // a state without them (older) replays from the stream's start
-    if (j.contains("pass") || j.contains("pass_start")) {
-      if (!j.contains("pass") || !j["pass"].is_number_unsigned() || !j.contains("pass_start") ||
-          !j["pass_start"].is_number_unsigned()) {
-        return InvalidArgument("loader state's 'pass' and 'pass_start' must both be non-negative integers");
-      }
-      from = {j["pass"].get<uint64_t>(), j["pass_start"].get<uint64_t>()};
-    }
+    STOKER_RETURN_IF_ERROR(CheckMixState(j));
+    std::vector<StreamStart> from;  // a state without them (older) replays from the stream's start
+    STOKER_RETURN_IF_ERROR(SavedStarts(j, &from));
     const uint64_t target = (j["epoch"].get<uint64_t>() * static_cast<uint64_t>(batches_) +
                              static_cast<uint64_t>(next)) * static_cast<uint64_t>(o.batch_size);
-    if (from.position > target) return InvalidArgument("loader state's pass_start lies after its next batch");
+    for (uint32_t s = 0; s < from.size(); ++s) {
+      if (from[s].position > order_.DrawsBefore(s, target)) {
+        return InvalidArgument("loader state's pass_start lies after its next batch");
+      }
+    }
     StreamSkips skips(&o, &data_.layout);
     if (j.contains("skip")) STOKER_RETURN_IF_ERROR(skips.FromJson(j["skip"]));
     run_.reset();
@@ -176,7 +193,7 @@ class StreamLoader : public Loader {
     epoch_ = j["epoch"].get<uint64_t>();
     next_batch_ = next;
     resume_ = from;
-    Start(from);
+    Start(std::move(from));
     return Status::Ok();
   }
 
@@ -186,6 +203,9 @@ class StreamLoader : public Loader {
     return FailedPrecondition("Receive is for indexed loaders; stream mode makes every batch itself");
   }
   size_t OpenShardFiles() const override { return 0; }
+  std::vector<std::string> SourcesOf(const std::vector<std::string>& urls) const override {
+    return source_names_.Of(urls);
+  }
 
   LoaderSettings Settings() const override {
     const LoaderOptions& o = data_.options;
@@ -194,14 +214,28 @@ class StreamLoader : public Loader {
     s.mode = "stream";
     s.stream_samples_per_epoch = o.samples_per_epoch;
     s.stream_shuffle_buffer = o.shuffle ? o.shuffle_buffer : 1;
+    const bool mixture = !o.mix.names.empty();
+    std::string sources;
+    for (size_t i = 0; i < o.mix.names.size(); ++i) {
+      char w[32];
+      std::snprintf(w, sizeof w, "%.4g", o.mix.weights[i]);
+      sources += (i ? ", " : "") + o.mix.names[i] + " " + w;
+    }
     s.order = std::string("stream: ") +
-              (o.shuffle ? "shards permuted each pass, then a shuffle buffer of " + std::to_string(o.shuffle_buffer) +
-                               " samples (first out once " +
-                               std::to_string(ShuffleInitial()) +
-                               " are held)"
+              (mixture ? "mixture of " + std::to_string(o.mix.names.size()) + " sources by weight (" + sources +
+                             "), each an endless stream of its own; " +
+                             (o.mix.one_source_per_batch ? "one source per batch; "
+                              : o.shuffle                ? "each batch's draws in random slots; "
+                                                         : "")
+                       : "") +
+              (o.shuffle ? std::string(mixture ? "each source's " : "") +
+                               "shards permuted each pass, then a shuffle buffer of " +
+                               std::to_string(o.shuffle_buffer) + " samples (first out once " +
+                               std::to_string(ShuffleInitial()) + " are held)"
                          : "shards in the order given, samples in shard order") +
               "; rank " + std::to_string(o.rank) + " of " + std::to_string(o.world_size) +
-              " reads every " + std::to_string(o.world_size) + "th shard front to back; epochs of " +
+              " reads every " + std::to_string(o.world_size) + "th shard" + (mixture ? " of each source" : "") +
+              " front to back; epochs of " +
               std::to_string(o.samples_per_epoch) +
               " samples (samples_per_epoch) cut from one stream (stream=True: no index, no manifest; nothing "
               "is counted before the first batch)";
@@ -225,28 +259,76 @@ class StreamLoader : public Loader {
   }
   // The next batch's number along the rank's stream.
   int64_t Along() const { return static_cast<int64_t>(epoch_) * batches_ + next_batch_; }
-  // The latest known pass start at or before batch `along`'s first sample:
-  // the running run's record, else the restored state's, else the stream's start.
-  StreamStart StartFor(int64_t along) const {
+  // Each source's latest known pass start at or before its draws before
+  // batch `along`'s first sample: the running run's record, else the
+  // restored state's, else (empty) the streams' starts.
+  std::vector<StreamStart> StartFor(int64_t along) const {
     const uint64_t position = static_cast<uint64_t>(along) * static_cast<uint64_t>(data_.options.batch_size);
     if (run_) {
-      if (std::optional<StreamStart> known = run_->PassAt(position)) return *known;
+      if (std::optional<std::vector<StreamStart>> known = run_->StartsAt(position)) return *known;
     }
-    return resume_.position <= position ? resume_ : StreamStart{};
+    for (uint32_t s = 0; s < resume_.size(); ++s) {
+      if (resume_[s].position > order_.DrawsBefore(s, position)) return {};
+    }
+    return resume_;
   }
-  void Start(StreamStart from = {}) {
+  void Start(std::vector<StreamStart> from = {}) {
     stats_.RunStarted();
-    // The head (the stream's first shard, probed) is the first run's only, from the stream's start.
-    run_ = std::make_unique<StreamRun>(&data_, pool_, Along(), std::move(head_), from);
+    // The head (the first source's first shard, probed) is the first run's only, from the stream's start.
+    run_ = std::make_unique<StreamRun>(&data_, pool_, Along(), std::move(head_), std::move(from));
+  }
+  // A mixture's state restores onto the same sources, weights and batches:
+  // its sources' streams are cut by them.
+  Status CheckMixState(const nlohmann::json& j) const {
+    const MixOptions& mix = data_.options.mix;
+    if (!j.contains("mix")) {
+      if (mix.names.empty()) return Status::Ok();
+      return InvalidArgument("loader state was saved by a stream of one dataset, this loader streams a mixture");
+    }
+    const nlohmann::json mine = {{"names", mix.names}, {"weights", mix.weights},
+                                 {"one_source_per_batch", mix.one_source_per_batch}};
+    if (j["mix"] != mine) {
+      return InvalidArgument("loader state was saved by a stream mixture of " + j["mix"].dump() + ", this loader's is " +
+                             mine.dump() + ": a stream mixture restores with the sources and weights it was saved "
+                             "with (each source's stream is cut by them)");
+    }
+    return Status::Ok();
+  }
+  // The state's pass starts, one per source (none: the streams' starts).
+  Status SavedStarts(const nlohmann::json& j, std::vector<StreamStart>* from) const {
+    auto start = [](const nlohmann::json& pass, const nlohmann::json& position) -> std::optional<StreamStart> {
+      if (!pass.is_number_unsigned() || !position.is_number_unsigned()) return std::nullopt;
+      return StreamStart{pass.get<uint64_t>(), position.get<uint64_t>()};
+    };
+    if (j.contains("source_passes")) {
+      const nlohmann::json& all = j["source_passes"];
+      if (!all.is_array() || all.size() != order_.num_sources()) {
+        return InvalidArgument("loader state's 'source_passes' must hold a [pass, first draw] for each of the " +
+                               std::to_string(order_.num_sources()) + " sources");
+      }
+      for (const nlohmann::json& p : all) {
+        std::optional<StreamStart> s = p.is_array() && p.size() == 2 ? start(p[0], p[1]) : std::nullopt;
+        if (!s) return InvalidArgument("loader state's 'source_passes' must be pairs of non-negative integers");
+        from->push_back(*s);
+      }
+    } else if (j.contains("pass") || j.contains("pass_start")) {
+      std::optional<StreamStart> s =
+          j.contains("pass") && j.contains("pass_start") ? start(j["pass"], j["pass_start"]) : std::nullopt;
+      if (!s) return InvalidArgument("loader state's 'pass' and 'pass_start' must both be non-negative integers");
+      from->push_back(*s);
+    }
+    return Status::Ok();
   }
 
   // Its device stage (null for host batches) is declared before the pool,
   // which unpins through it.
   StreamDataset data_;
+  StreamMixOrder order_;              // which source each position of the rank's stream draws from
   std::unique_ptr<StreamHead> head_;  // until the first run takes it
-  StreamStart resume_;                 // the restored state's pass start (the stream's start if none)
+  std::vector<StreamStart> resume_;   // the restored state's pass starts (empty: the streams' starts)
   EngineStats stats_;  // its recorder outlives run_, whose threads record into it
   StreamSkips skips_;  // on_error="skip"'s counts and log
+  MixSourceNames source_names_;  // a mixture's sources by shard
   int64_t batches_ = 0;  // per epoch
   PlanInfo info_;
   std::shared_ptr<BufferPool> pool_;
@@ -257,9 +339,64 @@ class StreamLoader : public Loader {
 
 Status Refuse(const std::string& what) { return InvalidArgument("stream=True: " + what); }
 
+// The shards, a mixture's source after source (options.mix.shards gets each
+// one's count, data its first shards and the members its fields are read
+// from): each source at least one shard a rank, since every rank reads whole
+// shards of each.
+Status ExpandStreamSources(LoaderOptions& options, StreamDataset* data) {
+  MixOptions& mix = options.mix;
+  const IoOptions& io = *options.storage;
+  if (mix.names.empty()) {
+    STOKER_ASSIGN_OR_RETURN(data->shards, ExpandSources(options.sources, io));
+    if (data->shards.size() < static_cast<size_t>(options.world_size)) {
+      return Refuse(std::to_string(data->shards.size()) + " shards for " + std::to_string(options.world_size) +
+                    " ranks: each rank reads whole shards, so there must be at least as many shards as ranks");
+    }
+    return Status::Ok();
+  }
+  if (mix.names.size() != options.sources.size()) {
+    return InvalidArgument("a mixture names " + std::to_string(mix.names.size()) + " sources for " +
+                           std::to_string(options.sources.size()) + " entries of sources");
+  }
+  mix.shards.clear();
+  for (size_t s = 0; s < mix.names.size(); ++s) {
+    const std::string named = "source '" + mix.names[s] + "' of the mixture";
+    Result<KeyRule> rule = SourceKeyRule(options, s);
+    if (!rule.ok()) return rule.status();
+    if (*rule != KeyRule::kWebDataset) return Refuse(named + ": key_rule must be 'webdataset'");
+    std::shared_ptr<const FieldAliases> aliases = SourceAliases(options, s);
+    for (const auto& alias : aliases ? *aliases : FieldAliases{}) {
+      const std::string& field = alias.first;
+      if (std::none_of(options.fields.begin(), options.fields.end(), [&](const FieldSpec& f) { return f.field == field; })) {
+        return InvalidArgument(named + " reads field '" + field + "' from member '" + alias.second +
+                               "', but the loader has no field '" + field + "'");
+      }
+    }
+    Result<std::vector<std::string>> shards = ExpandSources({options.sources[s]}, io);
+    if (!shards.ok()) return shards.status().WithContext(named);
+    if (shards->size() < static_cast<size_t>(options.world_size)) {
+      return Refuse(named + " has " + std::to_string(shards->size()) + " shards for " +
+                    std::to_string(options.world_size) + " ranks: each rank reads whole shards of each source");
+    }
+    data->first_shards.push_back(static_cast<uint32_t>(data->shards.size()));
+    data->aliases.push_back(std::move(aliases));
+    mix.shards.push_back(static_cast<uint32_t>(shards->size()));
+    data->shards.insert(data->shards.end(), shards->begin(), shards->end());
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Result<std::unique_ptr<Loader>> CreateStreamLoader(LoaderOptions options) {
+  // A mixture's length: stoker.mix(samples_per_epoch=) or the loader's, which must agree.
+  if (!options.mix.names.empty() && options.mix.samples_per_epoch > 0) {
+    if (options.samples_per_epoch > 0 && options.samples_per_epoch != options.mix.samples_per_epoch) {
+      return Refuse("samples_per_epoch " + std::to_string(options.samples_per_epoch) + " and the mixture's " +
+                    std::to_string(options.mix.samples_per_epoch) + " differ; give one");
+    }
+    options.samples_per_epoch = options.mix.samples_per_epoch;
+  }
   if (options.samples_per_epoch <= 0) {
     return Refuse(
         "needs samples_per_epoch (webdataset's with_epoch): a stream is not counted before it is read, and "
@@ -286,11 +423,8 @@ Result<std::unique_ptr<Loader>> CreateStreamLoader(LoaderOptions options) {
   }
   if (!options.storage) options.storage = DefaultIoOptions();
   StreamDataset data;
-  STOKER_ASSIGN_OR_RETURN(data.shards, ExpandSources(options.sources, *options.storage));
-  if (data.shards.size() < static_cast<size_t>(options.world_size)) {
-    return Refuse(std::to_string(data.shards.size()) + " shards for " + std::to_string(options.world_size) +
-                  " ranks: each rank reads whole shards, so there must be at least as many shards as ranks");
-  }
+  STOKER_RETURN_IF_ERROR(StreamMixOrder::Make(options).status());
+  STOKER_RETURN_IF_ERROR(ExpandStreamSources(options, &data));
   for (const std::string& s : data.shards) {
     if (s.ends_with(".parquet")) return Refuse("streams tar shards; " + s + " is a Parquet file");
     if (!IsRemoteUrl(s) && std::filesystem::is_directory(s)) {
@@ -304,16 +438,20 @@ Result<std::unique_ptr<Loader>> CreateStreamLoader(LoaderOptions options) {
   // device="cuda" without CUDA fails before any shard is opened, as the indexed loader does.
   STOKER_ASSIGN_OR_RETURN(data.device, DeviceStage::Create(options));
   if (options.shuffle && options.shuffle_buffer <= 0) options.shuffle_buffer = kDefaultStreamShuffleBuffer;
-  // The first sample of the rank's first shard teaches the shapes of array
-  // fields; the first run goes on reading that shard from there (StreamHead).
-  const uint32_t first = StreamPassShards(options.seed, 0, static_cast<uint32_t>(data.shards.size()), options.rank,
+  // The first sample of the rank's first shard (a mixture's: its first
+  // source's) teaches the shapes of array fields; the first run goes on
+  // reading that shard from there (StreamHead).
+  const uint32_t first_source_shards =
+      options.mix.shards.empty() ? static_cast<uint32_t>(data.shards.size()) : options.mix.shards[0];
+  const uint32_t first = StreamPassShards(StreamSourceSeed(options, 0), 0, first_source_shards, options.rank,
                                           options.world_size, options.shuffle)
                              .front();
   auto head = std::make_unique<StreamHead>();
   STOKER_ASSIGN_OR_RETURN(head->shard, ShardStream::Open(data.shards[first], first, *options.storage, /*first=*/true));
   STOKER_ASSIGN_OR_RETURN(head->first, head->shard->Next());
   if (!head->first) return Refuse(data.shards[first] + " holds no samples (the rank's first shard)");
-  const SampleEntry probe = head->first->Entry();
+  SampleEntry probe = head->first->Entry();
+  if (!data.aliases.empty()) probe.aliases = data.aliases[0];
   STOKER_ASSIGN_OR_RETURN(data.layout, MakeBatchLayout(options.fields, options.batch_size, probe,
                                                        head->first->data(), data.shards[first]));
   if (options.sample_map) {  // the map's own arrays, taught by the same sample

@@ -3,7 +3,7 @@
 
 #include <algorithm>
 #include <functional>
-#include <future>
+#include <numeric>
 
 #include "observe/clock.h"
 #include "observe/cpu_time.h"
@@ -13,18 +13,18 @@
 #include "pipeline/sample_keys.h"
 #include "pipeline/shuffle_buffer.h"
 #include "pipeline/slot_decode.h"
-#include "pipeline/stream_order.h"
+#include "pipeline/shard_indexes.h"
 
 namespace stoker {
 
+
 StreamRun::StreamRun(const StreamDataset* data, std::shared_ptr<BufferPool> pool, int64_t first_batch,
-                     std::unique_ptr<StreamHead> head, StreamStart start)
+                     std::unique_ptr<StreamHead> head, std::vector<StreamStart> starts)
     : data_(data),
       pool_(std::move(pool)),
       first_batch_(first_batch),
-      start_(start),
-      head_(start.pass == 0 ? std::move(head) : nullptr),
-      position_(start.position),
+      order_(StreamMixOrder::Make(data->options).value()),  // the loader made it once: it cannot fail
+      position_(static_cast<uint64_t>(first_batch) * static_cast<uint64_t>(data->options.batch_size)),
       next_deliver_(first_batch),
       // Enough queued samples to keep every decoder busy while the producer reads.
       decode_queue_(StreamDecodeQueueCapacity(data->options.batch_size,
@@ -36,6 +36,19 @@ StreamRun::StreamRun(const StreamDataset* data, std::shared_ptr<BufferPool> pool
   if (Recorder* rec = data_->recorder) {
     rec->io_depth = 1;
     rec->NameThread(kProducerThread, "reader 0");
+  }
+  // One dataset is one source of all its shards; a mixture's source s has its own.
+  const LoaderOptions& o = data_->options;
+  const uint32_t n = order_.num_sources();
+  for (uint32_t s = 0; s < n; ++s) {
+    const uint32_t first = data_->first_shards.empty() ? 0 : data_->first_shards[s];
+    const uint32_t end = s + 1 < n ? data_->first_shards[s + 1] : static_cast<uint32_t>(data_->shards.size());
+    std::vector<uint32_t> shards(end - first);
+    std::iota(shards.begin(), shards.end(), first);
+    sources_.push_back(std::make_unique<StreamSource>(
+        data_, std::move(shards), StreamSourceSeed(o, s), s < starts.size() ? starts[s] : StreamStart{},
+        s == 0 ? std::move(head) : nullptr, &cancel_reads_,
+        [this](uint32_t shard, Status st) { return LeaveShard(shard, std::move(st)); }));
   }
   producer_ = std::thread([this] { Produce(); });
   Apply(data_->tuned);
@@ -99,112 +112,37 @@ StreamRun::~StreamRun() {
   pool_->Reset();
 }
 
-namespace {
-
-// Opens a shard and reads its first sample, obeying `cancel` (on whichever thread).
-Result<std::unique_ptr<StreamHead>> OpenHead(const StreamDataset& data, uint32_t shard, Cancellation* cancel) {
-  CancelScope scope(cancel);
-  auto head = std::make_unique<StreamHead>();
-  STOKER_ASSIGN_OR_RETURN(head->shard, ShardStream::Open(data.shards[shard], shard, *data.options.storage));
-  STOKER_ASSIGN_OR_RETURN(head->first, head->shard->Next());
-  return head;
-}
-
-}  // namespace
-
 void StreamRun::Produce() {
   CancelScope cancel_scope(&cancel_reads_);
-  const LoaderOptions& o = data_->options;
-  const uint32_t shards = static_cast<uint32_t>(data_->shards.size());
-  auto pass_shards = [&](uint64_t pass) {
-    return StreamPassShards(o.seed, pass, shards, o.rank, o.world_size, o.shuffle);
-  };
-  // The buffer's draws depend on the seed, the rank (each rank its own
-  // stream) and the pass (reseeded as each begins).
-  auto pass_seed = [&](uint64_t pass) {
-    return MixSeed(o.seed, static_cast<uint64_t>(o.rank), 0x42554646ull + pass);
-  };
-  ShuffleBuffer<StreamSample> buffer(o.shuffle ? static_cast<size_t>(o.shuffle_buffer) : 1, pass_seed(start_.pass));
-  // The shard after the one being read, opened and its first window read
-  // on a thread of its own meanwhile, so a shard's start (a HEAD and a GET
-  // over HTTP) overlaps the previous shard's parse. Not while the run's
-  // first batch is filled, so that batch costs its own reads only.
-  std::future<Result<std::unique_ptr<StreamHead>>> following;
-  std::vector<uint32_t> list = pass_shards(start_.pass);
-  for (uint64_t pass = start_.pass;; ++pass) {
-    {
-      std::lock_guard lock(mu_);
-      pass_starts_[position_] = pass;
-    }
-    buffer.Reseed(pass_seed(pass));  // empty here: the last pass drained it
-    last_left_ = Status::Ok();
-    bool any = false;
-    for (size_t i = 0; i < list.size(); ++i) {
-      {
-        std::lock_guard lock(mu_);
-        if (cancelled_) return;
-      }
-      const uint32_t s = list[i];
-      std::unique_ptr<StreamHead> head;
-      if (head_ && pass == 0 && i == 0) {  // the stream's first shard, its first sample read by the loader
-        head = std::move(head_);
-      } else {
-        Result<std::unique_ptr<StreamHead>> got =
-            following.valid() ? following.get() : OpenHead(*data_, s, &cancel_reads_);
-        if (got.ok()) {
-          head = std::move(got).value();
-        } else {
-          if (!LeaveShard(s, got.status())) return;
-          head = std::make_unique<StreamHead>();  // no samples: on to the next shard
-        }
-      }
-      const bool last = i + 1 == list.size();
-      if (last) list = pass_shards(pass + 1);  // the next pass's, read from below
-      const uint32_t after = last ? list.front() : list[i + 1];
-      std::optional<StreamSample> next = std::move(head->first);
-      while (next) {
-        // Not while the run's first batch is filled: its reads are the only ones then.
-        const uint64_t bs = static_cast<uint64_t>(o.batch_size), first = static_cast<uint64_t>(first_batch_);
-        const bool filling_first = position_ >= first * bs && position_ < (first + 1) * bs;
-        if (!following.valid() && !filling_first) {
-          following = std::async(std::launch::async, OpenHead, std::cref(*data_), after, &cancel_reads_);
-        }
-        any = true;
-        std::optional<StreamSample> out = buffer.Push(std::move(*next));
-        if (out && !Emit(std::move(*out))) return;
-        const uint64_t begin = NowNs();
-        Result<std::optional<StreamSample>> read = head->shard->Next();
-        if (!read.ok()) {
-          if (!LeaveShard(s, read.status())) return;
-          break;  // the shard is left here: on to the next
-        }
-        next = std::move(read).value();
-        if (Recorder* rec = data_->recorder; rec && next) {
-          const uint64_t end = NowNs();
-          rec->read.Add(next->data().size(), end - begin);
-          rec->AddSpan({SpanKind::kRead, kProducerThread, begin, end, -1, -1});  // its place: once shuffled
-        }
-      }
-      if (last) break;
-    }
-    // The pass's end: what the buffer holds goes out before the next pass's samples come in.
-    while (std::optional<StreamSample> out = buffer.Drain()) {
-      if (!Emit(std::move(*out))) return;
-    }
-    if (!any) {
-      return Fail(DataLoss("stream mode: rank " + std::to_string(o.rank) + "'s shards of pass " +
-                           std::to_string(pass) + " hold no samples" +
-                           (last_left_.ok() ? std::string() : "; the last shard left: " + last_left_.ToString())));
-    }
+  const uint64_t bs = static_cast<uint64_t>(data_->options.batch_size);
+  const uint64_t first = position_;  // the run's first batch's first sample
+  // Each source replays from its pass's start to its draws before the run's
+  // first batch: read and shuffled, not decoded.
+  replaying_ = true;
+  for (uint32_t s = 0; s < sources_.size(); ++s) {
+    Result<bool> replayed = sources_[s]->SkipTo(order_.DrawsBefore(s, first));
+    if (!replayed.ok()) return Fail(replayed.status());
+    if (!*replayed) return;  // cancelled, or a shard left by a refusal (LeaveShard failed the run)
+  }
+  replaying_ = false;
+  while (true) {
+    // Not while the run's first batch is filled: its reads are the only ones then.
+    const bool read_ahead = position_ >= first + bs;
+    const uint32_t source = order_.SourceAt(position_);
+    Result<std::optional<StreamSample>> next = sources_[source]->Next(read_ahead);
+    if (!next.ok()) return Fail(next.status());
+    if (!*next || !Emit(std::move(**next), source)) return;
   }
 }
 
-std::optional<StreamStart> StreamRun::PassAt(uint64_t position) const {
-  std::lock_guard lock(mu_);
-  auto it = pass_starts_.upper_bound(position);
-  if (it == pass_starts_.begin()) return std::nullopt;
-  --it;
-  return StreamStart{it->second, it->first};
+std::optional<std::vector<StreamStart>> StreamRun::StartsAt(uint64_t position) const {
+  std::vector<StreamStart> starts;
+  for (uint32_t s = 0; s < sources_.size(); ++s) {
+    std::optional<StreamStart> known = sources_[s]->PassAt(order_.DrawsBefore(s, position));
+    if (!known) return std::nullopt;
+    starts.push_back(*known);
+  }
+  return starts;
 }
 
 bool StreamRun::LeaveShard(uint32_t shard, Status st) {
@@ -215,20 +153,18 @@ bool StreamRun::LeaveShard(uint32_t shard, Status st) {
   // Noted for the batch the next sample goes to, which is not done before
   // that sample is emitted; a replay's (before the run's first batch) was noted
   // by the run that delivered that batch.
+  if (replaying_) return true;
   const int64_t batch = static_cast<int64_t>(position_ / static_cast<uint64_t>(data_->options.batch_size));
-  last_left_ = st;
-  if (batch < first_batch_) return true;
   std::lock_guard lock(mu_);
   shards_left_[batch].push_back(StreamShardSkip{data_->shards[shard], std::move(st)});
   return true;
 }
 
-bool StreamRun::Emit(StreamSample sample) {
+bool StreamRun::Emit(StreamSample sample, uint32_t source) {
   const int bs = data_->options.batch_size;
   const uint64_t pos = position_++;
   const int64_t b = static_cast<int64_t>(pos / static_cast<uint64_t>(bs));
   const int slot = static_cast<int>(pos % static_cast<uint64_t>(bs));
-  if (b < first_batch_) return true;  // replayed to get here: not decoded
   if (slot == 0) {
     auto batch = std::make_unique<StreamBatch>();
     batch->index = b;
@@ -238,6 +174,7 @@ bool StreamRun::Emit(StreamSample sample) {
       batch->keys.resize(static_cast<size_t>(bs));
       batch->urls.resize(static_cast<size_t>(bs));
     }
+    if (sources_.size() > 1) batch->slot_sources.resize(static_cast<size_t>(bs));
     const uint64_t begin = NowNs();
     {  // the prefetch gate: at most prefetch_ batches begun and not delivered (the pool holds the ceiling's)
       std::unique_lock lock(mu_);
@@ -252,6 +189,7 @@ bool StreamRun::Emit(StreamSample sample) {
     in_flight_[b] = std::move(batch);
     if (Recorder* rec = data_->recorder) rec->batches_in_progress++;
   }
+  if (!filling_->slot_sources.empty()) filling_->slot_sources[static_cast<size_t>(slot)] = source;
   if (Recorder* rec = data_->recorder) rec->decode_queue_depth++;
   return decode_queue_.Push(DecodeTask{filling_, slot, pos, std::move(sample)});
 }
@@ -273,7 +211,9 @@ void StreamRun::DecodeLoop(int i, uint32_t thread) {
     if (Recorder* rec = data_->recorder) rec->decode_queue_depth--;
     StreamSample& s = task->sample;
     StreamBatch* batch = task->batch;
-    const SampleEntry entry = s.Entry();
+    SampleEntry entry = s.Entry();
+    // A mixture's sample reads its fields from its source's members.
+    if (!data_->aliases.empty()) entry.aliases = data_->aliases[SourceOfShard(data_->first_shards, s.shard())];
     const std::string& shard = data_->shards[s.shard()];
     // Augmentation seeds follow the sample's place in the rank's stream;
     // __index__ is unique across ranks: the stream position interleaved by rank.

@@ -1,10 +1,11 @@
 // pipeline/stream_run.h — the stream mode's threads (the indexed mode's is
 // epoch_run.h): a rank's one endless stream of samples cut into batches.
 //
-//   producer: shards of pass 0, 1, ... (stream_order.h), each front to back
-//   (shard_stream.h; the next one opened and its first window read ahead on
-//   a thread) ──▶ shuffle buffer (shuffle_buffer.h, drained at each
-//   pass's end) ──▶ slot of a pooled
+//   producer: each source's shards of pass 0, 1, ... (stream_source.h), each
+//   front to back (the next one opened and its first window read ahead on a
+//   thread) ──▶ its shuffle buffer (drained at each pass's end) ──▶ the
+//   source the order names (StreamMixOrder: a mixture's weights; one dataset
+//   is one source) ──▶ slot of a pooled
 //   batch ──DecodeTask──▶ decode_queue ──▶ decoders (decode_threads) ──▶ NextReady()
 //
 // From the slot on, the engine is the indexed mode's (batch_in_flight.h):
@@ -17,13 +18,14 @@
 // batches out in stream order whatever order they finished in. Sample i of
 // the rank's stream is slot i % batch_size of batch i / batch_size; batches
 // are numbered along the stream, across epochs (the loader cuts them).
-// A run that starts at batch b (a restore, another epoch) replays the stream
-// from the start of a pass at or before b (StreamStart; the stream's start
-// unless the caller knows a later one): the samples before b * batch_size
-// are read and shuffled but not decoded (the buffer's state depends on them),
-// so it costs reading them. A pass starts with an empty buffer (the previous
-// one drained it), so its start is a state known in full: the run records
-// where each pass it makes begins (PassAt), and a saved state carries it.
+// A run that starts at batch b (a restore, another epoch) replays each
+// source from the start of a pass at or before its draws before b
+// (StreamStart; the stream's start unless the caller knows a later one):
+// those samples are read and shuffled but not decoded (the buffer's state
+// depends on them), so it costs reading them. A pass starts with an empty
+// buffer (the previous one drained it), so its start is a state known in
+// full: each source records where each pass it makes begins (StartsAt), and
+// a saved state carries them.
 // Memory: the pool's batches, the shuffle buffer's samples, the decode
 // queue's samples, the read window and its read ahead, and the next shard's
 // first window: none grows with the dataset.
@@ -59,7 +61,9 @@
 #include "pipeline/autotune.h"
 #include "pipeline/batch_in_flight.h"
 #include "pipeline/dataset.h"
+#include "pipeline/mix_order.h"
 #include "pipeline/shard_stream.h"
+#include "pipeline/stream_source.h"
 #include "stoker/loader.h"
 
 namespace stoker {
@@ -77,30 +81,16 @@ struct StreamShardSkip {
 // with the shards the stream left while it filled.
 struct StreamBatch : BatchInFlight {
   std::vector<StreamShardSkip> shards_left;  // set at delivery
-};
-
-// A shard opened and its first sample read (none: the shard holds none).
-// The stream's first (pass 0's first for the rank) is read by the loader to
-// learn the layout, and the first run goes on from there rather than open
-// and read it again; the run opens each next shard so while reading one.
-struct StreamHead {
-  std::unique_ptr<ShardStream> shard;
-  std::optional<StreamSample> first;
-};
-
-// Where a run begins reading: pass `pass`, whose first sample is the
-// stream's sample `position`.
-struct StreamStart {
-  uint64_t pass = 0;
-  uint64_t position = 0;
+  std::vector<uint32_t> slot_sources;        // a mixture: each slot's source (a skip repeats one of its own)
 };
 
 class StreamRun {
  public:
-  // `head` (may be null): the stream's first shard, read up to its first
-  // sample (used only when the run begins at the stream's start).
+  // `head` (may be null): the first source's first shard, read up to its
+  // first sample (used only where that source begins at its stream's start).
+  // starts: where each source is taken up (empty: every stream's start).
   StreamRun(const StreamDataset* data, std::shared_ptr<BufferPool> pool, int64_t first_batch,
-            std::unique_ptr<StreamHead> head = nullptr, StreamStart start = {});
+            std::unique_ptr<StreamHead> head = nullptr, std::vector<StreamStart> starts = {});
   ~StreamRun();
   StreamRun(const StreamRun&) = delete;
   StreamRun& operator=(const StreamRun&) = delete;
@@ -117,9 +107,10 @@ class StreamRun {
   void Apply(const TuneSettings& t);
   // CPU time of the run's threads so far (the tuner's evidence).
   uint64_t ThreadCpuNs() const;
-  // The latest pass this run began at or before the stream's sample
-  // `position`, with its first sample; nullopt if it began none by then.
-  std::optional<StreamStart> PassAt(uint64_t position) const;
+  // Each source's latest pass this run began at or before its draws before
+  // the stream's sample `position` (a batch's first); nullopt if a source
+  // began none by then.
+  std::optional<std::vector<StreamStart>> StartsAt(uint64_t position) const;
 
  private:
   struct DecodeTask {
@@ -129,9 +120,8 @@ class StreamRun {
     StreamSample sample;
   };
   void Produce();
-  // Places the stream's next sample: dropped before the first batch, else
-  // queued to decode into its slot. False once cancelled.
-  bool Emit(StreamSample sample);
+  // Queues the stream's next sample, of source `source`, to decode into its slot. False once cancelled.
+  bool Emit(StreamSample sample, uint32_t source);
   void Fail(Status st);  // the stream ends here: the batch being filled returns st
   // Shard `shard` broke with st: false (the stream failed) unless on_error="skip",
   // which leaves the shard and notes it for the batch being filled.
@@ -149,19 +139,18 @@ class StreamRun {
   const StreamDataset* data_;
   std::shared_ptr<BufferPool> pool_;
   const int64_t first_batch_;
-  const StreamStart start_;
-  std::unique_ptr<StreamHead> head_;  // producer only, once started
+  StreamMixOrder order_;       // which source each position draws from
   Cancellation cancel_reads_;  // the producer's remote reads obey it
+  std::vector<std::unique_ptr<StreamSource>> sources_;  // producer only (StartsAt: their own lock)
   uint64_t position_ = 0;          // producer only: the stream's next sample
+  bool replaying_ = false;         // producer only: the sources replay to the run's first batch
   StreamBatch* filling_ = nullptr;  // producer only: the batch position_ falls in, once begun
-  Status last_left_;                // producer only: the last shard left this pass (on_error="skip")
 
   mutable std::mutex mu_;
   std::condition_variable ready_;
   std::condition_variable room_;   // the producer's prefetch gate, and parked decoders
   std::atomic<int> active_decoders_{1};
   int prefetch_ = 1;               // guarded by mu_: batches begun and not delivered, at most
-  std::map<uint64_t, uint64_t> pass_starts_;  // guarded by mu_: first sample -> pass, as begun
   std::map<int64_t, std::unique_ptr<StreamBatch>> in_flight_;  // guarded by mu_
   std::map<int64_t, std::vector<StreamShardSkip>> shards_left_;  // guarded by mu_: by the batch then filling
   int64_t next_deliver_;                                      // guarded by mu_ (read by its thread)

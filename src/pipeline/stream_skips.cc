@@ -35,8 +35,19 @@ Status StreamSkips::Resolve(StreamBatch& work, uint64_t epoch, int64_t batch) {
   }
   uint8_t* base = work.lease->data();
   for (const FailedSlot& f : failures) {
-    int good = (f.slot + 1) % size;
-    while (bad[static_cast<size_t>(good)]) good = (good + 1) % size;
+    // The next good slot after it, wrapping round; in a mixture, the next of its own source where the batch has one.
+    auto next_good = [&](bool own_source) {
+      for (int k = 1; k < size; ++k) {
+        const int c = (f.slot + k) % size;
+        if (!bad[static_cast<size_t>(c)] &&
+            (!own_source || work.slot_sources[static_cast<size_t>(c)] == work.slot_sources[static_cast<size_t>(f.slot)])) {
+          return c;
+        }
+      }
+      return -1;
+    };
+    int good = work.slot_sources.empty() ? -1 : next_good(true);
+    if (good < 0) good = next_good(false);
     for (const ArraySlot& a : layout_->arrays) {
       std::memcpy(a.At(base, f.slot), a.At(base, good), a.sample_bytes);
     }

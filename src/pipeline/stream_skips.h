@@ -6,7 +6,8 @@
 // every later sample up a slot would mean decoding each sample into scratch
 // and copying it once its place is known, the good ones too. So, at
 // delivery, on the consumer's thread, each failed slot (lowest first) takes
-// a copy of the batch's next good slot after it, wrapping round: its arrays
+// a copy of the batch's next good slot after it, wrapping round (in a
+// mixture, the next of its own source where the batch holds one): its arrays
 // (__index__ too: the repeat is visible), key and url. The batch stays full,
 // so ranks keep equal batch counts, and what it holds depends only on the
 // data (which samples are bad), never on thread timing; a restore meets the

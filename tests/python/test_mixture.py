@@ -528,9 +528,6 @@ def test_bad_arguments(sources):
     loader = stoker.Loader(stoker.mix({"a": srcs["a"][0], "b": srcs["b"][0]}), FIELDS, batch_size=10,
                            output="numpy", observe=False)
     assert "law proportion, 190 samples an epoch" in loader.settings["order"]
-    with pytest.raises(Exception, match="stream=True is not supported"):
-        stoker.Loader(stoker.mix({"a": (srcs["a"][0], 1)}), FIELDS, batch_size=4, stream=True,
-                      samples_per_epoch=10, observe=False)
 
 
 def test_bad_member_is_named_with_its_source(sources, tmp_path):

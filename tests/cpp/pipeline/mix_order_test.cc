@@ -282,6 +282,45 @@ TEST(MixOrder, CountsGiveEachSourceItsExactDrawsEveryEpoch) {
   EXPECT_FALSE(MixOrder::Make(counts, o, 0).ok());
 }
 
+TEST(StreamMixOrder, SharesByWeightAndDrawsBeforeCountTheWalk) {
+  // A stream mixture's positions: each block of batch_size within a few
+  // draws of the weights, and DrawsBefore at every block's edge equal to a
+  // walk of SourceAt over the positions before it (a resume replays each
+  // source to exactly that many draws).
+  LoaderOptions o = Mix({3, 2, 2}, {0.5, 0.3, 0.2});
+  for (int rank : {0, 1}) {
+    o.rank = rank;
+    o.world_size = 2;
+    const StreamMixOrder order = StreamMixOrder::Make(o).value();
+    ASSERT_EQ(order.num_sources(), 3u);
+    std::vector<uint64_t> walked(3, 0);
+    for (uint64_t b = 0; b < 200; ++b) {
+      for (uint32_t s = 0; s < 3; ++s) EXPECT_EQ(order.DrawsBefore(s, b * 16), walked[s]) << s << " " << b;
+      std::vector<uint64_t> in_block(3, 0);
+      for (uint64_t p = b * 16; p < (b + 1) * 16; ++p) ++in_block[order.SourceAt(p)];
+      for (uint32_t s = 0; s < 3; ++s) {
+        EXPECT_LE(std::abs(static_cast<double>(in_block[s]) - 16 * o.mix.weights[s]), 3.0) << s;
+        walked[s] += in_block[s];
+      }
+    }
+  }
+  // One source a batch: every block is one source's.
+  o.mix.one_source_per_batch = true;
+  const StreamMixOrder units = StreamMixOrder::Make(o).value();
+  for (uint64_t b = 0; b < 50; ++b) {
+    for (uint64_t p = b * 16; p < (b + 1) * 16; ++p) EXPECT_EQ(units.SourceAt(p), units.SourceAt(b * 16));
+  }
+  // A stream counts no source: only law sample mixes streams.
+  o.mix.law = MixLaw::kProportion;
+  EXPECT_FALSE(StreamMixOrder::Make(o).ok());
+  // One dataset: source 0 everywhere, its draws the positions.
+  LoaderOptions one;
+  const StreamMixOrder single = StreamMixOrder::Make(one).value();
+  EXPECT_EQ(single.num_sources(), 1u);
+  EXPECT_EQ(single.SourceAt(12345), 0u);
+  EXPECT_EQ(single.DrawsBefore(0, 320), 320u);
+}
+
 TEST(MixOrder, HundredSourcesOfAThousandShardsInBoundedMemory) {
   // 100 sources x 1,000 shards x ~10,000 samples: 1e9 samples. A rank's plan
   // and its first batches touch O(shards) memory, never a list of samples.

@@ -1,0 +1,185 @@
+"""stoker.mix in stream mode (stream=True, issue 42): tar sources with no index
+and no manifest, each an endless stream of its own, mixed by weight.
+
+Each source's bytes are checked against webdataset's reader; shares against
+binomial bounds of the weights; each source's passes against its own sample
+set; ranks, resume and a source over HTTP (a loopback server) against the
+uninterrupted local run.
+"""
+from __future__ import annotations
+
+import math
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import stoker
+from url_server import UrlServer
+
+FIELDS = {"bin": stoker.raw(64)}
+PER_SHARD = 20
+
+
+def write_source(directory: Path, prefix: str, shards: int, seed: int) -> dict:
+    """Tar shards of samples {bin} (no sidecars); returns key -> bytes as webdataset reads them back."""
+    import webdataset as wds
+
+    rng = np.random.default_rng(seed)
+    directory.mkdir(parents=True, exist_ok=True)
+    for s in range(shards):
+        with wds.TarWriter(str(directory / f"{prefix}-{s:02d}.tar")) as sink:
+            for i in range(PER_SHARD):
+                sink.write({"__key__": f"{prefix}{s:02d}_{i:04d}",
+                            "bin": rng.integers(0, 256, int(rng.integers(8, 64)), np.uint8).tobytes()})
+    ref = {}
+    for sample in wds.WebDataset(str(directory / f"{prefix}-{{00..{shards - 1:02d}}}.tar"), shardshuffle=False):
+        ref[sample["__key__"]] = sample["bin"]
+    return ref
+
+
+@pytest.fixture(scope="module")
+def sources(tmp_path_factory):
+    root = tmp_path_factory.mktemp("mixstream")
+    a = write_source(root / "a", "a", shards=4, seed=1)  # 80 samples
+    b = write_source(root / "b", "b", shards=2, seed=2)  # 40
+    c = write_source(root / "c", "c", shards=2, seed=3)  # 40
+    return root, {"a": (str(root / "a" / "a-{00..03}.tar"), a), "b": (str(root / "b" / "b-{00..01}.tar"), b),
+                  "c": (str(root / "c" / "c-{00..01}.tar"), c)}
+
+
+def rows(batch):
+    """(source, key, bytes) of each sample of a batch."""
+    data, lengths = batch["bin"], batch["bin.len"]
+    return [(s, k, bytes(data[i, : int(lengths[i])])) for i, (s, k) in enumerate(zip(batch["__source__"],
+                                                                                      batch["__key__"]))]
+
+
+def drain(loader, epoch=None):
+    if epoch is not None:
+        loader.set_epoch(epoch)
+    return [r for batch in loader for r in rows(batch)]
+
+
+def make(srcs, weights, samples_per_epoch, **kw):
+    one = kw.pop("one_source_per_batch", False)
+    kw.setdefault("shuffle", True)
+    kw.setdefault("seed", 3)
+    kw.setdefault("shuffle_buffer", 16)
+    kw.setdefault("observe", False)
+    mixture = stoker.mix({name: (srcs[name][0], w) for name, w in weights.items()},
+                         samples_per_epoch=samples_per_epoch if one else None, one_source_per_batch=one)
+    return stoker.Loader(mixture, FIELDS, stream=True, samples_per_epoch=samples_per_epoch, output="numpy", **kw)
+
+
+def check_bytes(got, srcs):
+    for source, key, data in got:
+        assert key.startswith(source), f"{key} delivered as source {source}"
+        assert data == srcs[source][1][key], f"{source}/{key}: bytes differ from webdataset's reader"
+
+
+def test_shares_bytes_and_each_source_once_per_pass_of_its_own(sources):
+    _, srcs = sources
+    weights = {"a": 0.5, "b": 0.3, "c": 0.2}
+    loader = make(srcs, weights, 1000, batch_size=20)
+    assert loader.settings["order"].startswith("stream: mixture of 3 sources by weight (a 0.5, b 0.3, c 0.2)")
+    got = drain(loader)
+    assert len(got) == 1000
+    check_bytes(got, srcs)
+    counts = Counter(s for s, _, _ in got)
+    for name, w in weights.items():
+        assert abs(counts[name] - 1000 * w) <= 4 * math.sqrt(1000 * w * (1 - w)), (name, counts[name])
+    # Mixed within batches, near the weights (a stratified allocation, not a binomial draw).
+    for i in range(0, 1000, 20):
+        c = Counter(s for s, _, _ in got[i:i + 20])
+        assert all(abs(c[name] - 20 * w) <= 3 for name, w in weights.items()), c
+    # A source's draws are its stream's: every pass of its own holds each of its samples once.
+    for name in weights:
+        keys = [k for s, k, _ in got if s == name]
+        n = len(srcs[name][1])
+        for p in range(len(keys) // n):
+            assert sorted(keys[p * n:(p + 1) * n]) == sorted(srcs[name][1]), f"{name} pass {p}"
+        assert keys[:n] != keys[n:2 * n]  # each pass freshly shuffled
+
+
+def test_two_ranks_equal_batches_and_their_passes_cover_each_source_once(sources):
+    _, srcs = sources
+    weights = {"a": 0.5, "b": 0.25, "c": 0.25}
+    per_rank = [drain(make(srcs, weights, 640, batch_size=8, rank=r, world_size=2)) for r in range(2)]
+    assert len(per_rank[0]) == len(per_rank[1]) == 320
+    for got in per_rank:
+        check_bytes(got, srcs)
+    # Each rank reads every 2nd shard of a pass: the ranks' first passes together hold each sample once.
+    for name in weights:
+        n = len(srcs[name][1]) // 2
+        first = [k for got in per_rank for k in [k for s, k, _ in got if s == name][:n]]
+        assert sorted(first) == sorted(srcs[name][1]), name
+
+
+def test_resume_mid_epoch_equals_uninterrupted(sources):
+    _, srcs = sources
+    weights = {"a": 0.6, "b": 0.3, "c": 0.1}
+    whole = make(srcs, weights, 400, batch_size=10)
+    epoch0, epoch1 = drain(whole), drain(whole, epoch=1)
+    first = make(srcs, weights, 400, batch_size=10)
+    drain(first)
+    first.set_epoch(1)
+    it = iter(first)
+    head = [r for _ in range(23) for r in rows(next(it))]
+    state = first.state_dict()
+    assert len(state["stoker"]["source_passes"]) == 3
+    resumed = make(srcs, weights, 400, batch_size=10)
+    resumed.load_state_dict(state)
+    assert head + drain(resumed) == epoch1
+    assert epoch0 != epoch1
+    # Other weights cut the sources' streams elsewhere: refused, not another order.
+    with pytest.raises(Exception, match="restores with the sources and weights it was saved with"):
+        make(srcs, {"a": 0.5, "b": 0.3, "c": 0.2}, 400, batch_size=10).load_state_dict(state)
+
+
+def test_report_counts_each_sources_reads(sources):
+    _, srcs = sources
+    loader = make(srcs, {"a": 0.5, "b": 0.5}, 200, batch_size=10, observe=True)
+    got = drain(loader)
+    mix = loader.report()["mix"]
+    assert mix["names"] == ["a", "b"] and mix["weights"] == [0.5, 0.5]
+    reads = mix["read"]
+    assert len(reads) == 2 and all(r["items"] > 0 for r in reads), reads
+    # Every sample delivered was read from its source (more are read: the buffers fill ahead).
+    for r, name in zip(reads, ("a", "b")):
+        assert r["items"] >= sum(1 for s, _, _ in got if s == name), (name, r)
+
+
+def test_one_source_per_batch(sources):
+    _, srcs = sources
+    loader = make(srcs, {"a": 0.5, "b": 0.5}, 400, batch_size=8, one_source_per_batch=True)
+    batches = [rows(b) for b in loader]
+    assert len(batches) == 50
+    assert all(len({s for s, _, _ in b}) == 1 for b in batches)
+    check_bytes([r for b in batches for r in b], srcs)
+
+
+def test_a_source_over_http_streams_as_the_local_one(sources):
+    root, srcs = sources
+    local = drain(make(srcs, {"a": 0.5, "b": 0.5}, 200, batch_size=10))
+    with UrlServer(root / "b") as server:
+        web = {"a": srcs["a"], "b": (f"http://127.0.0.1:{server.port}/b-{{00..01}}.tar", srcs["b"][1])}
+        loader = make(web, {"a": 0.5, "b": 0.5}, 200, batch_size=10)
+        got = drain(loader)
+        loader.close()
+    assert got == local
+    # A source that is not there is named with its source.
+    with UrlServer(root / "b") as server:
+        missing = {"a": srcs["a"], "gone": (f"http://127.0.0.1:{server.port}/gone-{{00..01}}.tar", {})}
+        with pytest.raises(Exception, match=r"source 'gone' of the mixture.*gone-0[01]\.tar"):
+            drain(make(missing, {"a": 0.5, "gone": 0.5}, 200, batch_size=10))
+
+
+def test_refusals_name_what_to_change(sources):
+    _, srcs = sources
+    with pytest.raises(Exception, match="law \"proportion\" needs the sources' sizes"):
+        stoker.Loader(stoker.mix({"a": srcs["a"][0], "b": srcs["b"][0]}), FIELDS, stream=True,
+                      samples_per_epoch=100, batch_size=4, observe=False)
+    with pytest.raises(Exception, match="source 'b' of the mixture has 2 shards for 3 ranks"):
+        make(srcs, {"a": 0.5, "b": 0.5}, 300, batch_size=4, rank=0, world_size=3)
