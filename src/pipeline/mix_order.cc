@@ -86,19 +86,48 @@ Result<StreamMixOrder> StreamMixOrder::Make(const LoaderOptions& options) {
                                        "source; law \"") + MixLawName(mix.law) + "\" needs the sources' sizes, "
                            "which a stream does not count: index the shards, or give weights");
   }
+  o.sources_ = static_cast<uint32_t>(mix.names.size());
+  o.names_ = mix.names;
+  o.block_ = static_cast<uint64_t>(std::max(1, options.batch_size));
+  o.unit_ = mix.one_source_per_batch ? o.block_ : 1;
+  o.shuffle_ = options.shuffle && !mix.one_source_per_batch;
+  const uint64_t rank = static_cast<uint64_t>(options.rank);
+  o.phase_key_ = MixSeed(options.seed ^ kPhaseKey, rank);
+  o.block_key_ = MixSeed(options.seed ^ kBlockKey, rank, kPassKey);
   if (mix.weights.size() != mix.names.size()) {
     return InvalidArgument("a mixture of " + std::to_string(mix.names.size()) + " sources has " +
                            std::to_string(mix.weights.size()) + " weights");
   }
-  STOKER_ASSIGN_OR_RETURN(std::vector<uint64_t> weights, SampleLawWeights(mix));
-  const uint64_t rank = static_cast<uint64_t>(options.rank);
-  o.sources_ = static_cast<uint32_t>(mix.names.size());
-  o.alloc_ = MixAllocation(weights, MixSeed(options.seed ^ kPhaseKey, rank));
-  o.block_ = static_cast<uint64_t>(std::max(1, options.batch_size));
-  o.unit_ = mix.one_source_per_batch ? o.block_ : 1;
-  o.shuffle_ = options.shuffle && !mix.one_source_per_batch;
-  o.block_key_ = MixSeed(options.seed ^ kBlockKey, rank, kPassKey);
+  STOKER_ASSIGN_OR_RETURN(std::vector<uint64_t> integers, SampleLawWeights(mix));
+  o.segments_.push_back(Segment{0, std::vector<uint64_t>(o.sources_, 0), MixAllocation(integers, o.phase_key_)});
+  o.first_weights_ = mix.weights;
   return o;
+}
+
+Status StreamMixOrder::Rebase(uint64_t from, const std::vector<double>& weights) {
+  if (weights.size() != sources_) {
+    return InvalidArgument("a mixture of " + std::to_string(sources_) + " sources has " +
+                           std::to_string(weights.size()) + " weights");
+  }
+  MixOptions mix;
+  mix.names = names_;
+  mix.weights = weights;
+  STOKER_ASSIGN_OR_RETURN(std::vector<uint64_t> integers, SampleLawWeights(mix));
+  if (from % block_ != 0 || from < segments_.back().from) {
+    return InvalidArgument("a mixture's weights change at a batch's first position after the last change");
+  }
+  Segment next{from, {}, MixAllocation(integers, MixSeed(phase_key_, from))};
+  for (uint32_t s = 0; s < sources_; ++s) next.base.push_back(DrawsBefore(s, from));
+  if (segments_.back().from == from) segments_.pop_back();  // replaced before any position drew by it
+  segments_.push_back(std::move(next));
+  changes_.push_back({from, weights});
+  return Status::Ok();
+}
+
+const StreamMixOrder::Segment& StreamMixOrder::SegmentAt(uint64_t p) const {
+  auto after = std::upper_bound(segments_.begin(), segments_.end(), p,
+                                [](uint64_t x, const Segment& seg) { return x < seg.from; });
+  return *(after - 1);  // the first segment starts at 0
 }
 
 uint32_t StreamMixOrder::SourceAt(uint64_t p) const {
@@ -107,13 +136,15 @@ uint32_t StreamMixOrder::SourceAt(uint64_t p) const {
     const uint64_t b = p / block_, begin = b * block_;
     p = begin + IndexShuffle(block_, MixSeed(block_key_, b))(p - begin);
   }
-  return alloc_.Locate(p / unit_).source;
+  const Segment& seg = SegmentAt(p);
+  return seg.alloc.Locate((p - seg.from) / unit_).source;
 }
 
 uint64_t StreamMixOrder::DrawsBefore(uint32_t source, uint64_t p) const {
   if (sources_ <= 1) return p;
-  const uint64_t whole = p / unit_;  // p falls on a block's edge: a block's permutation moves no draw out of it
-  return alloc_.Count(source, whole) * unit_;
+  // p falls on a block's edge: a block's permutation moves no draw out of it.
+  const Segment& seg = SegmentAt(p);
+  return seg.base[source] + seg.alloc.Count(source, (p - seg.from) / unit_) * unit_;
 }
 
 const char* MixLawName(MixLaw law) {
@@ -316,7 +347,8 @@ Result<std::shared_ptr<const MixOrder>> MixOrder::Make(const std::vector<uint32_
     if (!mix.shuffle_blocks.empty()) pass.shuffle_block = mix.shuffle_blocks[s];
     if (!mix.shuffle_mixes.empty()) pass.shuffle_mix = mix.shuffle_mixes[s];
     pass.mix = MixOptions{};
-    STOKER_RETURN_IF_ERROR(EpochOrder::Make(o.counts_[s], pass, 0).status().WithContext("source '" + mix.names[s] + "'"));
+    STOKER_RETURN_IF_ERROR(
+        EpochOrder::Make(o.counts_[s], pass, 0).status().WithContext("source '" + mix.names[s] + "'"));
   }
   return std::shared_ptr<const MixOrder>(std::move(order));
 }

@@ -179,8 +179,12 @@ class MixOrder : public OrderFunction {
 // one source a batch (MixOptions::one_source_per_batch). Each source's
 // draws are its own stream's samples in order, so a source's share of a
 // batch is within a few samples of its weight x batch_size, as indexed.
-// One dataset (no mixture): source 0 everywhere. O(log sources) a position,
-// no per-sample state. Thread-safety: immutable after Make.
+// Weights changed at a restore take effect from the next batch: the order
+// is then segments, each from a batch's first position on with its own
+// weights, every source's draws going on from where the segment before left
+// them (Rebase). One dataset (no mixture): source 0 everywhere.
+// O(log sources) a position, no per-sample state.
+// Thread-safety: immutable after Make and Rebase.
 class StreamMixOrder {
  public:
   static Result<StreamMixOrder> Make(const LoaderOptions& options);
@@ -189,10 +193,32 @@ class StreamMixOrder {
   uint64_t DrawsBefore(uint32_t source, uint64_t p) const;
   uint32_t num_sources() const { return std::max<uint32_t>(1, sources_); }
 
+  // From position `from` (a multiple of batch_size, at or after the last
+  // segment's start) on, `weights` (MixOptions::weights') allocate the
+  // positions, each source's draws going on from DrawsBefore(s, from).
+  Status Rebase(uint64_t from, const std::vector<double>& weights);
+  // For a state: the first segment's weights, and each later segment's (from, weights).
+  struct Change {
+    uint64_t from = 0;
+    std::vector<double> weights;
+  };
+  const std::vector<double>& first_weights() const { return first_weights_; }
+  const std::vector<Change>& changes() const { return changes_; }
+
  private:
+  struct Segment {
+    uint64_t from = 0;              // its first position
+    std::vector<uint64_t> base;     // each source's draws before it
+    MixAllocation alloc;
+  };
+  const Segment& SegmentAt(uint64_t p) const;
+
   uint32_t sources_ = 0;
-  MixAllocation alloc_;
-  uint64_t block_ = 1, unit_ = 1, block_key_ = 0;
+  std::vector<std::string> names_;
+  std::vector<Segment> segments_;  // by `from`, the first from position 0
+  std::vector<double> first_weights_;
+  std::vector<Change> changes_;
+  uint64_t block_ = 1, unit_ = 1, block_key_ = 0, phase_key_ = 0;
   bool shuffle_ = false;
 };
 

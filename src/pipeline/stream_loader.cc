@@ -116,26 +116,32 @@ class StreamLoader : public Loader {
     // stream's start.
     const std::vector<StreamStart> from = StartFor(Along());
     nlohmann::json j = {{"mode", "stream"},
-                           {"epoch", epoch_},
-                           {"next_batch", next_batch_},
-                           {"seed", o.seed},
-                           {"rank", o.rank},
-                           {"world_size", o.world_size},
-                           {"batch_size", o.batch_size},
-                           {"samples_per_epoch", o.samples_per_epoch},
-                           {"shuffle_buffer", o.shuffle ? o.shuffle_buffer : 1},
-                           {"shuffle_initial", ShuffleInitial()},
-                           {"shards", data_.shards.size()},
-                           {"skip", skips_.ToJson()}};
+                        {"epoch", epoch_},
+                        {"next_batch", next_batch_},
+                        {"seed", o.seed},
+                        {"rank", o.rank},
+                        {"world_size", o.world_size},
+                        {"batch_size", o.batch_size},
+                        {"samples_per_epoch", o.samples_per_epoch},
+                        {"shuffle_buffer", o.shuffle ? o.shuffle_buffer : 1},
+                        {"shuffle_initial", ShuffleInitial()},
+                        {"shards", data_.shards.size()},
+                        {"skip", skips_.ToJson()}};
     if (o.mix.names.empty()) {
       j["pass"] = from.empty() ? 0 : from[0].pass;
       j["pass_start"] = from.empty() ? 0 : from[0].position;
     } else {
-      j["mix"] = {{"names", o.mix.names}, {"weights", o.mix.weights},
+      // The first weights and every change since (StreamMixOrder::Rebase): the order, replayable from its start.
+      nlohmann::json changes = nlohmann::json::array();
+      for (const StreamMixOrder::Change& c : order_.changes()) {
+        changes.push_back({{"from", c.from}, {"weights", c.weights}});
+      }
+      j["mix"] = {{"names", o.mix.names}, {"weights", order_.first_weights()}, {"changes", std::move(changes)},
                   {"one_source_per_batch", o.mix.one_source_per_batch}};
       nlohmann::json passes = nlohmann::json::array();
       for (uint32_t s = 0; s < order_.num_sources(); ++s) {
-        passes.push_back(from.empty() ? nlohmann::json::array({0, 0}) : nlohmann::json::array({from[s].pass, from[s].position}));
+        passes.push_back(from.empty() ? nlohmann::json::array({0, 0})
+                                      : nlohmann::json::array({from[s].pass, from[s].position}));
       }
       j["source_passes"] = std::move(passes);
     }
@@ -176,13 +182,13 @@ class StreamLoader : public Loader {
     }
     const int64_t next = j["next_batch"].get<int64_t>();
     if (next > batches_) return InvalidArgument("loader state next_batch is out of range");
-    STOKER_RETURN_IF_ERROR(CheckMixState(j));
-    std::vector<StreamStart> from;  // a state without them (older) replays from the stream's start
-    STOKER_RETURN_IF_ERROR(SavedStarts(j, &from));
     const uint64_t target = (j["epoch"].get<uint64_t>() * static_cast<uint64_t>(batches_) +
                              static_cast<uint64_t>(next)) * static_cast<uint64_t>(o.batch_size);
+    STOKER_ASSIGN_OR_RETURN(StreamMixOrder order, SavedOrder(j, target));
+    std::vector<StreamStart> from;  // a state without them (older) replays from the stream's start
+    STOKER_RETURN_IF_ERROR(SavedStarts(j, &from));
     for (uint32_t s = 0; s < from.size(); ++s) {
-      if (from[s].position > order_.DrawsBefore(s, target)) {
+      if (from[s].position > order.DrawsBefore(s, target)) {
         return InvalidArgument("loader state's pass_start lies after its next batch");
       }
     }
@@ -192,6 +198,7 @@ class StreamLoader : public Loader {
     skips_ = std::move(skips);
     epoch_ = j["epoch"].get<uint64_t>();
     next_batch_ = next;
+    order_ = std::move(order);
     resume_ = from;
     Start(std::move(from));
     return Status::Ok();
@@ -275,25 +282,53 @@ class StreamLoader : public Loader {
   void Start(std::vector<StreamStart> from = {}) {
     stats_.RunStarted();
     // The head (the first source's first shard, probed) is the first run's only, from the stream's start.
-    run_ = std::make_unique<StreamRun>(&data_, pool_, Along(), std::move(head_), std::move(from));
+    run_ = std::make_unique<StreamRun>(&data_, pool_, order_, Along(), std::move(head_), std::move(from));
   }
-  // A mixture's state restores onto the same sources, weights and batches:
-  // its sources' streams are cut by them.
-  Status CheckMixState(const nlohmann::json& j) const {
+  // The order a state was saved with (its mixture's first weights and their
+  // changes), onto the same sources and one_source_per_batch; this loader's
+  // weights, where they differ from the last saved, take effect from the
+  // next batch (`target`, its first position): each source's stream goes on
+  // from its draws there, under the new weights.
+  Result<StreamMixOrder> SavedOrder(const nlohmann::json& j, uint64_t target) const {
     const MixOptions& mix = data_.options.mix;
     if (!j.contains("mix")) {
-      if (mix.names.empty()) return Status::Ok();
+      if (mix.names.empty()) return order_;
       return InvalidArgument("loader state was saved by a stream of one dataset, this loader streams a mixture");
     }
-    const nlohmann::json mine = {{"names", mix.names}, {"weights", mix.weights},
-                                 {"one_source_per_batch", mix.one_source_per_batch}};
-    if (j["mix"] != mine) {
-      return InvalidArgument("loader state was saved by a stream mixture of " + j["mix"].dump() + ", this loader's is " +
-                             mine.dump() + ": a stream mixture restores with the sources and weights it was saved "
-                             "with (each source's stream is cut by them)");
+    const nlohmann::json& m = j["mix"];
+    if (mix.names.empty() || m.value("names", nlohmann::json()) != nlohmann::json(mix.names) ||
+        m.value("one_source_per_batch", false) != mix.one_source_per_batch) {
+      return InvalidArgument("loader state was saved by a stream mixture of " +
+                             m.value("names", nlohmann::json()).dump() + " (one_source_per_batch " +
+                             m.value("one_source_per_batch", nlohmann::json()).dump() + "), this loader streams " +
+                             (mix.names.empty() ? std::string("one dataset") : nlohmann::json(mix.names).dump()) +
+                             ": a stream mixture restores onto the same sources");
     }
-    return Status::Ok();
+    auto weights_of = [](const nlohmann::json& w) -> std::optional<std::vector<double>> {
+      if (!w.is_array() || !std::all_of(w.begin(), w.end(), [](const nlohmann::json& x) { return x.is_number(); })) {
+        return std::nullopt;
+      }
+      return w.get<std::vector<double>>();
+    };
+    LoaderOptions saved = data_.options;
+    std::optional<std::vector<double>> first = weights_of(m.value("weights", nlohmann::json()));
+    if (!first) return InvalidArgument("loader state's mixture has no weights");
+    saved.mix.weights = *first;
+    STOKER_ASSIGN_OR_RETURN(StreamMixOrder order, StreamMixOrder::Make(saved));
+    std::vector<double> last = *first;
+    for (const nlohmann::json& c : m.value("changes", nlohmann::json::array())) {
+      std::optional<std::vector<double>> w = c.is_object() ? weights_of(c.value("weights", nlohmann::json()))
+                                                          : std::nullopt;
+      if (!w || !c.contains("from") || !c["from"].is_number_unsigned()) {
+        return InvalidArgument("loader state's mixture changes must be {from, weights}");
+      }
+      STOKER_RETURN_IF_ERROR(order.Rebase(c["from"].get<uint64_t>(), *w));
+      last = *w;
+    }
+    if (last != mix.weights) STOKER_RETURN_IF_ERROR(order.Rebase(target, mix.weights));
+    return order;
   }
+
   // The state's pass starts, one per source (none: the streams' starts).
   Status SavedStarts(const nlohmann::json& j, std::vector<StreamStart>* from) const {
     auto start = [](const nlohmann::json& pass, const nlohmann::json& position) -> std::optional<StreamStart> {
@@ -367,7 +402,8 @@ Status ExpandStreamSources(LoaderOptions& options, StreamDataset* data) {
     std::shared_ptr<const FieldAliases> aliases = SourceAliases(options, s);
     for (const auto& alias : aliases ? *aliases : FieldAliases{}) {
       const std::string& field = alias.first;
-      if (std::none_of(options.fields.begin(), options.fields.end(), [&](const FieldSpec& f) { return f.field == field; })) {
+      const auto named_field = [&](const FieldSpec& f) { return f.field == field; };
+      if (std::none_of(options.fields.begin(), options.fields.end(), named_field)) {
         return InvalidArgument(named + " reads field '" + field + "' from member '" + alias.second +
                                "', but the loader has no field '" + field + "'");
       }

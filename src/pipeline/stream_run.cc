@@ -11,19 +11,17 @@
 #include "pipeline/mix_seed.h"
 #include "pipeline/sample_decoder.h"
 #include "pipeline/sample_keys.h"
-#include "pipeline/shuffle_buffer.h"
-#include "pipeline/slot_decode.h"
 #include "pipeline/shard_indexes.h"
+#include "pipeline/slot_decode.h"
 
 namespace stoker {
 
-
-StreamRun::StreamRun(const StreamDataset* data, std::shared_ptr<BufferPool> pool, int64_t first_batch,
-                     std::unique_ptr<StreamHead> head, std::vector<StreamStart> starts)
+StreamRun::StreamRun(const StreamDataset* data, std::shared_ptr<BufferPool> pool, StreamMixOrder order,
+                     int64_t first_batch, std::unique_ptr<StreamHead> head, std::vector<StreamStart> starts)
     : data_(data),
       pool_(std::move(pool)),
       first_batch_(first_batch),
-      order_(StreamMixOrder::Make(data->options).value()),  // the loader made it once: it cannot fail
+      order_(std::move(order)),
       position_(static_cast<uint64_t>(first_batch) * static_cast<uint64_t>(data->options.batch_size)),
       next_deliver_(first_batch),
       // Enough queued samples to keep every decoder busy while the producer reads.

@@ -88,8 +88,10 @@ class StreamRun {
  public:
   // `head` (may be null): the first source's first shard, read up to its
   // first sample (used only where that source begins at its stream's start).
-  // starts: where each source is taken up (empty: every stream's start).
-  StreamRun(const StreamDataset* data, std::shared_ptr<BufferPool> pool, int64_t first_batch,
+  // starts: where each source is taken up (empty: every stream's start);
+  // order: which source each position draws from (the loader's: weights
+  // changed at a restore rebase it).
+  StreamRun(const StreamDataset* data, std::shared_ptr<BufferPool> pool, StreamMixOrder order, int64_t first_batch,
             std::unique_ptr<StreamHead> head = nullptr, std::vector<StreamStart> starts = {});
   ~StreamRun();
   StreamRun(const StreamRun&) = delete;

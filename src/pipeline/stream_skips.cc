@@ -38,10 +38,9 @@ Status StreamSkips::Resolve(StreamBatch& work, uint64_t epoch, int64_t batch) {
     // The next good slot after it, wrapping round; in a mixture, the next of its own source where the batch has one.
     auto next_good = [&](bool own_source) {
       for (int k = 1; k < size; ++k) {
-        const int c = (f.slot + k) % size;
-        if (!bad[static_cast<size_t>(c)] &&
-            (!own_source || work.slot_sources[static_cast<size_t>(c)] == work.slot_sources[static_cast<size_t>(f.slot)])) {
-          return c;
+        const size_t c = static_cast<size_t>((f.slot + k) % size);
+        if (!bad[c] && (!own_source || work.slot_sources[c] == work.slot_sources[static_cast<size_t>(f.slot)])) {
+          return static_cast<int>(c);
         }
       }
       return -1;

@@ -133,9 +133,45 @@ def test_resume_mid_epoch_equals_uninterrupted(sources):
     resumed.load_state_dict(state)
     assert head + drain(resumed) == epoch1
     assert epoch0 != epoch1
-    # Other weights cut the sources' streams elsewhere: refused, not another order.
-    with pytest.raises(Exception, match="restores with the sources and weights it was saved with"):
-        make(srcs, {"a": 0.5, "b": 0.3, "c": 0.2}, 400, batch_size=10).load_state_dict(state)
+    # Other sources (as many shards, a source renamed): refused, not another order.
+    renamed = {"a": srcs["a"], "b": srcs["b"], "d": srcs["c"]}
+    with pytest.raises(Exception, match="restores onto the same sources"):
+        make(renamed, {"a": 0.6, "b": 0.3, "d": 0.1}, 400, batch_size=10).load_state_dict(state)
+
+
+def test_weights_changed_at_a_restore_take_effect_from_the_next_batch(sources):
+    """Each source's stream is its own, whatever the weights: after a restore
+    with other weights, every source goes on from its draws at the saved
+    point, and the batches after it follow the new weights. The state then
+    holds the change, so a later restore resumes that order exactly."""
+    _, srcs = sources
+    old, new = {"a": 0.6, "b": 0.3, "c": 0.1}, {"a": 0.1, "b": 0.2, "c": 0.7}
+    first = make(srcs, old, 800, batch_size=10)
+    it = iter(first)
+    head = [r for _ in range(15) for r in rows(next(it))]
+    state = first.state_dict()
+    changed = make(srcs, new, 800, batch_size=10)
+    changed.load_state_dict(state)
+    it = iter(changed)
+    middle = [r for _ in range(20) for r in rows(next(it))]
+    again = changed.state_dict()
+    rest = [r for batch in it for r in rows(batch)]
+    assert len(head) + len(middle) + len(rest) == 800
+    counts = Counter(s for s, _, _ in middle + rest)
+    n = len(middle + rest)
+    for name, w in new.items():
+        assert abs(counts[name] - n * w) <= 4 * math.sqrt(n * w * (1 - w)), (name, counts[name], n * w)
+    # Every source's draws are its stream's, in order, across the change.
+    reference = drain(make(srcs, {"a": 1, "b": 1, "c": 1}, 2400, batch_size=10))
+    for name in new:
+        got = [k for s, k, _ in head + middle + rest if s == name]
+        own = [k for s, k, _ in reference if s == name]
+        assert got == own[:len(got)], name
+    check_bytes(head + middle + rest, srcs)
+    # The state after the change resumes it exactly, with the new weights as the loader's.
+    later = make(srcs, new, 800, batch_size=10)
+    later.load_state_dict(again)
+    assert drain(later) == rest
 
 
 def test_report_counts_each_sources_reads(sources):

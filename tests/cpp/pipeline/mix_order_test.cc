@@ -304,6 +304,29 @@ TEST(StreamMixOrder, SharesByWeightAndDrawsBeforeCountTheWalk) {
       }
     }
   }
+  // Weights changed from batch 100 on: the draws before it stay, the walk
+  // goes on counting, and the blocks after it follow the new weights.
+  o.rank = 0;
+  StreamMixOrder changed = StreamMixOrder::Make(o).value();
+  const StreamMixOrder before = changed;
+  ASSERT_TRUE(changed.Rebase(100 * 16, {0.1, 0.1, 0.8}).ok());
+  EXPECT_FALSE(changed.Rebase(100 * 16 + 3, {0.1, 0.1, 0.8}).ok());  // not a batch's first position
+  std::vector<uint64_t> walked(3, 0);
+  for (uint64_t b = 0; b < 300; ++b) {
+    for (uint32_t s = 0; s < 3; ++s) {
+      EXPECT_EQ(changed.DrawsBefore(s, b * 16), walked[s]) << s << " " << b;
+      if (b <= 100) EXPECT_EQ(changed.DrawsBefore(s, b * 16), before.DrawsBefore(s, b * 16));
+    }
+    std::vector<uint64_t> in_block(3, 0);
+    for (uint64_t p = b * 16; p < (b + 1) * 16; ++p) {
+      ++in_block[changed.SourceAt(p)];
+      if (b < 100) EXPECT_EQ(changed.SourceAt(p), before.SourceAt(p));
+    }
+    if (b >= 100) EXPECT_LE(std::abs(static_cast<double>(in_block[2]) - 16 * 0.8), 3.0) << b;
+    for (uint32_t s = 0; s < 3; ++s) walked[s] += in_block[s];
+  }
+  ASSERT_EQ(changed.changes().size(), 1u);
+  EXPECT_EQ(changed.changes()[0].from, 1600u);
   // One source a batch: every block is one source's.
   o.mix.one_source_per_batch = true;
   const StreamMixOrder units = StreamMixOrder::Make(o).value();

@@ -183,7 +183,7 @@ std::vector<int64_t> RunStream(const std::vector<std::string>& shards, const std
   const int before = ThreadsOfProcess();
   std::vector<int64_t> out;
   {
-    StreamRun run(&data, pool, 0);
+    StreamRun run(&data, pool, StreamMixOrder::Make(data.options).value(), 0);
     size_t next_script = 0;
     for (int64_t b = 0; b < 64; ++b) {
       if (!script.empty() && b % every == every - 1) run.Apply(script[next_script++ % script.size()]);
