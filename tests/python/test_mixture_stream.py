@@ -212,6 +212,27 @@ def test_a_source_over_http_streams_as_the_local_one(sources):
             drain(make(missing, {"a": 0.5, "gone": 0.5}, 200, batch_size=10))
 
 
+def test_a_broken_shard_is_named_with_its_source_or_left_with_skip(sources, tmp_path):
+    """A source's truncated shard: an error naming the source, the shard and
+    the offset; with on_error="skip" the source leaves that shard and the
+    epoch keeps its batches."""
+    import shutil
+
+    _, srcs = sources
+    broken = tmp_path / "b"
+    shutil.copytree(Path(srcs["b"][0]).parent, broken)
+    data = (broken / "b-01.tar").read_bytes()
+    (broken / "b-01.tar").write_bytes(data[: len(data) // 2 + 100])
+    mixed = {"a": srcs["a"], "b": (str(broken / "b-{00..01}.tar"), srcs["b"][1])}
+    with pytest.raises(Exception, match=r"source 'b' of the mixture: .*b-01\.tar: header at offset \d+: archive truncated"):
+        drain(make(mixed, {"a": 0.5, "b": 0.5}, 400, batch_size=10))
+    loader = make(mixed, {"a": 0.5, "b": 0.5}, 400, batch_size=10, on_error="skip")
+    got = drain(loader)
+    assert len(got) == 400
+    check_bytes(got, mixed)
+    assert loader.skips["skipped"] >= 1
+
+
 def test_refusals_name_what_to_change(sources):
     _, srcs = sources
     with pytest.raises(Exception, match="law \"proportion\" needs the sources' sizes"):
