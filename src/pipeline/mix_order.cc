@@ -118,7 +118,10 @@ Status StreamMixOrder::Rebase(uint64_t from, const std::vector<double>& weights)
   }
   Segment next{from, {}, MixAllocation(integers, MixSeed(phase_key_, from))};
   for (uint32_t s = 0; s < sources_; ++s) next.base.push_back(DrawsBefore(s, from));
-  if (segments_.back().from == from) segments_.pop_back();  // replaced before any position drew by it
+  if (segments_.back().from == from) {  // replaced before any position drew by it
+    segments_.pop_back();
+    if (!changes_.empty() && changes_.back().from == from) changes_.pop_back();
+  }
   segments_.push_back(std::move(next));
   changes_.push_back({from, weights});
   return Status::Ok();

@@ -194,7 +194,7 @@ class StreamMixOrder {
   uint32_t num_sources() const { return std::max<uint32_t>(1, sources_); }
 
   // From position `from` (a multiple of batch_size, at or after the last
-  // segment's start) on, `weights` (MixOptions::weights') allocate the
+  // segment's start) on, `weights` (as MixOptions::weights) allocate the
   // positions, each source's draws going on from DrawsBefore(s, from).
   Status Rebase(uint64_t from, const std::vector<double>& weights);
   // For a state: the first segment's weights, and each later segment's (from, weights).

@@ -26,9 +26,9 @@
 // buffer (the previous one drained it), so its start is a state known in
 // full: each source records where each pass it makes begins (StartsAt), and
 // a saved state carries them.
-// Memory: the pool's batches, the shuffle buffer's samples, the decode
-// queue's samples, the read window and its read ahead, and the next shard's
-// first window: none grows with the dataset.
+// Memory: the pool's batches, each source's shuffle buffer, read window and
+// its read ahead, and next shard's first window, and the decode queue's
+// samples: none grows with the dataset.
 // A sample that fails to decode leaves its slot failed (BatchInFlight::
 // failures, with the sample named): the loader raises the lowest slot's error, or with
 // on_error="skip" fills it (stream_skips.h). A shard that cannot be opened,

@@ -4,13 +4,13 @@
 // each read front to back (shard_stream.h), through a shuffle buffer that
 // each pass's end drains (shuffle_buffer.h). A stream of one dataset is one
 // such source; a mixture (MixOptions) has one per source, and the run
-// (stream_run.h) pulls from the one its order names (stream_order.h,
+// (stream_run.h) pulls from the one its order names (mix_order.h,
 // StreamMixOrder).
 //
 // Its draws are counted from its stream's start: draw d is the d-th sample
 // Next returns. A pass starts with an empty buffer, so a pass's first draw
 // is a state known in full: PassAt gives the latest one begun at or before a
-// draw, and a source made with that start replays from there (Skip).
+// draw, and a source made with that start replays from there (SkipTo).
 // Reads ahead: while a shard is read, the next one (the next pass's first
 // after the last) is opened and its first window read on a thread of its
 // own, so a shard's start (a HEAD and a GET over HTTP) overlaps the previous
@@ -18,8 +18,8 @@
 // A shard that cannot be opened, read or parsed is handed to `leave` (the
 // run's on_error policy): false ends the stream; true goes on with the next
 // shard. A pass whose shards hold no sample ends it with an error.
-// Thread-safety: Next and Skip from one thread (the run's producer); PassAt
-// from any.
+// Thread-safety: Next and SkipTo from one thread (the run's producer);
+// PassAt from any.
 #pragma once
 
 #include <cstdint>
@@ -79,7 +79,6 @@ class StreamSource {
   // Draws up to draw `to` (exclusive), read and dropped: a restore replays
   // from its pass's start. False where the stream ends first (as Next).
   Result<bool> SkipTo(uint64_t to);
-  uint64_t drawn() const { return drawn_; }
   // The latest pass begun at or before draw `draw`; nullopt if none was.
   std::optional<StreamStart> PassAt(uint64_t draw) const;
 
