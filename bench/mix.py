@@ -155,16 +155,13 @@ def prepare(quick: bool) -> tuple[int, list[Path], list[list[Path]], Path, Path]
 
 def memory_child(row: str, setting, base: str, quick: bool) -> dict:
     """One epoch of a row alone in a fresh process: the peak RSS of its process tree."""
-    import os
     import subprocess
 
-    import stoker
+    from suite import stoker_child_env  # the child imports this stoker (installed or in-tree)
 
-    here = str(Path(stoker.__file__).resolve().parents[1])  # the child imports this stoker (installed or in-tree)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (here, os.environ.get("PYTHONPATH")) if p)}
     spec = json.dumps({"row": row, "setting": setting, "base": base, "quick": quick})
     r = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--child", spec], capture_output=True,
-                       text=True, timeout=600, env=env)
+                       text=True, timeout=600, env=stoker_child_env())
     if r.returncode != 0:
         return {"error": r.stderr.strip()[-400:]}
     return json.loads(r.stdout.strip().splitlines()[-1])

@@ -41,6 +41,13 @@ constexpr uint64_t kPhaseKey = 0x4D49585048415345ULL;  // "MIXPHASE"
 constexpr uint64_t kBlockKey = 0x4D4958424C4F434BULL;  // "MIXBLOCK"
 constexpr uint64_t kPassKey = 0x4D49585041535345ULL;   // "MIXPASSE"
 
+// Step 3's permutation: position p's place within its block of `block`
+// positions (the last block of `length` may be short), keyed by `key` and the block.
+uint64_t PermutedInBlock(uint64_t p, uint64_t block, uint64_t length, uint64_t key) {
+  const uint64_t b = p / block, begin = b * block;
+  return begin + IndexShuffle(std::min(block, length - begin), MixSeed(key, b))(p - begin);
+}
+
 // Weights as integers, so the tree's counts are exact: a source's sample
 // count (proportion), its draws an epoch (counts: over an epoch of their sum
 // the tree hands each source exactly its count), or its share of 2^40
@@ -135,10 +142,8 @@ const StreamMixOrder::Segment& StreamMixOrder::SegmentAt(uint64_t p) const {
 
 uint32_t StreamMixOrder::SourceAt(uint64_t p) const {
   if (sources_ <= 1) return 0;
-  if (shuffle_) {  // a batch's draws of a source in random slots, as MixOrder's step 3
-    const uint64_t b = p / block_, begin = b * block_;
-    p = begin + IndexShuffle(block_, MixSeed(block_key_, b))(p - begin);
-  }
+  // A batch's draws of a source in random slots, as MixOrder's step 3 (an endless stream: every block whole).
+  if (shuffle_) p = PermutedInBlock(p, block_, UINT64_MAX, block_key_);
   const Segment& seg = SegmentAt(p);
   return seg.alloc.Locate((p - seg.from) / unit_).source;
 }
@@ -357,11 +362,7 @@ Result<std::shared_ptr<const MixOrder>> MixOrder::Make(const std::vector<uint32_
 }
 
 MixAllocation::Draw MixOrder::DrawAt(uint64_t p) const {
-  uint64_t q = p;
-  if (shuffle_) {
-    const uint64_t b = p / block_, begin = b * block_, len = std::min(block_, length_ - begin);
-    q = begin + IndexShuffle(len, MixSeed(block_key_, b))(p - begin);
-  }
+  const uint64_t q = shuffle_ ? PermutedInBlock(p, block_, length_, block_key_) : p;
   MixAllocation::Draw d = LocateAt(g0_ + q);
   d.k += base_[d.source];
   return d;

@@ -184,6 +184,20 @@ std::shared_ptr<const FieldAliases> SourceAliases(const LoaderOptions& options, 
   return std::make_shared<const FieldAliases>(members[source]);
 }
 
+Status CheckSourceAliases(const LoaderOptions& options, size_t source, const FieldAliases* aliases) {
+  for (const auto& alias : aliases ? *aliases : FieldAliases{}) {
+    const std::string& field = alias.first;
+    const bool known = field == options.key_column ||
+                       std::any_of(options.fields.begin(), options.fields.end(),
+                                   [&field](const FieldSpec& f) { return f.field == field; });
+    if (!known) {
+      return InvalidArgument("source '" + options.mix.names[source] + "' reads field '" + field + "' from member '" +
+                             alias.second + "', but the loader has no field '" + field + "'");
+    }
+  }
+  return Status::Ok();
+}
+
 Result<ShardTables> SummarizeMixture(LoaderOptions& options, const IoOptions& io, uint64_t keep_bytes,
                                      std::vector<std::string>* shards) {
   MixOptions& mix = options.mix;
@@ -200,17 +214,7 @@ Result<ShardTables> SummarizeMixture(LoaderOptions& options, const IoOptions& io
     one.mix = MixOptions{};
     STOKER_ASSIGN_OR_RETURN(one.key_rule, SourceKeyRule(options, s));
     const std::shared_ptr<const FieldAliases> aliases = SourceAliases(options, s);
-    for (const auto& alias : aliases ? *aliases : FieldAliases{}) {
-      const std::string& field = alias.first;
-      const std::string& member = alias.second;
-      const bool known = field == options.key_column ||
-                         std::any_of(options.fields.begin(), options.fields.end(),
-                                     [&field](const FieldSpec& f) { return f.field == field; });
-      if (!known) {
-        return InvalidArgument("source '" + mix.names[s] + "' reads field '" + field + "' from member '" + member +
-                               "', but the loader has no field '" + field + "'");
-      }
-    }
+    STOKER_RETURN_IF_ERROR(CheckSourceAliases(options, s, aliases.get()));
     // The source's own names, as it is summarized alone (Parquet checks its columns).
     for (FieldSpec& f : one.fields) f.field = std::string(AliasedField(aliases.get(), f.field));
     if (!one.key_column.empty()) one.key_column = std::string(AliasedField(aliases.get(), one.key_column));

@@ -76,6 +76,9 @@ Result<KeyRule> SourceKeyRule(const LoaderOptions& options, size_t source);
 std::vector<uint32_t> SourceFirstShards(const MixOptions& mix);
 uint32_t SourceOfShard(const std::vector<uint32_t>& first_shards, uint32_t shard);
 std::shared_ptr<const FieldAliases> SourceAliases(const LoaderOptions& options, size_t source);
+// An error where a source's aliases name a field the loader does not have
+// (nor its key_column); both loaders' (indexed and stream) check.
+Status CheckSourceAliases(const LoaderOptions& options, size_t source, const FieldAliases* aliases);
 
 // A mixture's shards (options.mix names its sources): each source summarized
 // as SummarizeShards does it alone (a manifest, an image folder, Parquet

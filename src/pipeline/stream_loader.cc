@@ -400,14 +400,7 @@ Status ExpandStreamSources(LoaderOptions& options, StreamDataset* data) {
     if (!rule.ok()) return rule.status();
     if (*rule != KeyRule::kWebDataset) return Refuse(named + ": key_rule must be 'webdataset'");
     std::shared_ptr<const FieldAliases> aliases = SourceAliases(options, s);
-    for (const auto& alias : aliases ? *aliases : FieldAliases{}) {
-      const std::string& field = alias.first;
-      const auto named_field = [&](const FieldSpec& f) { return f.field == field; };
-      if (std::none_of(options.fields.begin(), options.fields.end(), named_field)) {
-        return InvalidArgument(named + " reads field '" + field + "' from member '" + alias.second +
-                               "', but the loader has no field '" + field + "'");
-      }
-    }
+    STOKER_RETURN_IF_ERROR(CheckSourceAliases(options, s, aliases.get()));
     Result<std::vector<std::string>> shards = ExpandSources({options.sources[s]}, io);
     if (!shards.ok()) return shards.status().WithContext(named);
     if (shards->size() < static_cast<size_t>(options.world_size)) {

@@ -15,26 +15,10 @@ import pytest
 
 import stoker
 from conftest import write_tar
+from mixture_samples import drain, rows, write_tar_source
 from url_server import UrlServer
 
 FIELDS = {"bin": stoker.raw(64)}
-
-
-def write_tar_source(directory: Path, prefix: str, shards: int, per_shard: int, seed: int) -> dict:
-    """Tar shards of samples {bin}; returns key -> bytes as webdataset's reader reads them back."""
-    import webdataset as wds
-
-    rng = np.random.default_rng(seed)
-    directory.mkdir(parents=True, exist_ok=True)
-    for s in range(shards):
-        with wds.TarWriter(str(directory / f"{prefix}-{s:02d}.tar")) as sink:
-            for i in range(per_shard):
-                key = f"{prefix}{s:02d}_{i:04d}"
-                sink.write({"__key__": key, "bin": rng.integers(0, 256, int(rng.integers(8, 64)), np.uint8).tobytes()})
-    ref = {}
-    for sample in wds.WebDataset(str(directory / f"{prefix}-{{00..{shards - 1:02d}}}.tar"), shardshuffle=False):
-        ref[sample["__key__"]] = sample["bin"]
-    return ref
 
 
 def write_parquet_source(directory: Path, files: int, rows: int, seed: int) -> dict:
@@ -63,22 +47,6 @@ def sources(tmp_path_factory):
     c = write_tar_source(root / "c", "c", shards=1, per_shard=30, seed=3)    # 30
     return root, {"a": (str(root / "a" / "a-{00..02}.tar"), a), "b": (str(root / "b" / "b-{00..01}.tar"), b),
                   "c": (str(root / "c" / "c-00.tar"), c)}
-
-
-def rows(batch):
-    """(source, key, bytes) of each sample of a batch."""
-    data, lengths = batch["bin"], batch["bin.len"]
-    return [(s, k, bytes(data[i, : int(lengths[i])])) for i, (s, k) in enumerate(zip(batch["__source__"],
-                                                                                      batch["__key__"]))]
-
-
-def drain(loader, epoch=None):
-    if epoch is not None:
-        loader.set_epoch(epoch)
-    out = []
-    for batch in loader:
-        out.extend(rows(batch))
-    return out
 
 
 def make(srcs, weights, **kw):

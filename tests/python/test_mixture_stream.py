@@ -12,54 +12,24 @@ import math
 from collections import Counter
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 import stoker
+from mixture_samples import drain, rows, write_tar_source
 from url_server import UrlServer
 
 FIELDS = {"bin": stoker.raw(64)}
 PER_SHARD = 20
 
 
-def write_source(directory: Path, prefix: str, shards: int, seed: int) -> dict:
-    """Tar shards of samples {bin} (no sidecars); returns key -> bytes as webdataset reads them back."""
-    import webdataset as wds
-
-    rng = np.random.default_rng(seed)
-    directory.mkdir(parents=True, exist_ok=True)
-    for s in range(shards):
-        with wds.TarWriter(str(directory / f"{prefix}-{s:02d}.tar")) as sink:
-            for i in range(PER_SHARD):
-                sink.write({"__key__": f"{prefix}{s:02d}_{i:04d}",
-                            "bin": rng.integers(0, 256, int(rng.integers(8, 64)), np.uint8).tobytes()})
-    ref = {}
-    for sample in wds.WebDataset(str(directory / f"{prefix}-{{00..{shards - 1:02d}}}.tar"), shardshuffle=False):
-        ref[sample["__key__"]] = sample["bin"]
-    return ref
-
-
 @pytest.fixture(scope="module")
 def sources(tmp_path_factory):
     root = tmp_path_factory.mktemp("mixstream")
-    a = write_source(root / "a", "a", shards=4, seed=1)  # 80 samples
-    b = write_source(root / "b", "b", shards=2, seed=2)  # 40
-    c = write_source(root / "c", "c", shards=2, seed=3)  # 40
+    a = write_tar_source(root / "a", "a", shards=4, per_shard=PER_SHARD, seed=1)  # 80 samples
+    b = write_tar_source(root / "b", "b", shards=2, per_shard=PER_SHARD, seed=2)  # 40
+    c = write_tar_source(root / "c", "c", shards=2, per_shard=PER_SHARD, seed=3)  # 40
     return root, {"a": (str(root / "a" / "a-{00..03}.tar"), a), "b": (str(root / "b" / "b-{00..01}.tar"), b),
                   "c": (str(root / "c" / "c-{00..01}.tar"), c)}
-
-
-def rows(batch):
-    """(source, key, bytes) of each sample of a batch."""
-    data, lengths = batch["bin"], batch["bin.len"]
-    return [(s, k, bytes(data[i, : int(lengths[i])])) for i, (s, k) in enumerate(zip(batch["__source__"],
-                                                                                      batch["__key__"]))]
-
-
-def drain(loader, epoch=None):
-    if epoch is not None:
-        loader.set_epoch(epoch)
-    return [r for batch in loader for r in rows(batch)]
 
 
 def make(srcs, weights, samples_per_epoch, **kw):
@@ -238,5 +208,8 @@ def test_refusals_name_what_to_change(sources):
     with pytest.raises(Exception, match="law \"proportion\" needs the sources' sizes"):
         stoker.Loader(stoker.mix({"a": srcs["a"][0], "b": srcs["b"][0]}), FIELDS, stream=True,
                       samples_per_epoch=100, batch_size=4, observe=False)
+    unknown = stoker.mix({"a": stoker.Source(srcs["a"][0], 1, members={"nope": "bin"})})
+    with pytest.raises(Exception, match="source 'a' reads field 'nope' from member 'bin', but the loader has no field"):
+        stoker.Loader(unknown, FIELDS, stream=True, samples_per_epoch=100, batch_size=4, observe=False)
     with pytest.raises(Exception, match="source 'b' of the mixture has 2 shards for 3 ranks"):
         make(srcs, {"a": 0.5, "b": 0.5}, 300, batch_size=4, rank=0, world_size=3)
