@@ -5,9 +5,9 @@ with nothing wrong blames no stage. (A throttled reader, a slow decoder and a
 slow consumer are test_observe.py's.)
 
 The busy machine is made, not hoped for: spinning processes, 2 a core,
-started after the rolling median has settled, against a loader at nice 10,
-so its threads get a sliver of the cores and the next batches wait many
-times the median."""
+started after the rolling median has settled, against a loader whose
+threads run at nice 19, so they get a sliver of the cores and the next
+batches wait many times the median."""
 from __future__ import annotations
 
 import itertools
@@ -57,27 +57,35 @@ def stop(procs: list[subprocess.Popen]) -> None:
 
 
 BUSY_CHILD = """
-import itertools, json, sys
+import itertools, json, os, sys, threading
 import stoker
 loader = stoker.Loader(sys.argv[1], {"jpg": stoker.image(256), "cls": stoker.scalar("int64")}, batch_size=4,
                        output="numpy", decode_threads=2, io_depth=2, prefetch=1, autotune=False,
-                       slow_factor=3.0, slow_floor_s=0.08)
+                       slow_factor=3.0, slow_floor_s=0.05)
 it = iter(loader)
 for _ in itertools.islice(it, 8):  # the rolling median, before the machine is taken
     pass
 print("ready", flush=True)
 sys.stdin.readline()  # the spinners run
-for _ in itertools.islice(it, 12):  # past the batch or two made before they took the cores
+# The loader's threads go to nice 19; this thread, the consumer, stays at the
+# default, so it asks for each batch on time and the wait is the loader's.
+me = threading.get_native_id()
+for tid in os.listdir("/proc/self/task"):
+    if int(tid) != me:
+        os.setpriority(os.PRIO_PROCESS, int(tid), 19)
+for _ in itertools.islice(it, 8):  # past the batch or two made before they took the cores
     pass
 print(json.dumps(loader.report()["slow_batches"]), flush=True)
 """
 
 
 def test_a_machine_busy_with_other_processes_is_cpu_contention(shard):
-    # The loader runs at nice 10, the spinners at the default: its threads
-    # get a sliver of the cores, so its batches wait many times the median
-    # it set before the spinners began, whatever the machine's speed.
-    child = subprocess.Popen(["nice", "-n", "10", sys.executable, "-c", BUSY_CHILD, shard], stdin=subprocess.PIPE,
+    # The loader's threads run at nice 19, the spinners at the default: its
+    # threads get under 1% of a core each, so its batches wait a hundred times
+    # the median it set before the spinners began, whatever the machine's
+    # speed. (At nice 10 for the whole process, the consumer starved as much as
+    # the loader and rarely waited: one batch over the floor, or none.)
+    child = subprocess.Popen([sys.executable, "-c", BUSY_CHILD, shard], stdin=subprocess.PIPE,
                              stdout=subprocess.PIPE, text=True, env=stoker_env())
     procs = []
     try:
