@@ -172,7 +172,11 @@ Result<bool> StartRaw(LibJpeg& lj, int subsamp, int denom, RawLayout* l) {
     for (int c = 1; c < 3; ++c) {
       jpeg_component_info& comp = ci.comp_info[c];
       comp.DCT_scaled_size = dct;
-      comp.MCU_sample_width = comp.MCU_width * dct;
+      // A chroma MCU is one block wide here (h_samp_factor 1: RawSubsamp),
+      // interleaved or not. MCU_width says the same but is set per scan: in a
+      // multi-scan file cut before a component's scan it is what the allocator
+      // left there (tests/fuzz/regressions/jpeg/luma_scan_alone_in_a_420_file: 0xBEBEBEBE * 8).
+      comp.MCU_sample_width = dct;
       ci.idct->inverse_DCT[c] = ci.idct->inverse_DCT[0];
     }
   }
