@@ -33,9 +33,9 @@ namespace {
 
 class StreamLoader : public Loader {
  public:
-  StreamLoader(StreamDataset data, std::unique_ptr<StreamHead> head, TuneConfig tune)
+  StreamLoader(StreamDataset data, StreamMixOrder order, std::unique_ptr<StreamHead> head, TuneConfig tune)
       : data_(std::move(data)),
-        order_(StreamMixOrder::Make(data_.options).value()),  // CreateStreamLoader made it once
+        order_(std::move(order)),
         head_(std::move(head)),
         stats_(data_.options, tune),
         skips_(&data_.options, &data_.layout),
@@ -452,7 +452,7 @@ Result<std::unique_ptr<Loader>> CreateStreamLoader(LoaderOptions options) {
   }
   if (!options.storage) options.storage = DefaultIoOptions();
   StreamDataset data;
-  STOKER_RETURN_IF_ERROR(StreamMixOrder::Make(options).status());
+  STOKER_ASSIGN_OR_RETURN(StreamMixOrder order, StreamMixOrder::Make(options));
   STOKER_RETURN_IF_ERROR(ExpandStreamSources(options, &data));
   for (const std::string& s : data.shards) {
     if (s.ends_with(".parquet")) return Refuse("streams tar shards; " + s + " is a Parquet file");
@@ -503,7 +503,8 @@ Result<std::unique_ptr<Loader>> CreateStreamLoader(LoaderOptions options) {
           std::to_string(options.shuffle_buffer)));
   TuneConfig tune = MakeStreamTuneConfig(user, options, data.layout, first_bytes, window_bytes, data.cpu.cores);
   data.options = std::move(options);
-  return std::unique_ptr<Loader>(std::make_unique<StreamLoader>(std::move(data), std::move(head), std::move(tune)));
+  return std::unique_ptr<Loader>(std::make_unique<StreamLoader>(std::move(data), std::move(order), std::move(head),
+                                                                std::move(tune)));
 }
 
 }  // namespace stoker
