@@ -407,11 +407,11 @@ Status ExpandStreamSources(LoaderOptions& options, StreamDataset* data) {
       return Refuse(named + " has " + std::to_string(shards->size()) + " shards for " +
                     std::to_string(options.world_size) + " ranks: each rank reads whole shards of each source");
     }
-    data->first_shards.push_back(static_cast<uint32_t>(data->shards.size()));
     data->aliases.push_back(std::move(aliases));
     mix.shards.push_back(static_cast<uint32_t>(shards->size()));
     data->shards.insert(data->shards.end(), shards->begin(), shards->end());
   }
+  data->first_shards = SourceFirstShards(mix);
   return Status::Ok();
 }
 
